@@ -1,0 +1,46 @@
+// dualcast/config.hpp: the one place that knows about host/device compilation.
+#pragma once
+
+#define DUALCAST_VERSION_MAJOR 0
+#define DUALCAST_VERSION_MINOR 1
+#define DUALCAST_VERSION_PATCH 0
+
+#if defined(__CUDACC__)
+#define DUALCAST_HOST __host__
+#define DUALCAST_DEVICE __device__
+#define DUALCAST_HD __host__ __device__
+#define DUALCAST_FORCEINLINE __forceinline__
+#else
+#define DUALCAST_HOST
+#define DUALCAST_DEVICE
+#define DUALCAST_HD
+#if defined(__GNUC__) || defined(__clang__)
+#define DUALCAST_FORCEINLINE inline __attribute__((always_inline))
+#else
+#define DUALCAST_FORCEINLINE inline
+#endif
+#endif
+
+// True while compiling device code (the device pass of nvcc).
+#if defined(__CUDA_ARCH__)
+#define DUALCAST_DEVICE_PASS 1
+#else
+#define DUALCAST_DEVICE_PASS 0
+#endif
+
+// SIMD batches (gcc/clang vector extensions) are used by the CPU backend only when the
+// host compiler sees them directly; under nvcc the CPU backend evaluates one element at a time.
+#if !defined(__CUDACC__) && (defined(__GNUC__) || defined(__clang__))
+#define DUALCAST_HAS_SIMD 1
+#else
+#define DUALCAST_HAS_SIMD 0
+#endif
+
+// Marks a kernel lambda callable in host and device code: `[] DUALCAST_LAMBDA (auto x) {...}`.
+// nvcc needs extended lambdas (--extended-lambda) to run a lambda on the device; other compilers
+// see a plain lambda.
+#if defined(__CUDACC__)
+#define DUALCAST_LAMBDA __host__ __device__
+#else
+#define DUALCAST_LAMBDA
+#endif

@@ -1,0 +1,59 @@
+// dualcast/detail/operand.hpp: the plain data a backend receives for one fused pass: the
+// iteration shape and, per array operand, a pointer and strides aligned to that shape (stride 0
+// on broadcast dimensions). Trivially copyable, so it can be a CUDA kernel parameter.
+#pragma once
+
+#include <dualcast/config.hpp>
+#include <dualcast/shape.hpp>
+
+namespace dualcast::detail {
+
+template <class T>
+struct operand {
+  T* ptr;
+  index_t stride[max_rank];
+};
+
+template <class T, int NI, int NO>
+struct map_params {
+  int rank;
+  index_t ext[max_rank];
+  operand<T const> in[NI > 0 ? NI : 1];
+  operand<T> out[NO > 0 ? NO : 1];
+};
+
+// Merges dimensions that every operand walks contiguously, and drops size-1 dimensions, so the
+// common cases (all contiguous; a bias broadcast over rows) become rank 1 or 2. The innermost
+// dimension of the result is the one backends vectorise along.
+template <class T, int NI, int NO>
+inline void collapse_dims(map_params<T, NI, NO>& p) {
+  auto stride_of = [&](int o, int d) -> index_t& {
+    return o < NI ? p.in[o].stride[d] : p.out[o - NI].stride[d];
+  };
+  constexpr int n_ops = NI + NO;
+  int r = 0;
+  for (int d = 0; d < p.rank; ++d) {
+    if (p.ext[d] == 1) continue;
+    if (r > 0) {
+      bool mergeable = true;
+      for (int o = 0; o < n_ops && mergeable; ++o)
+        mergeable = stride_of(o, r - 1) == stride_of(o, d) * p.ext[d];
+      if (mergeable) {
+        p.ext[r - 1] *= p.ext[d];
+        for (int o = 0; o < n_ops; ++o) stride_of(o, r - 1) = stride_of(o, d);
+        continue;
+      }
+    }
+    p.ext[r] = p.ext[d];
+    for (int o = 0; o < n_ops; ++o) stride_of(o, r) = stride_of(o, d);
+    ++r;
+  }
+  if (r == 0) {  // a single element
+    p.ext[0] = 1;
+    for (int o = 0; o < n_ops; ++o) stride_of(o, 0) = 0;
+    r = 1;
+  }
+  p.rank = r;
+}
+
+}  // namespace dualcast::detail

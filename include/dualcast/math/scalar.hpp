@@ -1,0 +1,119 @@
+// dualcast/math/scalar.hpp: the elementwise math library on plain float and double.
+//
+// The same names exist for SIMD batches (math/simd.hpp) and duals (math/dual.hpp), so one
+// generic lambda runs on all of them. On plain numbers these forward to the C math library,
+// which nvcc also provides in device code.
+#pragma once
+
+#include <dualcast/config.hpp>
+
+#include <cmath>
+#include <concepts>
+#include <math.h>  // NOLINT(modernize-deprecated-headers): the global ::expf etc. exist in device code too
+
+namespace dualcast {
+
+#define DUALCAST_DETAIL_UNARY_C(name)                                \
+  template <std::floating_point T>                                   \
+  DUALCAST_HD inline T name(T x) {                                   \
+    if constexpr (sizeof(T) == sizeof(float))                        \
+      return ::name##f(x);                                           \
+    else                                                             \
+      return ::name(static_cast<double>(x));                         \
+  }
+DUALCAST_DETAIL_UNARY_C(exp)
+DUALCAST_DETAIL_UNARY_C(expm1)
+DUALCAST_DETAIL_UNARY_C(exp2)
+DUALCAST_DETAIL_UNARY_C(log)
+DUALCAST_DETAIL_UNARY_C(log1p)
+DUALCAST_DETAIL_UNARY_C(log2)
+DUALCAST_DETAIL_UNARY_C(log10)
+DUALCAST_DETAIL_UNARY_C(sqrt)
+DUALCAST_DETAIL_UNARY_C(cbrt)
+DUALCAST_DETAIL_UNARY_C(sin)
+DUALCAST_DETAIL_UNARY_C(cos)
+DUALCAST_DETAIL_UNARY_C(tan)
+DUALCAST_DETAIL_UNARY_C(asin)
+DUALCAST_DETAIL_UNARY_C(acos)
+DUALCAST_DETAIL_UNARY_C(atan)
+DUALCAST_DETAIL_UNARY_C(sinh)
+DUALCAST_DETAIL_UNARY_C(cosh)
+DUALCAST_DETAIL_UNARY_C(tanh)
+DUALCAST_DETAIL_UNARY_C(asinh)
+DUALCAST_DETAIL_UNARY_C(acosh)
+DUALCAST_DETAIL_UNARY_C(atanh)
+DUALCAST_DETAIL_UNARY_C(erf)
+DUALCAST_DETAIL_UNARY_C(erfc)
+DUALCAST_DETAIL_UNARY_C(floor)
+DUALCAST_DETAIL_UNARY_C(ceil)
+DUALCAST_DETAIL_UNARY_C(round)
+#undef DUALCAST_DETAIL_UNARY_C
+
+#define DUALCAST_DETAIL_BINARY_C(name)                                             \
+  template <std::floating_point T>                                                 \
+  DUALCAST_HD inline T name(T x, T y) {                                            \
+    if constexpr (sizeof(T) == sizeof(float))                                      \
+      return ::name##f(x, y);                                                      \
+    else                                                                           \
+      return ::name(static_cast<double>(x), static_cast<double>(y));               \
+  }
+DUALCAST_DETAIL_BINARY_C(pow)
+DUALCAST_DETAIL_BINARY_C(atan2)
+DUALCAST_DETAIL_BINARY_C(hypot)
+#undef DUALCAST_DETAIL_BINARY_C
+
+template <std::floating_point T>
+DUALCAST_HD inline T fma(T a, T b, T c) {
+  if constexpr (sizeof(T) == sizeof(float))
+    return ::fmaf(a, b, c);
+  else
+    return ::fma(static_cast<double>(a), static_cast<double>(b), static_cast<double>(c));
+}
+
+// Integer powers: pow(x, n) with an int exponent.
+template <std::floating_point T>
+DUALCAST_HD inline T pow(T x, int n) {
+  return dualcast::pow(x, static_cast<T>(n));
+}
+
+// Branch-free helpers with value semantics shared by every type.
+template <std::floating_point T>
+DUALCAST_HD constexpr T abs(T x) {
+  return x < T(0) ? -x : (x == T(0) ? T(0) : x);  // abs(-0) == +0
+}
+// NaN propagates through min and max (like PyTorch's minimum/maximum, unlike std::fmin).
+template <std::floating_point T>
+DUALCAST_HD constexpr T max(T a, T b) {
+  return (a > b || a != a) ? a : b;
+}
+template <std::floating_point T>
+DUALCAST_HD constexpr T min(T a, T b) {
+  return (a < b || a != a) ? a : b;
+}
+template <std::floating_point T>
+DUALCAST_HD constexpr T clamp(T x, T lo, T hi) {
+  return dualcast::min(dualcast::max(x, lo), hi);
+}
+template <std::floating_point T>
+DUALCAST_HD constexpr T relu(T x) {
+  return x < T(0) ? T(0) : x;  // NaN propagates
+}
+template <std::floating_point T>
+DUALCAST_HD inline T sigmoid(T x) {
+  return T(1) / (T(1) + dualcast::exp(-x));
+}
+// softplus(x) = log(1 + exp(x)) without overflow for large x.
+template <std::floating_point T>
+DUALCAST_HD inline T softplus(T x) {
+  return dualcast::max(x, T(0)) + dualcast::log1p(dualcast::exp(-dualcast::abs(x)));
+}
+
+// select(c, a, b): a where c holds, else b. Both sides are evaluated (like numpy.where).
+template <class A, class B>
+  requires(std::is_arithmetic_v<A> && std::is_arithmetic_v<B>)
+DUALCAST_HD constexpr auto select(bool c, A a, B b) {
+  using R = decltype(a + b);
+  return c ? static_cast<R>(a) : static_cast<R>(b);
+}
+
+}  // namespace dualcast

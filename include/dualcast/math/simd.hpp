@@ -1,0 +1,271 @@
+// dualcast/math/simd.hpp: the elementwise math library on SIMD batches.
+//
+// exp, expm1, log, log1p, tanh and sigmoid on float batches are branch-free polynomial
+// approximations (Cephes' coefficients, the approach of Eigen's packet math) so that they
+// vectorize without -ffast-math; they are tested against the C library to a few ulp. The other
+// functions, and all double functions, apply the C library lane by lane (exact but scalar speed).
+#pragma once
+
+#include <dualcast/math/scalar.hpp>
+#include <dualcast/simd.hpp>
+
+#if DUALCAST_HAS_SIMD
+
+#include <cstdint>
+#include <limits>
+
+namespace dualcast {
+
+namespace detail {
+template <class T, int W, class F>
+inline batch<T, W> map_lanes(batch<T, W> x, F f) {
+  batch<T, W> r;
+  for (int i = 0; i < W; ++i) r.v[i] = f(x.v[i]);
+  return r;
+}
+template <class T, int W, class F>
+inline batch<T, W> map_lanes(batch<T, W> x, batch<T, W> y, F f) {
+  batch<T, W> r;
+  for (int i = 0; i < W; ++i) r.v[i] = f(x.v[i], y.v[i]);
+  return r;
+}
+template <class T, int W>
+inline batch<T, W> blend(mask<T, W> m, batch<T, W> a, batch<T, W> b) {
+  using iv = typename mask<T, W>::vec_t;
+  iv ai = __builtin_bit_cast(iv, a.v), bi = __builtin_bit_cast(iv, b.v);
+  iv r = (ai & m.v) | (bi & ~m.v);
+  return {__builtin_bit_cast(typename batch<T, W>::vec_t, r)};
+}
+// 2^n for integral-valued n in [-126, 127], built from the exponent bits.
+template <int W>
+inline batch<float, W> exp2_int(batch<float, W> n) {
+  using iv = typename mask<float, W>::vec_t;
+  iv k = __builtin_convertvector(n.v, iv);
+  iv bits = (k + 127) << 23;
+  return {__builtin_bit_cast(typename batch<float, W>::vec_t, bits)};
+}
+// Round to nearest integer (|x| < 2^22), branch-free.
+template <int W>
+inline batch<float, W> round_nearest(batch<float, W> x) {
+  const batch<float, W> magic(12582912.0f);  // 1.5 * 2^23
+  return (x + magic) - magic;
+}
+}  // namespace detail
+
+// ---- selection and simple functions, any batch -------------------------------------------
+template <class T, int W>
+inline batch<T, W> select(mask<T, W> m, batch<T, W> a, batch<T, W> b) {
+  return detail::blend(m, a, b);
+}
+template <class T, int W, class A, class B>
+  requires((is_batch_v<A> || std::is_arithmetic_v<A>) && (is_batch_v<B> || std::is_arithmetic_v<B>) &&
+           !(is_batch_v<A> && is_batch_v<B>))
+inline batch<T, W> select(mask<T, W> m, A const& a, B const& b) {
+  return detail::blend(m, batch<T, W>(a), batch<T, W>(b));
+}
+template <class T, int W>
+inline batch<T, W> select(bool c, batch<T, W> a, batch<T, W> b) {
+  return c ? a : b;
+}
+template <class T, int W>
+inline batch<T, W> abs(batch<T, W> x) {
+  return select(x < T(0), -x, select(x == T(0), batch<T, W>(T(0)), x));
+}
+template <class T, int W>
+inline batch<T, W> max(batch<T, W> a, batch<T, W> b) {
+  return select((a > b) || (a != a), a, b);
+}
+template <class T, int W>
+inline batch<T, W> min(batch<T, W> a, batch<T, W> b) {
+  return select((a < b) || (a != a), a, b);
+}
+template <class T, int W>
+inline batch<T, W> clamp(batch<T, W> x, batch<T, W> lo, batch<T, W> hi) {
+  return min(max(x, lo), hi);
+}
+template <class T, int W>
+inline batch<T, W> relu(batch<T, W> x) {
+  return select(x < T(0), batch<T, W>(T(0)), x);
+}
+template <class T, int W>
+inline batch<T, W> fma(batch<T, W> a, batch<T, W> b, batch<T, W> c) {
+  batch<T, W> r;
+  for (int i = 0; i < W; ++i) r.v[i] = dualcast::fma(a.v[i], b.v[i], c.v[i]);
+  return r;
+}
+
+// ---- lane-by-lane functions -----------------------------------------------------------------
+#define DUALCAST_DETAIL_LANEWISE(name)                                                \
+  template <class T, int W>                                                           \
+  inline batch<T, W> name(batch<T, W> x) {                                            \
+    return detail::map_lanes(x, [](T a) { return dualcast::name(a); });               \
+  }
+DUALCAST_DETAIL_LANEWISE(exp2)
+DUALCAST_DETAIL_LANEWISE(log2)
+DUALCAST_DETAIL_LANEWISE(log10)
+DUALCAST_DETAIL_LANEWISE(sqrt)
+DUALCAST_DETAIL_LANEWISE(cbrt)
+DUALCAST_DETAIL_LANEWISE(sin)
+DUALCAST_DETAIL_LANEWISE(cos)
+DUALCAST_DETAIL_LANEWISE(tan)
+DUALCAST_DETAIL_LANEWISE(asin)
+DUALCAST_DETAIL_LANEWISE(acos)
+DUALCAST_DETAIL_LANEWISE(atan)
+DUALCAST_DETAIL_LANEWISE(sinh)
+DUALCAST_DETAIL_LANEWISE(cosh)
+DUALCAST_DETAIL_LANEWISE(asinh)
+DUALCAST_DETAIL_LANEWISE(acosh)
+DUALCAST_DETAIL_LANEWISE(atanh)
+DUALCAST_DETAIL_LANEWISE(erf)
+DUALCAST_DETAIL_LANEWISE(erfc)
+DUALCAST_DETAIL_LANEWISE(floor)
+DUALCAST_DETAIL_LANEWISE(ceil)
+DUALCAST_DETAIL_LANEWISE(round)
+#undef DUALCAST_DETAIL_LANEWISE
+
+#define DUALCAST_DETAIL_LANEWISE2(name)                                                  \
+  template <class T, int W>                                                              \
+  inline batch<T, W> name(batch<T, W> x, batch<T, W> y) {                                \
+    return detail::map_lanes(x, y, [](T a, T b) { return dualcast::name(a, b); });       \
+  }
+DUALCAST_DETAIL_LANEWISE2(pow)
+DUALCAST_DETAIL_LANEWISE2(atan2)
+DUALCAST_DETAIL_LANEWISE2(hypot)
+#undef DUALCAST_DETAIL_LANEWISE2
+
+template <class T, int W>
+inline batch<T, W> pow(batch<T, W> x, int n) {
+  return pow(x, batch<T, W>(T(n)));
+}
+
+// ---- vectorized float polynomials ------------------------------------------------------------
+template <class T, int W>
+inline batch<T, W> exp(batch<T, W> x) {
+  if constexpr (std::is_same_v<T, double>) {
+    return detail::map_lanes(x, [](double a) { return dualcast::exp(a); });
+  } else {
+    using B = batch<float, W>;
+    // exp(x) = 2^n * exp(r), n = round(x / ln 2), |r| <= ln(2) / 2.
+    B xc = clamp(x, B(-104.0f), B(89.0f));
+    B n = detail::round_nearest(xc * 1.44269504088896341f);
+    B r = xc - n * 0.693359375f;
+    r = r - n * -2.12194440e-4f;
+    B p(1.9875691500e-4f);
+    p = p * r + 1.3981999507e-3f;
+    p = p * r + 8.3334519073e-3f;
+    p = p * r + 4.1665795894e-2f;
+    p = p * r + 1.6666665459e-1f;
+    p = p * r + 5.0000001201e-1f;
+    B y = p * (r * r) + r + 1.0f;
+    // Scale in two steps so that results in the subnormal range and near overflow are right.
+    B n1 = detail::round_nearest(n * 0.5f);
+    B n2 = n - n1;
+    y = y * detail::exp2_int(n1) * detail::exp2_int(n2);
+    y = select(x > 88.72283935546875f, B(std::numeric_limits<float>::infinity()), y);
+    y = select(x < -103.972084f, B(0.0f), y);
+    return select(x != x, x, y);  // NaN in, NaN out
+  }
+}
+
+template <class T, int W>
+inline batch<T, W> expm1(batch<T, W> x) {
+  if constexpr (std::is_same_v<T, double>) {
+    return detail::map_lanes(x, [](double a) { return dualcast::expm1(a); });
+  } else {
+    using B = batch<float, W>;
+    // Near zero a Taylor polynomial keeps the relative accuracy that exp(x) - 1 loses.
+    B p(1.0f / 362880.0f);
+    p = p * x + 1.0f / 40320.0f;
+    p = p * x + 1.0f / 5040.0f;
+    p = p * x + 1.0f / 720.0f;
+    p = p * x + 1.0f / 120.0f;
+    p = p * x + 1.0f / 24.0f;
+    p = p * x + 1.0f / 6.0f;
+    p = p * x + 0.5f;
+    B small = p * (x * x) + x;
+    B large = exp(x) - 1.0f;
+    return select(x == 0.0f, x, select(abs(x) < 0.5f, small, large));  // keeps the sign of zero
+  }
+}
+
+template <class T, int W>
+inline batch<T, W> log(batch<T, W> x) {
+  if constexpr (std::is_same_v<T, double>) {
+    return detail::map_lanes(x, [](double a) { return dualcast::log(a); });
+  } else {
+    using B = batch<float, W>;
+    using iv = typename mask<float, W>::vec_t;
+    // Subnormals: scale into the normal range first.
+    auto tiny = x < std::numeric_limits<float>::min();
+    B xs = select(tiny, x * 8388608.0f, x);  // 2^23
+    iv bits = __builtin_bit_cast(iv, xs.v);
+    iv ei = ((bits >> 23) & 0xff) - 126;
+    iv mi = (bits & 0x807fffff) | 0x3f000000;  // mantissa in [0.5, 1)
+    B m{__builtin_bit_cast(typename B::vec_t, mi)};
+    B e{__builtin_convertvector(ei, typename B::vec_t)};
+    e = select(tiny, e - 23.0f, e);
+    auto below = m < 0.707106781186547524f;
+    e = select(below, e - 1.0f, e);
+    B f = select(below, m + m - 1.0f, m - 1.0f);
+    B z = f * f;
+    B y(7.0376836292e-2f);
+    y = y * f - 1.1514610310e-1f;
+    y = y * f + 1.1676998740e-1f;
+    y = y * f - 1.2420140846e-1f;
+    y = y * f + 1.4249322787e-1f;
+    y = y * f - 1.6668057665e-1f;
+    y = y * f + 2.0000714765e-1f;
+    y = y * f - 2.4999993993e-1f;
+    y = y * f + 3.3333331174e-1f;
+    y = y * f * z;
+    y = y + e * -2.12194440e-4f;
+    y = y - z * 0.5f;
+    B r = f + y;
+    r = r + e * 0.693359375f;
+    constexpr float inf = std::numeric_limits<float>::infinity();
+    r = select(x == 0.0f, B(-inf), r);
+    r = select(x == inf, B(inf), r);
+    r = select(x < 0.0f, B(std::numeric_limits<float>::quiet_NaN()), r);
+    return select(x != x, x, r);
+  }
+}
+
+template <class T, int W>
+inline batch<T, W> log1p(batch<T, W> x) {
+  if constexpr (std::is_same_v<T, double>) {
+    return detail::map_lanes(x, [](double a) { return dualcast::log1p(a); });
+  } else {
+    using B = batch<float, W>;
+    // log1p(x) = log(u) * x / (u - 1) with u = 1 + x corrects the rounding of 1 + x.
+    B u = x + 1.0f;
+    B d = u - 1.0f;
+    B r = select(d == 0.0f, x, log(u) * (x / select(d == 0.0f, B(1.0f), d)));  // x / d first: no overflow
+    return select(x == std::numeric_limits<float>::infinity(), x, r);
+  }
+}
+
+template <class T, int W>
+inline batch<T, W> tanh(batch<T, W> x) {
+  if constexpr (std::is_same_v<T, double>) {
+    return detail::map_lanes(x, [](double a) { return dualcast::tanh(a); });
+  } else {
+    using B = batch<float, W>;
+    B ax = abs(x);
+    B t = expm1(ax * -2.0f);
+    B r = -t / (t + 2.0f);
+    r = select(ax > 9.0f, B(1.0f), r);
+    return select(x < 0.0f, -r, select(x != x || x == 0.0f, x, r));  // NaN and +-0 pass through
+  }
+}
+
+template <class T, int W>
+inline batch<T, W> sigmoid(batch<T, W> x) {
+  return T(1) / (exp(-x) + T(1));
+}
+template <class T, int W>
+inline batch<T, W> softplus(batch<T, W> x) {
+  return max(x, batch<T, W>(T(0))) + log1p(exp(-abs(x)));
+}
+
+}  // namespace dualcast
+#endif  // DUALCAST_HAS_SIMD

@@ -1,0 +1,95 @@
+// dualcast/shape.hpp: shapes (up to 8 dimensions, 64-bit extents) and numpy broadcasting.
+#pragma once
+
+#include <dualcast/config.hpp>
+#include <dualcast/errors.hpp>
+
+#include <algorithm>
+#include <cstdint>
+#include <initializer_list>
+#include <string>
+
+namespace dualcast {
+
+using index_t = std::int64_t;
+inline constexpr int max_rank = 8;
+
+// The extents of an array: rank 0 (a scalar) to max_rank.
+struct shape {
+  int rank = 0;
+  index_t ext[max_rank] = {};
+
+  constexpr shape() = default;
+  shape(std::initializer_list<index_t> e) {
+    if (e.size() > static_cast<std::size_t>(max_rank))
+      throw shape_error("dualcast::shape: rank " + std::to_string(e.size()) +
+                        " exceeds the maximum rank 8");
+    for (index_t x : e) {
+      if (x < 0) throw shape_error("dualcast::shape: negative extent " + std::to_string(x));
+      ext[rank++] = x;
+    }
+  }
+  DUALCAST_HD constexpr index_t operator[](int i) const { return ext[i]; }
+  DUALCAST_HD constexpr index_t size() const {
+    index_t n = 1;
+    for (int i = 0; i < rank; ++i) n *= ext[i];
+    return n;
+  }
+  friend constexpr bool operator==(shape const& a, shape const& b) {
+    if (a.rank != b.rank) return false;
+    for (int i = 0; i < a.rank; ++i)
+      if (a.ext[i] != b.ext[i]) return false;
+    return true;
+  }
+};
+
+inline std::string to_string(shape const& s) {
+  std::string r = "(";
+  for (int i = 0; i < s.rank; ++i) {
+    if (i) r += ", ";
+    r += std::to_string(s.ext[i]);
+  }
+  if (s.rank == 1) r += ",";
+  return r + ")";
+}
+
+// numpy broadcasting of two shapes; nullopt-like failure reported through `ok`.
+inline shape broadcast_pair(shape const& a, shape const& b, bool& ok) {
+  shape r;
+  r.rank = std::max(a.rank, b.rank);
+  ok = true;
+  for (int i = 0; i < r.rank; ++i) {
+    int ia = a.rank - r.rank + i, ib = b.rank - r.rank + i;
+    index_t ea = ia >= 0 ? a.ext[ia] : 1, eb = ib >= 0 ? b.ext[ib] : 1;
+    if (ea == eb || eb == 1)
+      r.ext[i] = ea;
+    else if (ea == 1)
+      r.ext[i] = eb;
+    else
+      ok = false;
+  }
+  return r;
+}
+
+// Broadcasts the shapes of n arguments (their positions in the call are given, for messages).
+// Throws shape_error naming two arguments that do not broadcast together and both shapes.
+inline shape broadcast_shapes(std::string const& op, shape const* shapes, int const* positions,
+                              int n) {
+  shape r;
+  for (int i = 0; i < n; ++i) {
+    bool ok = true;
+    shape next = broadcast_pair(r, shapes[i], ok);
+    if (!ok) {
+      int j = 0;  // an earlier argument that conflicts with this one on its own
+      while (j < i && (broadcast_pair(shapes[j], shapes[i], ok), ok)) ++j;
+      throw shape_error(op + ": argument " + std::to_string(positions[i]) + " of shape " +
+                        to_string(shapes[i]) + " does not broadcast with argument " +
+                        std::to_string(positions[j < i ? j : 0]) + " of shape " +
+                        to_string(shapes[j < i ? j : 0]));
+    }
+    r = next;
+  }
+  return r;
+}
+
+}  // namespace dualcast

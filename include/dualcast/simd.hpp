@@ -1,0 +1,172 @@
+// dualcast/simd.hpp: a fixed-width SIMD batch of floats or doubles for the CPU backend.
+//
+// The CPU backend evaluates a kernel's lambda on batch<T, W> (or on dual<batch<T, W>, N>), so
+// that one call computes W elements in vector registers. Comparisons yield a mask<T, W>;
+// select(mask, a, b) blends per lane. A mask converts to bool only when all lanes agree; a
+// disagreeing ("divergent") conversion is recorded, and the backend re-evaluates that batch one
+// element at a time, so a lambda with `if` on values still gives exact results.
+#pragma once
+
+#include <dualcast/config.hpp>
+
+#if DUALCAST_HAS_SIMD
+
+#include <cmath>
+#include <cstdint>
+#include <cstring>
+#include <type_traits>
+
+namespace dualcast {
+
+namespace detail {
+template <class T>
+struct same_size_int;
+template <>
+struct same_size_int<float> {
+  using type = std::int32_t;
+};
+template <>
+struct same_size_int<double> {
+  using type = std::int64_t;
+};
+
+// Per-thread record of a divergent branch in the batch being evaluated.
+inline bool& simd_divergence_flag() {
+  thread_local bool flag = false;
+  return flag;
+}
+}  // namespace detail
+
+// The widest native vector: 64 bytes with AVX-512, 32 with AVX, else 16.
+#if defined(__AVX512F__)
+inline constexpr int simd_bytes = 64;
+#elif defined(__AVX__)
+inline constexpr int simd_bytes = 32;
+#else
+inline constexpr int simd_bytes = 16;
+#endif
+template <class T>
+inline constexpr int native_width = simd_bytes / static_cast<int>(sizeof(T));
+
+template <class T, int W>
+struct mask {
+  using int_t = typename detail::same_size_int<T>::type;
+  typedef int_t vec_t __attribute__((vector_size(sizeof(int_t) * W)));
+  vec_t v;  // each lane all ones (true) or all zeros (false)
+
+  friend mask operator&&(mask a, mask b) { return {a.v & b.v}; }
+  friend mask operator||(mask a, mask b) { return {a.v | b.v}; }
+  friend mask operator!(mask a) { return {~a.v}; }
+  friend mask operator&(mask a, mask b) { return {a.v & b.v}; }
+  friend mask operator|(mask a, mask b) { return {a.v | b.v}; }
+  friend mask operator^(mask a, mask b) { return {a.v ^ b.v}; }
+  friend mask operator==(mask a, mask b) { return {a.v == b.v}; }
+  friend mask operator!=(mask a, mask b) { return {a.v != b.v}; }
+  friend mask operator&&(mask a, bool b) { return b ? a : mask{vec_t{} & 0}; }
+  friend mask operator&&(bool b, mask a) { return a && b; }
+  friend mask operator||(mask a, bool b) { return b ? mask{~(vec_t{} & 0)} : a; }
+  friend mask operator||(bool b, mask a) { return a || b; }
+
+  bool all() const {
+    for (int i = 0; i < W; ++i)
+      if (!v[i]) return false;
+    return true;
+  }
+  bool any() const {
+    for (int i = 0; i < W; ++i)
+      if (v[i]) return true;
+    return false;
+  }
+  // Branching on a mask: exact when all lanes agree; otherwise flags the batch for per-element
+  // re-evaluation and returns false so that evaluation can finish.
+  explicit operator bool() const {
+    bool a = any();
+    if (a && !all()) {
+      detail::simd_divergence_flag() = true;
+      return false;
+    }
+    return a;
+  }
+};
+
+template <class T, int W>
+struct batch {
+  static_assert(std::is_same_v<T, float> || std::is_same_v<T, double>,
+                "dualcast: batch<T, W> holds float or double");
+  static_assert(W >= 1 && (W & (W - 1)) == 0, "dualcast: batch width must be a power of two");
+  typedef T vec_t __attribute__((vector_size(sizeof(T) * W)));
+  using value_type = T;
+  static constexpr int size = W;
+  vec_t v;
+
+  batch() = default;
+  batch(vec_t x) : v(x) {}  // NOLINT(google-explicit-constructor)
+  template <class S>
+    requires std::is_arithmetic_v<S>
+  batch(S s) : v(static_cast<T>(s) - vec_t{}) {}  // NOLINT(google-explicit-constructor): s - 0 keeps -0
+
+  static batch load(T const* p) {
+    batch r;
+    std::memcpy(&r.v, p, sizeof(vec_t));
+    return r;
+  }
+  void store(T* p) const { std::memcpy(p, &v, sizeof(vec_t)); }
+  T operator[](int i) const { return v[i]; }
+  void set(int i, T x) { v[i] = x; }
+
+  batch& operator+=(batch o) { return v += o.v, *this; }
+  batch& operator-=(batch o) { return v -= o.v, *this; }
+  batch& operator*=(batch o) { return v *= o.v, *this; }
+  batch& operator/=(batch o) { return v /= o.v, *this; }
+
+  friend batch operator+(batch a) { return a; }
+  friend batch operator-(batch a) { return {-a.v}; }
+  friend batch operator+(batch a, batch b) { return {a.v + b.v}; }
+  friend batch operator-(batch a, batch b) { return {a.v - b.v}; }
+  friend batch operator*(batch a, batch b) { return {a.v * b.v}; }
+  friend batch operator/(batch a, batch b) { return {a.v / b.v}; }
+  friend mask<T, W> operator<(batch a, batch b) { return {a.v < b.v}; }
+  friend mask<T, W> operator<=(batch a, batch b) { return {a.v <= b.v}; }
+  friend mask<T, W> operator>(batch a, batch b) { return {a.v > b.v}; }
+  friend mask<T, W> operator>=(batch a, batch b) { return {a.v >= b.v}; }
+  friend mask<T, W> operator==(batch a, batch b) { return {a.v == b.v}; }
+  friend mask<T, W> operator!=(batch a, batch b) { return {a.v != b.v}; }
+};
+
+template <class T>
+struct is_batch : std::false_type {};
+template <class T, int W>
+struct is_batch<batch<T, W>> : std::true_type {};
+template <class T>
+inline constexpr bool is_batch_v = is_batch<std::remove_cvref_t<T>>::value;
+template <class T>
+struct is_mask : std::false_type {};
+template <class T, int W>
+struct is_mask<mask<T, W>> : std::true_type {};
+
+// Mixed batch/scalar operators (the scalar is broadcast to every lane).
+#define DUALCAST_DETAIL_BATCH_SCALAR(op)                      \
+  template <class T, int W, class S>                         \
+    requires std::is_arithmetic_v<S>                         \
+  inline auto operator op(batch<T, W> a, S s) {              \
+    return a op batch<T, W>(s);                              \
+  }                                                          \
+  template <class T, int W, class S>                         \
+    requires std::is_arithmetic_v<S>                         \
+  inline auto operator op(S s, batch<T, W> a) {              \
+    return batch<T, W>(s) op a;                              \
+  }
+DUALCAST_DETAIL_BATCH_SCALAR(+)
+DUALCAST_DETAIL_BATCH_SCALAR(-)
+DUALCAST_DETAIL_BATCH_SCALAR(*)
+DUALCAST_DETAIL_BATCH_SCALAR(/)
+DUALCAST_DETAIL_BATCH_SCALAR(<)
+DUALCAST_DETAIL_BATCH_SCALAR(<=)
+DUALCAST_DETAIL_BATCH_SCALAR(>)
+DUALCAST_DETAIL_BATCH_SCALAR(>=)
+DUALCAST_DETAIL_BATCH_SCALAR(==)
+DUALCAST_DETAIL_BATCH_SCALAR(!=)
+#undef DUALCAST_DETAIL_BATCH_SCALAR
+
+}  // namespace dualcast
+#endif  // DUALCAST_HAS_SIMD
