@@ -70,9 +70,10 @@ DUALCAST_HD inline T fma(T a, T b, T c) {
     return ::fma(static_cast<double>(a), static_cast<double>(b), static_cast<double>(c));
 }
 
-// Integer powers: pow(x, n) with an int exponent.
-template <std::floating_point T>
-DUALCAST_HD inline T pow(T x, int n) {
+// Integer powers: pow(x, n) with an integral exponent (constrained, so that a floating-point
+// exponent of another type is not silently truncated to int).
+template <std::floating_point T, std::integral I>
+DUALCAST_HD inline T pow(T x, I n) {
   return dualcast::pow(x, static_cast<T>(n));
 }
 

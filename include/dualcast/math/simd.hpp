@@ -133,8 +133,8 @@ DUALCAST_DETAIL_LANEWISE2(atan2)
 DUALCAST_DETAIL_LANEWISE2(hypot)
 #undef DUALCAST_DETAIL_LANEWISE2
 
-template <class T, int W>
-inline batch<T, W> pow(batch<T, W> x, int n) {
+template <class T, int W, std::integral I>  // integral only: a double exponent must not truncate
+inline batch<T, W> pow(batch<T, W> x, I n) {
   return pow(x, batch<T, W>(T(n)));
 }
 
