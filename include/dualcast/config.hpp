@@ -21,6 +21,14 @@
 #endif
 #endif
 
+// Inlines everything a function calls (the CPU backend's inner loop over a kernel's lambda), so
+// the dual-number arithmetic of one element stays in registers.
+#if !defined(__CUDACC__) && (defined(__GNUC__) || defined(__clang__))
+#define DUALCAST_FLATTEN __attribute__((flatten))
+#else
+#define DUALCAST_FLATTEN
+#endif
+
 // True while compiling device code (the device pass of nvcc).
 #if defined(__CUDA_ARCH__)
 #define DUALCAST_DEVICE_PASS 1

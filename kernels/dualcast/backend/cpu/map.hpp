@@ -90,7 +90,7 @@ inline void eval_batch(Op const& op, L const* in, L* out) {
 
 // One run of n elements along the innermost dimension.
 template <class L, class T, class Op>
-inline void run_row(Op const& op, T const* const* in, index_t const* in_stride, T* const* out,
+DUALCAST_FLATTEN inline void run_row(Op const& op, T const* const* in, index_t const* in_stride, T* const* out,
                     index_t const* out_stride, index_t n) {
   constexpr int NI = Op::num_in, NO = Op::num_out;
   constexpr int W = sizeof(L) / sizeof(T);
