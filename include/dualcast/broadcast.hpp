@@ -188,7 +188,7 @@ void check_output(std::string const& op, char const* role, int i, view<T> const&
 template <class... A>
 shape broadcast_args(std::string const& op, std::tuple<A const&...> args) {
   shape shapes[sizeof...(A) + 1];
-  int pos[sizeof...(A) + 1];
+  int pos[sizeof...(A) + 1] = {};
   int n = 0;
   std::apply(
       [&](auto const&... a) {
