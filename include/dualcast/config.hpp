@@ -43,12 +43,3 @@
 #else
 #define DUALCAST_HAS_SIMD 0
 #endif
-
-// Marks a kernel lambda callable in host and device code: `[] DUALCAST_LAMBDA (auto x) {...}`.
-// nvcc needs extended lambdas (--extended-lambda) to run a lambda on the device; other compilers
-// see a plain lambda.
-#if defined(__CUDACC__)
-#define DUALCAST_LAMBDA __host__ __device__
-#else
-#define DUALCAST_LAMBDA
-#endif
