@@ -178,7 +178,8 @@ void check_output(std::string const& op, char const* role, int i, view<T> const&
   if (!(v.dims() == s))
     throw shape_error(op + ": " + role_name(role, i) + " has shape " + to_string(v.dims()) +
                       " but the call's shape is " + to_string(s));
-  for (int d = 0; d < v.rank(); ++d)
+  // (An empty array writes nothing; its row-major strides may be 0 before a zero extent.)
+  for (int d = 0; d < v.rank() && v.size() > 0; ++d)
     if (v.extent(d) > 1 && v.stride(d) == 0)
       throw aliasing_error(op + ": " + role_name(role, i) + " has stride 0 in dimension " +
                            std::to_string(d) + ", so several elements would be written to one place");
@@ -512,7 +513,7 @@ void vjp(Ex const& ex, kernel<F, S> const& k, active_set<C, I...>, pack<X...> co
                         " has shape " + to_string(xs));
     direct[a] = xs.rank == s.rank;
     for (int d = 0; d < xs.rank && direct[a]; ++d) direct[a] = xs.ext[d] == s.ext[d];
-    for (int d = 0; d < xv[a].rank() && direct[a]; ++d)
+    for (int d = 0; d < xv[a].rank() && xv[a].size() > 0; ++d)
       if (xv[a].extent(d) > 1 && xv[a].stride(d) == 0)
         throw aliasing_error(op_name + ": input cotangent " + std::to_string(a) + " has stride 0 in dimension " +
                              std::to_string(d));
