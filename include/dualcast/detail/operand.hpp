@@ -27,10 +27,13 @@ struct map_params {
 // dimension of the result is the one backends vectorise along.
 template <class T, int NI, int NO>
 inline void collapse_dims(map_params<T, NI, NO>& p) {
-  auto stride_of = [&](int o, int d) -> index_t& {
-    return o < NI ? p.in[o].stride[d] : p.out[o - NI].stride[d];
-  };
+  // One table of every operand's strides (a conditional p.in[o] / p.out[o - NI] inside the loops
+  // below makes GCC assume the loops stop at o == NI: -Waggressive-loop-optimizations).
   constexpr int n_ops = NI + NO;
+  index_t* strides[n_ops > 0 ? n_ops : 1];
+  for (int o = 0; o < NI; ++o) strides[o] = p.in[o].stride;
+  for (int o = 0; o < NO; ++o) strides[NI + o] = p.out[o].stride;
+  auto stride_of = [&](int o, int d) -> index_t& { return strides[o][d]; };
   int r = 0;
   for (int d = 0; d < p.rank; ++d) {
     if (p.ext[d] == 1) continue;
