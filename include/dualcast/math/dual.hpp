@@ -106,19 +106,24 @@ DUALCAST_HD dual<T, N> pow(dual<T, N> const& x, dual<T, N> const& y) {
   T dy = select(x.val == T(0) && y.val >= T(0), T(0), p * log(x.val));
   return detail::chain2(x, y, p, dx, dy);
 }
+// A plain constant stays plain at the inner levels of a nested dual: converted to the inner dual
+// it would go through dual ^ dual there, whose other partial (log(x) for x < 0, or y 0^(y-1) for
+// a zero base) times the constant's zero partials gives NaN second derivatives.
 template <class T, int N, class S>
   requires detail::constant_for<S, T, N>
 DUALCAST_HD dual<T, N> pow(dual<T, N> const& x, S const& s) {
-  T y(s);
-  T dx = select(y == T(0), T(0), y * pow(x.val, y - T(1)));
+  using C = std::conditional_t<std::is_arithmetic_v<S>, scalar_of_t<T>, T>;
+  C y(s);
+  T dx = select(y == C(0), T(0), y * pow(x.val, y - C(1)));
   return detail::chain(x, pow(x.val, y), dx);
 }
 template <class T, int N, class S>
   requires detail::constant_for<S, T, N>
 DUALCAST_HD dual<T, N> pow(S const& s, dual<T, N> const& y) {
-  T b(s);
+  using C = std::conditional_t<std::is_arithmetic_v<S>, scalar_of_t<T>, T>;
+  C b(s);
   T p = pow(b, y.val);
-  T dy = select(b == T(0) && y.val >= T(0), T(0), p * log(b));
+  T dy = select(b == C(0) && y.val >= T(0), T(0), p * log(b));
   return detail::chain(y, p, dy);
 }
 template <class T, int N>
