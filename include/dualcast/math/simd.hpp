@@ -1,8 +1,8 @@
 // dualcast/math/simd.hpp: the elementwise math library on SIMD batches.
 //
-// exp, expm1, log, log1p, tanh and sigmoid on float batches are branch-free polynomial
-// approximations (Cephes' coefficients, the approach of Eigen's packet math) so that they
-// vectorize without -ffast-math; they are tested against the C library to a few ulp. The other
+// exp, expm1, log, log1p, tanh and sigmoid on float batches are branch-free polynomial or
+// rational approximations (Cephes' and Eigen's coefficients, the approach of Eigen's packet math)
+// so that they vectorize without -ffast-math; they are tested against the C library to a few ulp. The other
 // functions, and all double functions, apply the C library lane by lane (exact but scalar speed).
 #pragma once
 
@@ -145,8 +145,11 @@ inline batch<T, W> exp(batch<T, W> x) {
     return detail::map_lanes(x, [](double a) { return dualcast::exp(a); });
   } else {
     using B = batch<float, W>;
-    // exp(x) = 2^n * exp(r), n = round(x / ln 2), |r| <= ln(2) / 2.
-    B xc = clamp(x, B(-104.0f), B(89.0f));
+    // exp(x) = 2^n * exp(r), n = round(x / ln 2), |r| <= ln(2) / 2. Clamping to [-104, 89] makes
+    // overflow (2^128 = inf) and underflow (2^-150 rounds to 0) come out of the scaling itself;
+    // NaN passes the clamp and propagates.
+    B xc = detail::blend(x < -104.0f, B(-104.0f), x);
+    xc = detail::blend(xc > 89.0f, B(89.0f), xc);
     B n = detail::round_nearest(xc * 1.44269504088896341f);
     B r = xc - n * 0.693359375f;
     r = r - n * -2.12194440e-4f;
@@ -157,13 +160,9 @@ inline batch<T, W> exp(batch<T, W> x) {
     p = p * r + 1.6666665459e-1f;
     p = p * r + 5.0000001201e-1f;
     B y = p * (r * r) + r + 1.0f;
-    // Scale in two steps so that results in the subnormal range and near overflow are right.
+    // Scale in two steps so that subnormal results and 2^128 (overflow) are right.
     B n1 = detail::round_nearest(n * 0.5f);
-    B n2 = n - n1;
-    y = y * detail::exp2_int(n1) * detail::exp2_int(n2);
-    y = select(x > 88.72283935546875f, B(std::numeric_limits<float>::infinity()), y);
-    y = select(x < -103.972084f, B(0.0f), y);
-    return select(x != x, x, y);  // NaN in, NaN out
+    return y * detail::exp2_int(n1) * detail::exp2_int(n - n1);
   }
 }
 
@@ -250,11 +249,25 @@ inline batch<T, W> tanh(batch<T, W> x) {
     return detail::map_lanes(x, [](double a) { return dualcast::tanh(a); });
   } else {
     using B = batch<float, W>;
-    B ax = abs(x);
-    B t = expm1(ax * -2.0f);
-    B r = -t / (t + 2.0f);
-    r = select(ax > 9.0f, B(1.0f), r);
-    return select(x < 0.0f, -r, select(x != x || x == 0.0f, x, r));  // NaN and +-0 pass through
+    // A rational approximation p(x) / q(x) on [-7.99, 7.99] (where tanh rounds to +-1 beyond),
+    // the coefficients of Eigen's fast float tanh; tanh(x) = x below 4e-4.
+    constexpr float bound = 7.99881172180175781f;
+    B xc = detail::blend(x < -bound, B(-bound), x);
+    xc = detail::blend(xc > bound, B(bound), xc);
+    B x2 = xc * xc;
+    B p(-2.76076847742355e-16f);
+    p = p * x2 + 2.00018790482477e-13f;
+    p = p * x2 - 8.60467152213735e-11f;
+    p = p * x2 + 5.12229709037114e-08f;
+    p = p * x2 + 1.48572235717979e-05f;
+    p = p * x2 + 6.37261928875436e-04f;
+    p = p * x2 + 4.89352455891786e-03f;
+    p = p * xc;
+    B q(1.19825839466702e-06f);
+    q = q * x2 + 1.18534705686654e-04f;
+    q = q * x2 + 2.26843463243900e-03f;
+    q = q * x2 + 4.89352518554385e-03f;
+    return detail::blend(abs(x) < 0.0004f, x, p / q);
   }
 }
 
