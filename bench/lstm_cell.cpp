@@ -37,26 +37,31 @@ struct arrays {
   explicit arrays(long n_) : n(n_) {
     std::mt19937 gen(42);
     std::uniform_real_distribution<float> u(-2.f, 2.f);
-    for (auto& v : in) {
+    for (auto &v : in) {
       v.resize(n);
-      for (auto& x : v) x = u(gen);
+      for (auto &x : v)
+        x = u(gen);
     }
     h.assign(n, 0.f), c2.assign(n, 0.f), hbar.assign(n, 0.f), c2bar.assign(n, 0.f);
-    for (auto& x : hbar) x = u(gen);
-    for (auto& x : c2bar) x = u(gen);
-    for (auto& v : xbar) v.assign(n, 0.f);
+    for (auto &x : hbar)
+      x = u(gen);
+    for (auto &x : c2bar)
+      x = u(gen);
+    for (auto &v : xbar)
+      v.assign(n, 0.f);
   }
   void need_partials() {
-    for (auto& v : part) v.assign(n, 0.f);
+    for (auto &v : part)
+      v.assign(n, 0.f);
   }
   void need_tmp() {
-    for (auto& v : tmp) v.assign(n, 0.f);
+    for (auto &v : tmp)
+      v.assign(n, 0.f);
   }
 };
 
-template <class F>
-double median_ms(F&& f, int reps) {
-  f();  // warm up (first touch of pages)
+template <class F> double median_ms(F &&f, int reps) {
+  f(); // warm up (first touch of pages)
   std::vector<double> t;
   for (int r = 0; r < reps; ++r) {
     auto t0 = std::chrono::steady_clock::now();
@@ -68,32 +73,35 @@ double median_ms(F&& f, int reps) {
   return t[t.size() / 2];
 }
 
-dc::view<const float> cv(std::vector<float> const& v, dc::shape s) { return {v.data(), s}; }
-dc::view<float> mv(std::vector<float>& v, dc::shape s) { return {v.data(), s}; }
+dc::view<const float> cv(std::vector<float> const &v, dc::shape s) { return {v.data(), s}; }
+dc::view<float> mv(std::vector<float> &v, dc::shape s) { return {v.data(), s}; }
 
-void fused_vjp(dc::cpu ex, arrays& a, dc::shape s) {
-  dc::apply(ex, lstm, dc::out(mv(a.h, s), mv(a.c2, s)), cv(a.in[0], s), cv(a.in[1], s), cv(a.in[2], s),
-            cv(a.in[3], s), cv(a.in[4], s));
-  dc::vjp(ex, lstm, dc::out(mv(a.xbar[0], s), mv(a.xbar[1], s), mv(a.xbar[2], s), mv(a.xbar[3], s), mv(a.xbar[4], s)),
+void fused_vjp(dc::cpu ex, arrays &a, dc::shape s) {
+  dc::apply(ex, lstm, dc::out(mv(a.h, s), mv(a.c2, s)), cv(a.in[0], s), cv(a.in[1], s),
+            cv(a.in[2], s), cv(a.in[3], s), cv(a.in[4], s));
+  dc::vjp(ex, lstm,
+          dc::out(mv(a.xbar[0], s), mv(a.xbar[1], s), mv(a.xbar[2], s), mv(a.xbar[3], s),
+                  mv(a.xbar[4], s)),
           dc::in(cv(a.in[0], s), cv(a.in[1], s), cv(a.in[2], s), cv(a.in[3], s), cv(a.in[4], s)),
           dc::in(cv(a.hbar, s), cv(a.c2bar, s)));
 }
 
 // Backward of the store policy: xbar_j = hbar * dh/dx_j + c2bar * dc2/dx_j, one fused pass.
-constexpr auto contract = dc::kernel([](auto hb, auto cb, auto ph, auto pc) { return hb * ph + cb * pc; });
+constexpr auto contract =
+    dc::kernel([](auto hb, auto cb, auto ph, auto pc) { return hb * ph + cb * pc; });
 
-void fused_store(dc::cpu ex, arrays& a, dc::shape s) {
+void fused_store(dc::cpu ex, arrays &a, dc::shape s) {
   auto p = [&](int k) { return mv(a.part[k], s); };
   dc::apply(ex, lstm, dc::active<0, 1, 2, 3, 4>, dc::out(mv(a.h, s), mv(a.c2, s)),
-            dc::out(p(0), p(1), p(2), p(3), p(4), p(5), p(6), p(7), p(8), p(9)), cv(a.in[0], s), cv(a.in[1], s),
-            cv(a.in[2], s), cv(a.in[3], s), cv(a.in[4], s));
+            dc::out(p(0), p(1), p(2), p(3), p(4), p(5), p(6), p(7), p(8), p(9)), cv(a.in[0], s),
+            cv(a.in[1], s), cv(a.in[2], s), cv(a.in[3], s), cv(a.in[4], s));
   for (int j = 0; j < 5; ++j)
-    dc::apply(ex, contract, dc::out(mv(a.xbar[j], s)), cv(a.hbar, s), cv(a.c2bar, s), cv(a.part[j], s),
-              cv(a.part[5 + j], s));
+    dc::apply(ex, contract, dc::out(mv(a.xbar[j], s)), cv(a.hbar, s), cv(a.c2bar, s),
+              cv(a.part[j], s), cv(a.part[5 + j], s));
 }
 
 // One pass per operation, forward and backward, as an operator-by-operator framework would run.
-void separate(dc::cpu ex, arrays& a, dc::shape s) {
+void separate(dc::cpu ex, arrays &a, dc::shape s) {
   constexpr auto sig = dc::kernel([](auto x) { return dc::sigmoid(x); });
   constexpr auto th = dc::kernel([](auto x) { return dc::tanh(x); });
   constexpr auto mul = dc::kernel([](auto x, auto y) { return x * y; });
@@ -115,31 +123,32 @@ void separate(dc::cpu ex, arrays& a, dc::shape s) {
   dc::apply(ex, th, dc::out(t(6)), cv(a.c2, s));
   dc::apply(ex, mul, dc::out(mv(a.h, s)), c(3), c(6));
   // backward: gc2 = c2bar + hbar * so * dtanh(c2)
-  dc::apply(ex, mul, dc::out(t(7)), cv(a.hbar, s), c(6));               // d so
-  dc::apply(ex, dsig, dc::out(mv(a.xbar[3], s)), c(7), c(3));          // obar
-  dc::apply(ex, mul, dc::out(t(8)), cv(a.hbar, s), c(3));               // d tc
-  dc::apply(ex, dth, dc::out(t(9)), c(8), c(6));                        // through tanh
-  dc::apply(ex, add, dc::out(t(10)), c(9), cv(a.c2bar, s));             // gc2
-  dc::apply(ex, mul, dc::out(mv(a.xbar[4], s)), c(10), c(1));           // cbar = gc2 * sf
-  dc::apply(ex, mul, dc::out(t(11)), c(10), x(4));                      // d sf
-  dc::apply(ex, dsig, dc::out(mv(a.xbar[1], s)), c(11), c(1));         // fbar
-  dc::apply(ex, mul, dc::out(t(11)), c(10), c(2));                      // d si
-  dc::apply(ex, dsig, dc::out(mv(a.xbar[0], s)), c(11), c(0));         // ibar
-  dc::apply(ex, mul, dc::out(t(11)), c(10), c(0));                      // d tg
-  dc::apply(ex, dth, dc::out(mv(a.xbar[2], s)), c(11), c(2));          // gbar
+  dc::apply(ex, mul, dc::out(t(7)), cv(a.hbar, s), c(6));      // d so
+  dc::apply(ex, dsig, dc::out(mv(a.xbar[3], s)), c(7), c(3));  // obar
+  dc::apply(ex, mul, dc::out(t(8)), cv(a.hbar, s), c(3));      // d tc
+  dc::apply(ex, dth, dc::out(t(9)), c(8), c(6));               // through tanh
+  dc::apply(ex, add, dc::out(t(10)), c(9), cv(a.c2bar, s));    // gc2
+  dc::apply(ex, mul, dc::out(mv(a.xbar[4], s)), c(10), c(1));  // cbar = gc2 * sf
+  dc::apply(ex, mul, dc::out(t(11)), c(10), x(4));             // d sf
+  dc::apply(ex, dsig, dc::out(mv(a.xbar[1], s)), c(11), c(1)); // fbar
+  dc::apply(ex, mul, dc::out(t(11)), c(10), c(2));             // d si
+  dc::apply(ex, dsig, dc::out(mv(a.xbar[0], s)), c(11), c(0)); // ibar
+  dc::apply(ex, mul, dc::out(t(11)), c(10), c(0));             // d tg
+  dc::apply(ex, dth, dc::out(mv(a.xbar[2], s)), c(11), c(2));  // gbar
   (void)fma_;
 }
 
 // Hand-written: values in one loop, then a backward loop recomputing the activations.
-void hand_simd(int threads, arrays& a) {
+void hand_simd(int threads, arrays &a) {
   using B = dc::batch<float, dc::native_width<float>>;
   constexpr long W = B::size;
-  const long n = a.n;  // multiple of W in every size used here
-  float const *pi = a.in[0].data(), *pf = a.in[1].data(), *pg = a.in[2].data(), *po = a.in[3].data(),
-              *pc = a.in[4].data();
+  const long n = a.n; // multiple of W in every size used here
+  float const *pi = a.in[0].data(), *pf = a.in[1].data(), *pg = a.in[2].data(),
+              *po = a.in[3].data(), *pc = a.in[4].data();
 #pragma omp parallel for schedule(static) num_threads(threads)
   for (long e = 0; e < n; e += W) {
-    B si = dc::sigmoid(B::load(pi + e)), sf = dc::sigmoid(B::load(pf + e)), tg = dc::tanh(B::load(pg + e));
+    B si = dc::sigmoid(B::load(pi + e)), sf = dc::sigmoid(B::load(pf + e)),
+      tg = dc::tanh(B::load(pg + e));
     B so = dc::sigmoid(B::load(po + e));
     B c2 = sf * B::load(pc + e) + si * tg;
     (so * dc::tanh(c2)).store(a.h.data() + e);
@@ -147,7 +156,8 @@ void hand_simd(int threads, arrays& a) {
   }
 #pragma omp parallel for schedule(static) num_threads(threads)
   for (long e = 0; e < n; e += W) {
-    B si = dc::sigmoid(B::load(pi + e)), sf = dc::sigmoid(B::load(pf + e)), tg = dc::tanh(B::load(pg + e));
+    B si = dc::sigmoid(B::load(pi + e)), sf = dc::sigmoid(B::load(pf + e)),
+      tg = dc::tanh(B::load(pg + e));
     B so = dc::sigmoid(B::load(po + e));
     B c = B::load(pc + e);
     B c2 = sf * c + si * tg;
@@ -162,19 +172,21 @@ void hand_simd(int threads, arrays& a) {
   }
 }
 
-void hand_scalar(int threads, arrays& a) {
+void hand_scalar(int threads, arrays &a) {
   const long n = a.n;
   auto sig = [](float x) { return 1.0f / (1.0f + std::exp(-x)); };
 #pragma omp parallel for schedule(static) num_threads(threads)
   for (long e = 0; e < n; ++e) {
-    float si = sig(a.in[0][e]), sf = sig(a.in[1][e]), tg = std::tanh(a.in[2][e]), so = sig(a.in[3][e]);
+    float si = sig(a.in[0][e]), sf = sig(a.in[1][e]), tg = std::tanh(a.in[2][e]),
+          so = sig(a.in[3][e]);
     float c2 = sf * a.in[4][e] + si * tg;
     a.h[e] = so * std::tanh(c2);
     a.c2[e] = c2;
   }
 #pragma omp parallel for schedule(static) num_threads(threads)
   for (long e = 0; e < n; ++e) {
-    float si = sig(a.in[0][e]), sf = sig(a.in[1][e]), tg = std::tanh(a.in[2][e]), so = sig(a.in[3][e]);
+    float si = sig(a.in[0][e]), sf = sig(a.in[1][e]), tg = std::tanh(a.in[2][e]),
+          so = sig(a.in[3][e]);
     float c = a.in[4][e], c2 = sf * c + si * tg, tc = std::tanh(c2), hb = a.hbar[e];
     float gc2 = a.c2bar[e] + hb * so * (1.0f - tc * tc);
     a.xbar[0][e] = gc2 * tg * si * (1.0f - si);
@@ -185,27 +197,32 @@ void hand_scalar(int threads, arrays& a) {
   }
 }
 
-void copy(int threads, arrays& a) {
+void copy(int threads, arrays &a) {
   const long n = a.n;
-  float const* src = a.in[0].data();
-  float* dst = a.h.data();
+  float const *src = a.in[0].data();
+  float *dst = a.h.data();
 #pragma omp parallel for schedule(static) num_threads(threads)
-  for (long e = 0; e < n; ++e) dst[e] = src[e];
+  for (long e = 0; e < n; ++e)
+    dst[e] = src[e];
 }
 
-}  // namespace
+} // namespace
 
-int main(int argc, char** argv) {
+int main(int argc, char **argv) {
   int threads = 2, reps = 11;
   bool quick = false;
   for (int i = 1; i < argc; ++i) {
     std::string s = argv[i];
-    if (s == "--threads" && i + 1 < argc) threads = std::atoi(argv[++i]);
-    else if (s == "--reps" && i + 1 < argc) reps = std::atoi(argv[++i]);
-    else if (s == "--quick") quick = true;
+    if (s == "--threads" && i + 1 < argc)
+      threads = std::atoi(argv[++i]);
+    else if (s == "--reps" && i + 1 < argc)
+      reps = std::atoi(argv[++i]);
+    else if (s == "--quick")
+      quick = true;
   }
   std::vector<std::pair<long, long>> sizes = {{256, 256}, {1024, 1024}, {4096, 1024}};
-  if (quick) sizes = {{256, 256}};
+  if (quick)
+    sizes = {{256, 256}};
   std::printf("benchmark,variant,size,threads,median_ms,melem_per_s,gb_per_s\n");
   dc::cpu ex{threads};
   for (auto [B, H] : sizes) {
@@ -214,19 +231,22 @@ int main(int argc, char** argv) {
     std::string size = std::to_string(B) + "x" + std::to_string(H);
     // Bytes that must move: forward reads 5 and writes 2 arrays; backward reads 7 and writes 5.
     double fb_bytes = 19.0 * 4.0 * double(a.n);
-    auto row = [&](char const* variant, double ms, double bytes) {
+    auto row = [&](char const *variant, double ms, double bytes) {
       std::printf("lstm_cell,%s,%s,%d,%.3f,%.1f,%.2f\n", variant, size.c_str(), threads, ms,
                   double(a.n) / ms / 1e3, bytes / ms / 1e6);
       std::fflush(stdout);
     };
     row("fused_vjp", median_ms([&] { fused_vjp(ex, a, s); }, reps), fb_bytes);
     a.need_partials();
-    row("fused_store", median_ms([&] { fused_store(ex, a, s); }, reps), fb_bytes + 20.0 * 4.0 * double(a.n));
+    row("fused_store", median_ms([&] { fused_store(ex, a, s); }, reps),
+        fb_bytes + 20.0 * 4.0 * double(a.n));
     a.part[0].clear();
-    for (auto& v : a.part) v.clear(), v.shrink_to_fit();
+    for (auto &v : a.part)
+      v.clear(), v.shrink_to_fit();
     a.need_tmp();
     row("separate", median_ms([&] { separate(ex, a, s); }, reps), fb_bytes);
-    for (auto& v : a.tmp) v.clear(), v.shrink_to_fit();
+    for (auto &v : a.tmp)
+      v.clear(), v.shrink_to_fit();
     row("hand_simd", median_ms([&] { hand_simd(threads, a); }, reps), fb_bytes);
     row("hand_scalar", median_ms([&] { hand_scalar(threads, a); }, reps), fb_bytes);
     row("copy", median_ms([&] { copy(threads, a); }, reps), 8.0 * double(a.n));

@@ -25,39 +25,33 @@
 
 namespace dualcast {
 
-template <class F>
-struct value_and_grad_fn {
+template <class F> struct value_and_grad_fn {
   F f;
   template <class T, class... R>
-  auto operator()(tensor<T> const& x0, tensor<R> const&... xs) const {
-    static_assert((std::is_same_v<T, R> && ...), "dualcast::value_and_grad: arguments of one element type");
+  auto operator()(tensor<T> const &x0, tensor<R> const &...xs) const {
+    static_assert((std::is_same_v<T, R> && ...),
+                  "dualcast::value_and_grad: arguments of one element type");
     tape tp;
     std::array<var<T>, 1 + sizeof...(R)> v{tp.variable(x0), tp.variable(xs)...};
-    var<T> y = std::apply([&](auto const&... a) { return f(a...); }, v);
+    var<T> y = std::apply([&](auto const &...a) { return f(a...); }, v);
     std::array<tensor<T>, 1 + sizeof...(R)> g;
-    if (y.requires_grad()) tp.backward(y);
+    if (y.requires_grad())
+      tp.backward(y);
     else if (y.size() != 1)
       throw tape_error("dualcast::value_and_grad: f must return a single-element variable");
-    for (std::size_t i = 0; i < g.size(); ++i) g[i] = v[i].grad().defined() ? v[i].grad() : tensor<T>::zeros(v[i].dims());
+    for (std::size_t i = 0; i < g.size(); ++i)
+      g[i] = v[i].grad().defined() ? v[i].grad() : tensor<T>::zeros(v[i].dims());
     return std::pair<T, std::array<tensor<T>, 1 + sizeof...(R)>>{y.item(), g};
   }
 };
-template <class F>
-struct grad_fn {
+template <class F> struct grad_fn {
   F f;
-  template <class... X>
-  auto operator()(X const&... x) const {
+  template <class... X> auto operator()(X const &...x) const {
     return value_and_grad_fn<F>{f}(x...).second;
   }
 };
 
-template <class F>
-value_and_grad_fn<F> value_and_grad(F f) {
-  return {f};
-}
-template <class F>
-grad_fn<F> grad(F f) {
-  return {f};
-}
+template <class F> value_and_grad_fn<F> value_and_grad(F f) { return {f}; }
+template <class F> grad_fn<F> grad(F f) { return {f}; }
 
-}  // namespace dualcast
+} // namespace dualcast

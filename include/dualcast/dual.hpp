@@ -12,28 +12,24 @@
 
 namespace dualcast {
 
-template <class T, int N>
-struct dual;
+template <class T, int N> struct dual;
 
-template <class T>
-struct is_dual : std::false_type {};
-template <class T, int N>
-struct is_dual<dual<T, N>> : std::true_type {};
-template <class T>
-inline constexpr bool is_dual_v = is_dual<std::remove_cvref_t<T>>::value;
+template <class T> struct is_dual : std::false_type {};
+template <class T, int N> struct is_dual<dual<T, N>> : std::true_type {};
+template <class T> inline constexpr bool is_dual_v = is_dual<std::remove_cvref_t<T>>::value;
 
 namespace detail {
 // A "scalar for T": something that mixes with dual<T, N> as a constant (zero partials).
 template <class S, class T, int N>
 concept scalar_for = !std::is_same_v<std::remove_cvref_t<S>, dual<T, N>> && !is_dual_v<S> &&
-                     std::is_convertible_v<S const&, T>;
+                     std::is_convertible_v<S const &, T>;
 // Nested duals: dual<dual<U, M>, N> also accepts dual<U, M> as a constant.
 template <class S, class T, int N>
-concept constant_for = scalar_for<S, T, N> || (is_dual_v<S> && std::is_same_v<std::remove_cvref_t<S>, T>);
-}  // namespace detail
+concept constant_for = scalar_for<S, T, N> ||
+    (is_dual_v<S> &&std::is_same_v<std::remove_cvref_t<S>, T>);
+} // namespace detail
 
-template <class T, int N>
-struct dual {
+template <class T, int N> struct dual {
   static_assert(N >= 1, "dualcast: dual<T, N> needs at least one partial (N >= 1)");
   static_assert(!std::is_reference_v<T> && !std::is_const_v<T>,
                 "dualcast: dual<T, N> needs a plain value type T");
@@ -44,10 +40,11 @@ struct dual {
   T d[N]{};
 
   constexpr dual() = default;
-  DUALCAST_HD constexpr dual(T v) : val(v) {}  // NOLINT(google-explicit-constructor): constants mix with duals
+  DUALCAST_HD constexpr dual(T v)
+      : val(v) {} // NOLINT(google-explicit-constructor): constants mix with duals
   template <class S>
-    requires(std::is_arithmetic_v<S> && !std::is_same_v<S, T>)
-  DUALCAST_HD constexpr dual(S v) : val(static_cast<T>(v)) {}  // NOLINT(google-explicit-constructor)
+  requires(std::is_arithmetic_v<S> && !std::is_same_v<S, T>) DUALCAST_HD constexpr dual(S v)
+      : val(static_cast<T>(v)) {} // NOLINT(google-explicit-constructor)
 
   // A value seeded as the i-th independent variable (partial i is one).
   DUALCAST_HD static constexpr dual variable(T v, int i) {
@@ -56,26 +53,20 @@ struct dual {
     return r;
   }
 
-  DUALCAST_HD constexpr dual& operator+=(dual const& o) { return *this = *this + o; }
-  DUALCAST_HD constexpr dual& operator-=(dual const& o) { return *this = *this - o; }
-  DUALCAST_HD constexpr dual& operator*=(dual const& o) { return *this = *this * o; }
-  DUALCAST_HD constexpr dual& operator/=(dual const& o) { return *this = *this / o; }
+  DUALCAST_HD constexpr dual &operator+=(dual const &o) { return *this = *this + o; }
+  DUALCAST_HD constexpr dual &operator-=(dual const &o) { return *this = *this - o; }
+  DUALCAST_HD constexpr dual &operator*=(dual const &o) { return *this = *this * o; }
+  DUALCAST_HD constexpr dual &operator/=(dual const &o) { return *this = *this / o; }
 };
 
 // ---- traits -------------------------------------------------------------------------------
 // The innermost value type (float for dual<dual<float, 2>, 3>).
-template <class T>
-struct scalar_of {
-  using type = T;
-};
-template <class T, int N>
-struct scalar_of<dual<T, N>> : scalar_of<T> {};
-template <class T>
-using scalar_of_t = typename scalar_of<std::remove_cvref_t<T>>::type;
+template <class T> struct scalar_of { using type = T; };
+template <class T, int N> struct scalar_of<dual<T, N>> : scalar_of<T> {};
+template <class T> using scalar_of_t = typename scalar_of<std::remove_cvref_t<T>>::type;
 
 // The innermost value (drops all partials); plain numbers pass through.
-template <class T>
-DUALCAST_HD constexpr auto value_of(T const& x) {
+template <class T> DUALCAST_HD constexpr auto value_of(T const &x) {
   if constexpr (is_dual_v<T>)
     return value_of(x.val);
   else
@@ -85,30 +76,32 @@ DUALCAST_HD constexpr auto value_of(T const& x) {
 namespace detail {
 // Builds f(x) from the value f(x.val) and the derivative f'(x.val): the chain rule.
 template <class T, int N>
-DUALCAST_HD constexpr dual<T, N> chain(dual<T, N> const& x, T const& value, T const& deriv) {
+DUALCAST_HD constexpr dual<T, N> chain(dual<T, N> const &x, T const &value, T const &deriv) {
   dual<T, N> r(value);
-  for (int i = 0; i < N; ++i) r.d[i] = deriv * x.d[i];
+  for (int i = 0; i < N; ++i)
+    r.d[i] = deriv * x.d[i];
   return r;
 }
 // Builds f(x, y) from the value and both partials.
 template <class T, int N>
-DUALCAST_HD constexpr dual<T, N> chain2(dual<T, N> const& x, dual<T, N> const& y, T const& value,
-                                        T const& dfdx, T const& dfdy) {
+DUALCAST_HD constexpr dual<T, N> chain2(dual<T, N> const &x, dual<T, N> const &y, T const &value,
+                                        T const &dfdx, T const &dfdy) {
   dual<T, N> r(value);
-  for (int i = 0; i < N; ++i) r.d[i] = dfdx * x.d[i] + dfdy * y.d[i];
+  for (int i = 0; i < N; ++i)
+    r.d[i] = dfdx * x.d[i] + dfdy * y.d[i];
   return r;
 }
-}  // namespace detail
+} // namespace detail
 
 // ---- width mismatch gives a readable error ------------------------------------------------
-#define DUALCAST_DETAIL_WIDTH_CHECK(op)                                                         \
-  template <class T, int N, int M>                                                              \
-    requires(N != M)                                                                            \
-  DUALCAST_HD constexpr dual<T, N> operator op(dual<T, N> const&, dual<T, M> const&) {          \
-    static_assert(N == M,                                                                       \
-                  "dualcast: cannot combine duals of different widths (dual<T, N> with dual<T, " \
-                  "M>, N != M)");                                                               \
-    return {};                                                                                  \
+#define DUALCAST_DETAIL_WIDTH_CHECK(op)                                                            \
+  template <class T, int N, int M>                                                                 \
+  requires(N != M) DUALCAST_HD constexpr dual<T, N> operator op(dual<T, N> const &,                \
+                                                                dual<T, M> const &) {              \
+    static_assert(N == M,                                                                          \
+                  "dualcast: cannot combine duals of different widths (dual<T, N> with dual<T, "   \
+                  "M>, N != M)");                                                                  \
+    return {};                                                                                     \
   }
 DUALCAST_DETAIL_WIDTH_CHECK(+)
 DUALCAST_DETAIL_WIDTH_CHECK(-)
@@ -117,132 +110,138 @@ DUALCAST_DETAIL_WIDTH_CHECK(/)
 #undef DUALCAST_DETAIL_WIDTH_CHECK
 
 // ---- arithmetic ---------------------------------------------------------------------------
-template <class T, int N>
-DUALCAST_HD constexpr dual<T, N> operator+(dual<T, N> const& x) {
+template <class T, int N> DUALCAST_HD constexpr dual<T, N> operator+(dual<T, N> const &x) {
   return x;
 }
-template <class T, int N>
-DUALCAST_HD constexpr dual<T, N> operator-(dual<T, N> const& x) {
+template <class T, int N> DUALCAST_HD constexpr dual<T, N> operator-(dual<T, N> const &x) {
   dual<T, N> r(-x.val);
-  for (int i = 0; i < N; ++i) r.d[i] = -x.d[i];
+  for (int i = 0; i < N; ++i)
+    r.d[i] = -x.d[i];
   return r;
 }
 
 template <class T, int N>
-DUALCAST_HD constexpr dual<T, N> operator+(dual<T, N> const& x, dual<T, N> const& y) {
+DUALCAST_HD constexpr dual<T, N> operator+(dual<T, N> const &x, dual<T, N> const &y) {
   dual<T, N> r(x.val + y.val);
-  for (int i = 0; i < N; ++i) r.d[i] = x.d[i] + y.d[i];
+  for (int i = 0; i < N; ++i)
+    r.d[i] = x.d[i] + y.d[i];
   return r;
 }
 template <class T, int N>
-DUALCAST_HD constexpr dual<T, N> operator-(dual<T, N> const& x, dual<T, N> const& y) {
+DUALCAST_HD constexpr dual<T, N> operator-(dual<T, N> const &x, dual<T, N> const &y) {
   dual<T, N> r(x.val - y.val);
-  for (int i = 0; i < N; ++i) r.d[i] = x.d[i] - y.d[i];
+  for (int i = 0; i < N; ++i)
+    r.d[i] = x.d[i] - y.d[i];
   return r;
 }
 template <class T, int N>
-DUALCAST_HD constexpr dual<T, N> operator*(dual<T, N> const& x, dual<T, N> const& y) {
+DUALCAST_HD constexpr dual<T, N> operator*(dual<T, N> const &x, dual<T, N> const &y) {
   dual<T, N> r(x.val * y.val);
-  for (int i = 0; i < N; ++i) r.d[i] = x.d[i] * y.val + x.val * y.d[i];
+  for (int i = 0; i < N; ++i)
+    r.d[i] = x.d[i] * y.val + x.val * y.d[i];
   return r;
 }
 template <class T, int N>
-DUALCAST_HD constexpr dual<T, N> operator/(dual<T, N> const& x, dual<T, N> const& y) {
+DUALCAST_HD constexpr dual<T, N> operator/(dual<T, N> const &x, dual<T, N> const &y) {
   T inv = T(1) / y.val;
   T q = x.val * inv;
   dual<T, N> r(q);
-  for (int i = 0; i < N; ++i) r.d[i] = (x.d[i] - q * y.d[i]) * inv;
+  for (int i = 0; i < N; ++i)
+    r.d[i] = (x.d[i] - q * y.d[i]) * inv;
   return r;
 }
 
 // With constants (a constant has zero partials, so no multiplication by zero is spent).
 template <class T, int N, class S>
-  requires detail::constant_for<S, T, N>
-DUALCAST_HD constexpr dual<T, N> operator+(dual<T, N> const& x, S const& s) {
+requires detail::constant_for<S, T, N> DUALCAST_HD constexpr dual<T, N>
+operator+(dual<T, N> const &x, S const &s) {
   dual<T, N> r = x;
   r.val = x.val + T(s);
   return r;
 }
 template <class T, int N, class S>
-  requires detail::constant_for<S, T, N>
-DUALCAST_HD constexpr dual<T, N> operator+(S const& s, dual<T, N> const& x) {
+requires detail::constant_for<S, T, N> DUALCAST_HD constexpr dual<T, N>
+operator+(S const &s, dual<T, N> const &x) {
   dual<T, N> r = x;
   r.val = T(s) + x.val;
   return r;
 }
 template <class T, int N, class S>
-  requires detail::constant_for<S, T, N>
-DUALCAST_HD constexpr dual<T, N> operator-(dual<T, N> const& x, S const& s) {
+requires detail::constant_for<S, T, N> DUALCAST_HD constexpr dual<T, N>
+operator-(dual<T, N> const &x, S const &s) {
   dual<T, N> r = x;
   r.val = x.val - T(s);
   return r;
 }
 template <class T, int N, class S>
-  requires detail::constant_for<S, T, N>
-DUALCAST_HD constexpr dual<T, N> operator-(S const& s, dual<T, N> const& x) {
+requires detail::constant_for<S, T, N> DUALCAST_HD constexpr dual<T, N>
+operator-(S const &s, dual<T, N> const &x) {
   dual<T, N> r = -x;
   r.val = T(s) - x.val;
   return r;
 }
 template <class T, int N, class S>
-  requires detail::constant_for<S, T, N>
-DUALCAST_HD constexpr dual<T, N> operator*(dual<T, N> const& x, S const& s) {
+requires detail::constant_for<S, T, N> DUALCAST_HD constexpr dual<T, N>
+operator*(dual<T, N> const &x, S const &s) {
   T c(s);
   dual<T, N> r(x.val * c);
-  for (int i = 0; i < N; ++i) r.d[i] = x.d[i] * c;
+  for (int i = 0; i < N; ++i)
+    r.d[i] = x.d[i] * c;
   return r;
 }
 template <class T, int N, class S>
-  requires detail::constant_for<S, T, N>
-DUALCAST_HD constexpr dual<T, N> operator*(S const& s, dual<T, N> const& x) {
+requires detail::constant_for<S, T, N> DUALCAST_HD constexpr dual<T, N>
+operator*(S const &s, dual<T, N> const &x) {
   T c(s);
   dual<T, N> r(c * x.val);
-  for (int i = 0; i < N; ++i) r.d[i] = c * x.d[i];
+  for (int i = 0; i < N; ++i)
+    r.d[i] = c * x.d[i];
   return r;
 }
 template <class T, int N, class S>
-  requires detail::constant_for<S, T, N>
-DUALCAST_HD constexpr dual<T, N> operator/(dual<T, N> const& x, S const& s) {
+requires detail::constant_for<S, T, N> DUALCAST_HD constexpr dual<T, N>
+operator/(dual<T, N> const &x, S const &s) {
   T inv = T(1) / T(s);
   dual<T, N> r(x.val * inv);
-  for (int i = 0; i < N; ++i) r.d[i] = x.d[i] * inv;
+  for (int i = 0; i < N; ++i)
+    r.d[i] = x.d[i] * inv;
   return r;
 }
 template <class T, int N, class S>
-  requires detail::constant_for<S, T, N>
-DUALCAST_HD constexpr dual<T, N> operator/(S const& s, dual<T, N> const& x) {
+requires detail::constant_for<S, T, N> DUALCAST_HD constexpr dual<T, N>
+operator/(S const &s, dual<T, N> const &x) {
   T inv = T(1) / x.val;
   T q = T(s) * inv;
   dual<T, N> r(q);
-  for (int i = 0; i < N; ++i) r.d[i] = -q * inv * x.d[i];
+  for (int i = 0; i < N; ++i)
+    r.d[i] = -q * inv * x.d[i];
   return r;
 }
 
 // ---- comparisons: on values only -----------------------------------------------------------
 namespace detail {
-template <class X>
-DUALCAST_HD constexpr auto const& primal(X const& x) {
+template <class X> DUALCAST_HD constexpr auto const &primal(X const &x) {
   if constexpr (is_dual_v<X>)
     return x.val;
   else
     return x;
 }
-}  // namespace detail
+} // namespace detail
 
-#define DUALCAST_DETAIL_COMPARE(op)                                                        \
-  template <class T, int N>                                                                \
-  DUALCAST_HD constexpr auto operator op(dual<T, N> const& x, dual<T, N> const& y) {       \
-    return x.val op y.val;                                                                 \
-  }                                                                                        \
-  template <class T, int N, class S>                                                       \
-    requires detail::constant_for<S, T, N>                                                 \
-  DUALCAST_HD constexpr auto operator op(dual<T, N> const& x, S const& s) {                \
-    return x.val op T(s);                                                                  \
-  }                                                                                        \
-  template <class T, int N, class S>                                                       \
-    requires detail::constant_for<S, T, N>                                                 \
-  DUALCAST_HD constexpr auto operator op(S const& s, dual<T, N> const& x) {                \
-    return T(s) op x.val;                                                                  \
+#define DUALCAST_DETAIL_COMPARE(op)                                                                \
+  template <class T, int N>                                                                        \
+  DUALCAST_HD constexpr auto operator op(dual<T, N> const &x, dual<T, N> const &y) {               \
+    return x.val op y.val;                                                                         \
+  }                                                                                                \
+  template <class T, int N, class S>                                                               \
+  requires detail::constant_for<S, T, N> DUALCAST_HD constexpr auto operator op(                   \
+      dual<T, N> const &x, S const &s) {                                                           \
+    return x.val op T(s);                                                                          \
+  }                                                                                                \
+  template <class T, int N, class S>                                                               \
+  requires detail::constant_for<S, T, N> DUALCAST_HD constexpr auto operator op(                   \
+      S const &s, dual<T, N> const &x) {                                                           \
+    return T(s) op x.val;                                                                          \
   }
 DUALCAST_DETAIL_COMPARE(<)
 DUALCAST_DETAIL_COMPARE(<=)
@@ -252,4 +251,4 @@ DUALCAST_DETAIL_COMPARE(==)
 DUALCAST_DETAIL_COMPARE(!=)
 #undef DUALCAST_DETAIL_COMPARE
 
-}  // namespace dualcast
+} // namespace dualcast

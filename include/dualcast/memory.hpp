@@ -33,70 +33,75 @@ struct device {
   static constexpr device host() { return {}; }
   static constexpr device cuda(int i = 0) { return {kind::cuda, i}; }
   bool is_host() const { return type == kind::host; }
-  friend constexpr bool operator==(device const& a, device const& b) {
+  friend constexpr bool operator==(device const &a, device const &b) {
     return a.type == b.type && (a.type == kind::host || a.index == b.index);
   }
 };
 
-inline std::string to_string(device const& d) {
+inline std::string to_string(device const &d) {
   return d.is_host() ? std::string("host") : "cuda:" + std::to_string(d.index);
 }
 
 // Allocates and frees raw memory on one device.
 class memory_resource {
- public:
+public:
   virtual ~memory_resource() = default;
-  virtual void* allocate(std::size_t bytes, device const& d) = 0;
-  virtual void deallocate(void* p, std::size_t bytes, device const& d) noexcept = 0;
+  virtual void *allocate(std::size_t bytes, device const &d) = 0;
+  virtual void deallocate(void *p, std::size_t bytes, device const &d) noexcept = 0;
 };
 
 // The system allocator for host memory, 64-byte aligned.
 class host_resource final : public memory_resource {
- public:
-  void* allocate(std::size_t bytes, device const& d) override {
+public:
+  void *allocate(std::size_t bytes, device const &d) override {
     if (!d.is_host())
       throw device_error("dualcast::host_resource: cannot allocate on " + to_string(d) +
                          " (no CUDA resource is configured)");
     std::size_t n = (bytes + 63) / 64 * 64;
-    void* p = std::aligned_alloc(64, n > 0 ? n : 64);
-    if (!p) throw allocation_error("dualcast: cannot allocate " + std::to_string(bytes) + " bytes of host memory");
+    void *p = std::aligned_alloc(64, n > 0 ? n : 64);
+    if (!p)
+      throw allocation_error("dualcast: cannot allocate " + std::to_string(bytes) +
+                             " bytes of host memory");
     return p;
   }
-  void deallocate(void* p, std::size_t, device const&) noexcept override { std::free(p); }
+  void deallocate(void *p, std::size_t, device const &) noexcept override { std::free(p); }
 };
 
 // Caches freed blocks by size class (powers of two below 1 MiB, multiples of 1 MiB above, so a
 // block is at most 2x / +1 MiB larger than asked) and serves later requests from the cache.
 // Thread-safe. Statistics let tests and benchmarks see that a loop stops allocating.
 class pool_resource final : public memory_resource {
- public:
+public:
   struct stats_t {
-    std::size_t system_allocations = 0;  // calls that reached the upstream resource
-    std::size_t reuses = 0;              // requests served from the cache
-    std::size_t bytes_in_use = 0;        // handed out and not yet returned (size-class bytes)
+    std::size_t system_allocations = 0; // calls that reached the upstream resource
+    std::size_t reuses = 0;             // requests served from the cache
+    std::size_t bytes_in_use = 0;       // handed out and not yet returned (size-class bytes)
     std::size_t peak_bytes_in_use = 0;
-    std::size_t bytes_cached = 0;        // held in free lists
+    std::size_t bytes_cached = 0; // held in free lists
   };
 
-  explicit pool_resource(memory_resource* upstream = nullptr) : upstream_(upstream) {}
-  pool_resource(pool_resource const&) = delete;
-  pool_resource& operator=(pool_resource const&) = delete;
+  explicit pool_resource(memory_resource *upstream = nullptr) : upstream_(upstream) {}
+  pool_resource(pool_resource const &) = delete;
+  pool_resource &operator=(pool_resource const &) = delete;
   ~pool_resource() override { release(); }
 
   static std::size_t size_class(std::size_t bytes) {
     constexpr std::size_t mib = std::size_t(1) << 20;
-    if (bytes <= 64) return 64;
-    if (bytes >= mib) return (bytes + mib - 1) / mib * mib;
+    if (bytes <= 64)
+      return 64;
+    if (bytes >= mib)
+      return (bytes + mib - 1) / mib * mib;
     std::size_t c = 64;
-    while (c < bytes) c <<= 1;
+    while (c < bytes)
+      c <<= 1;
     return c;
   }
 
-  void* allocate(std::size_t bytes, device const& d) override {
+  void *allocate(std::size_t bytes, device const &d) override {
     std::size_t c = size_class(bytes);
     std::lock_guard<std::mutex> lock(m_);
-    auto& list = free_[key(c, d)];
-    void* p;
+    auto &list = free_[key(c, d)];
+    void *p;
     if (!list.empty()) {
       p = list.back();
       list.pop_back();
@@ -107,10 +112,11 @@ class pool_resource final : public memory_resource {
       ++stats_.system_allocations;
     }
     stats_.bytes_in_use += c;
-    if (stats_.bytes_in_use > stats_.peak_bytes_in_use) stats_.peak_bytes_in_use = stats_.bytes_in_use;
+    if (stats_.bytes_in_use > stats_.peak_bytes_in_use)
+      stats_.peak_bytes_in_use = stats_.bytes_in_use;
     return p;
   }
-  void deallocate(void* p, std::size_t bytes, device const& d) noexcept override {
+  void deallocate(void *p, std::size_t bytes, device const &d) noexcept override {
     std::size_t c = size_class(bytes);
     std::lock_guard<std::mutex> lock(m_);
     try {
@@ -124,8 +130,9 @@ class pool_resource final : public memory_resource {
   // Returns every cached block to the upstream resource.
   void release() noexcept {
     std::lock_guard<std::mutex> lock(m_);
-    for (auto& [k, list] : free_)
-      for (void* p : list) up().deallocate(p, k.first, k.second);
+    for (auto &[k, list] : free_)
+      for (void *p : list)
+        up().deallocate(p, k.first, k.second);
     free_.clear();
     stats_.bytes_cached = 0;
   }
@@ -138,27 +145,30 @@ class pool_resource final : public memory_resource {
     stats_.peak_bytes_in_use = stats_.bytes_in_use;
   }
 
- private:
+private:
   struct dev_less {
-    bool operator()(std::pair<std::size_t, device> const& a, std::pair<std::size_t, device> const& b) const {
-      if (a.first != b.first) return a.first < b.first;
-      if (a.second.type != b.second.type) return a.second.type < b.second.type;
+    bool operator()(std::pair<std::size_t, device> const &a,
+                    std::pair<std::size_t, device> const &b) const {
+      if (a.first != b.first)
+        return a.first < b.first;
+      if (a.second.type != b.second.type)
+        return a.second.type < b.second.type;
       return a.second.index < b.second.index;
     }
   };
-  static std::pair<std::size_t, device> key(std::size_t c, device const& d) { return {c, d}; }
-  memory_resource& up() {
+  static std::pair<std::size_t, device> key(std::size_t c, device const &d) { return {c, d}; }
+  memory_resource &up() {
     static host_resource host;
     return upstream_ ? *upstream_ : host;
   }
-  memory_resource* upstream_;
+  memory_resource *upstream_;
   mutable std::mutex m_;
-  std::map<std::pair<std::size_t, device>, std::vector<void*>, dev_less> free_;
+  std::map<std::pair<std::size_t, device>, std::vector<void *>, dev_less> free_;
   stats_t stats_;
 };
 
 // The pool tensors use unless told otherwise (one per process).
-inline pool_resource& default_pool() {
+inline pool_resource &default_pool() {
   static pool_resource pool;
   return pool;
 }
@@ -166,29 +176,29 @@ inline pool_resource& default_pool() {
 // A block of memory owned by tensors (shared between a tensor and its views), with the version
 // counter that detects in-place modification of tensors saved for backward.
 class storage {
- public:
-  storage(std::size_t bytes, device d, memory_resource& r)
+public:
+  storage(std::size_t bytes, device d, memory_resource &r)
       : ptr_(r.allocate(bytes, d)), bytes_(bytes), dev_(d), res_(&r) {}
-  storage(storage const&) = delete;
-  storage& operator=(storage const&) = delete;
+  storage(storage const &) = delete;
+  storage &operator=(storage const &) = delete;
   ~storage() { res_->deallocate(ptr_, bytes_, dev_); }
 
   static std::shared_ptr<storage> allocate(std::size_t bytes, device d = device::host(),
-                                           memory_resource& r = default_pool()) {
+                                           memory_resource &r = default_pool()) {
     return std::make_shared<storage>(bytes, d, r);
   }
-  void* data() const { return ptr_; }
+  void *data() const { return ptr_; }
   std::size_t bytes() const { return bytes_; }
-  device const& dev() const { return dev_; }
+  device const &dev() const { return dev_; }
   std::uint64_t version() const { return version_; }
   void bump_version() { ++version_; }
 
- private:
-  void* ptr_;
+private:
+  void *ptr_;
   std::size_t bytes_;
   device dev_;
-  memory_resource* res_;
+  memory_resource *res_;
   std::uint64_t version_ = 0;
 };
 
-}  // namespace dualcast
+} // namespace dualcast

@@ -25,36 +25,42 @@ struct shape {
       throw shape_error("dualcast::shape: rank " + std::to_string(e.size()) +
                         " exceeds the maximum rank 8");
     for (index_t x : e) {
-      if (x < 0) throw shape_error("dualcast::shape: negative extent " + std::to_string(x));
+      if (x < 0)
+        throw shape_error("dualcast::shape: negative extent " + std::to_string(x));
       ext[rank++] = x;
     }
   }
   DUALCAST_HD constexpr index_t operator[](int i) const { return ext[i]; }
   DUALCAST_HD constexpr index_t size() const {
     index_t n = 1;
-    for (int i = 0; i < rank; ++i) n *= ext[i];
+    for (int i = 0; i < rank; ++i)
+      n *= ext[i];
     return n;
   }
-  friend constexpr bool operator==(shape const& a, shape const& b) {
-    if (a.rank != b.rank) return false;
+  friend constexpr bool operator==(shape const &a, shape const &b) {
+    if (a.rank != b.rank)
+      return false;
     for (int i = 0; i < a.rank; ++i)
-      if (a.ext[i] != b.ext[i]) return false;
+      if (a.ext[i] != b.ext[i])
+        return false;
     return true;
   }
 };
 
-inline std::string to_string(shape const& s) {
+inline std::string to_string(shape const &s) {
   std::string r = "(";
   for (int i = 0; i < s.rank; ++i) {
-    if (i) r += ", ";
+    if (i)
+      r += ", ";
     r += std::to_string(s.ext[i]);
   }
-  if (s.rank == 1) r += ",";
+  if (s.rank == 1)
+    r += ",";
   return r + ")";
 }
 
 // numpy broadcasting of two shapes; nullopt-like failure reported through `ok`.
-inline shape broadcast_pair(shape const& a, shape const& b, bool& ok) {
+inline shape broadcast_pair(shape const &a, shape const &b, bool &ok) {
   shape r;
   r.rank = std::max(a.rank, b.rank);
   ok = true;
@@ -73,15 +79,16 @@ inline shape broadcast_pair(shape const& a, shape const& b, bool& ok) {
 
 // Broadcasts the shapes of n arguments (their positions in the call are given, for messages).
 // Throws shape_error naming two arguments that do not broadcast together and both shapes.
-inline shape broadcast_shapes(std::string const& op, shape const* shapes, int const* positions,
+inline shape broadcast_shapes(std::string const &op, shape const *shapes, int const *positions,
                               int n) {
   shape r;
   for (int i = 0; i < n; ++i) {
     bool ok = true;
     shape next = broadcast_pair(r, shapes[i], ok);
     if (!ok) {
-      int j = 0;  // an earlier argument that conflicts with this one on its own
-      while (j < i && (broadcast_pair(shapes[j], shapes[i], ok), ok)) ++j;
+      int j = 0; // an earlier argument that conflicts with this one on its own
+      while (j < i && (broadcast_pair(shapes[j], shapes[i], ok), ok))
+        ++j;
       throw shape_error(op + ": argument " + std::to_string(positions[i]) + " of shape " +
                         to_string(shapes[i]) + " does not broadcast with argument " +
                         std::to_string(positions[j < i ? j : 0]) + " of shape " +
@@ -92,4 +99,4 @@ inline shape broadcast_shapes(std::string const& op, shape const* shapes, int co
   return r;
 }
 
-}  // namespace dualcast
+} // namespace dualcast

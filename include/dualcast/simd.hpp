@@ -19,23 +19,16 @@
 namespace dualcast {
 
 namespace detail {
-template <class T>
-struct same_size_int;
-template <>
-struct same_size_int<float> {
-  using type = std::int32_t;
-};
-template <>
-struct same_size_int<double> {
-  using type = std::int64_t;
-};
+template <class T> struct same_size_int;
+template <> struct same_size_int<float> { using type = std::int32_t; };
+template <> struct same_size_int<double> { using type = std::int64_t; };
 
 // Per-thread record of a divergent branch in the batch being evaluated.
-inline bool& simd_divergence_flag() {
+inline bool &simd_divergence_flag() {
   thread_local bool flag = false;
   return flag;
 }
-}  // namespace detail
+} // namespace detail
 
 // The widest native vector: 64 bytes with AVX-512, 32 with AVX, else 16.
 #if defined(__AVX512F__)
@@ -45,14 +38,12 @@ inline constexpr int simd_bytes = 32;
 #else
 inline constexpr int simd_bytes = 16;
 #endif
-template <class T>
-inline constexpr int native_width = simd_bytes / static_cast<int>(sizeof(T));
+template <class T> inline constexpr int native_width = simd_bytes / static_cast<int>(sizeof(T));
 
-template <class T, int W>
-struct mask {
+template <class T, int W> struct mask {
   using int_t = typename detail::same_size_int<T>::type;
   typedef int_t vec_t __attribute__((vector_size(sizeof(int_t) * W)));
-  vec_t v;  // each lane all ones (true) or all zeros (false)
+  vec_t v; // each lane all ones (true) or all zeros (false)
 
   friend mask operator&&(mask a, mask b) { return {a.v & b.v}; }
   friend mask operator||(mask a, mask b) { return {a.v | b.v}; }
@@ -69,12 +60,14 @@ struct mask {
 
   bool all() const {
     for (int i = 0; i < W; ++i)
-      if (!v[i]) return false;
+      if (!v[i])
+        return false;
     return true;
   }
   bool any() const {
     for (int i = 0; i < W; ++i)
-      if (v[i]) return true;
+      if (v[i])
+        return true;
     return false;
   }
   // Branching on a mask: exact when all lanes agree; otherwise flags the batch for per-element
@@ -89,8 +82,7 @@ struct mask {
   }
 };
 
-template <class T, int W>
-struct batch {
+template <class T, int W> struct batch {
   static_assert(std::is_same_v<T, float> || std::is_same_v<T, double>,
                 "dualcast: batch<T, W> holds float or double");
   static_assert(W >= 1 && (W & (W - 1)) == 0, "dualcast: batch width must be a power of two");
@@ -100,24 +92,24 @@ struct batch {
   vec_t v;
 
   batch() = default;
-  batch(vec_t x) : v(x) {}  // NOLINT(google-explicit-constructor)
+  batch(vec_t x) : v(x) {} // NOLINT(google-explicit-constructor)
   template <class S>
-    requires std::is_arithmetic_v<S>
-  batch(S s) : v(static_cast<T>(s) - vec_t{}) {}  // NOLINT(google-explicit-constructor): s - 0 keeps -0
+  requires std::is_arithmetic_v<S> batch(S s)
+      : v(static_cast<T>(s) - vec_t{}) {} // NOLINT(google-explicit-constructor): s - 0 keeps -0
 
-  static batch load(T const* p) {
+  static batch load(T const *p) {
     batch r;
     std::memcpy(&r.v, p, sizeof(vec_t));
     return r;
   }
-  void store(T* p) const { std::memcpy(p, &v, sizeof(vec_t)); }
+  void store(T *p) const { std::memcpy(p, &v, sizeof(vec_t)); }
   T operator[](int i) const { return v[i]; }
   void set(int i, T x) { v[i] = x; }
 
-  batch& operator+=(batch o) { return v += o.v, *this; }
-  batch& operator-=(batch o) { return v -= o.v, *this; }
-  batch& operator*=(batch o) { return v *= o.v, *this; }
-  batch& operator/=(batch o) { return v /= o.v, *this; }
+  batch &operator+=(batch o) { return v += o.v, *this; }
+  batch &operator-=(batch o) { return v -= o.v, *this; }
+  batch &operator*=(batch o) { return v *= o.v, *this; }
+  batch &operator/=(batch o) { return v /= o.v, *this; }
 
   friend batch operator+(batch a) { return a; }
   friend batch operator-(batch a) { return {-a.v}; }
@@ -133,29 +125,20 @@ struct batch {
   friend mask<T, W> operator!=(batch a, batch b) { return {a.v != b.v}; }
 };
 
-template <class T>
-struct is_batch : std::false_type {};
-template <class T, int W>
-struct is_batch<batch<T, W>> : std::true_type {};
-template <class T>
-inline constexpr bool is_batch_v = is_batch<std::remove_cvref_t<T>>::value;
-template <class T>
-struct is_mask : std::false_type {};
-template <class T, int W>
-struct is_mask<mask<T, W>> : std::true_type {};
+template <class T> struct is_batch : std::false_type {};
+template <class T, int W> struct is_batch<batch<T, W>> : std::true_type {};
+template <class T> inline constexpr bool is_batch_v = is_batch<std::remove_cvref_t<T>>::value;
+template <class T> struct is_mask : std::false_type {};
+template <class T, int W> struct is_mask<mask<T, W>> : std::true_type {};
 
 // Mixed batch/scalar operators (the scalar is broadcast to every lane).
-#define DUALCAST_DETAIL_BATCH_SCALAR(op)                      \
-  template <class T, int W, class S>                         \
-    requires std::is_arithmetic_v<S>                         \
-  inline auto operator op(batch<T, W> a, S s) {              \
-    return a op batch<T, W>(s);                              \
-  }                                                          \
-  template <class T, int W, class S>                         \
-    requires std::is_arithmetic_v<S>                         \
-  inline auto operator op(S s, batch<T, W> a) {              \
-    return batch<T, W>(s) op a;                              \
-  }
+#define DUALCAST_DETAIL_BATCH_SCALAR(op)                                                           \
+  template <class T, int W, class S>                                                               \
+  requires std::is_arithmetic_v<S>                                                                 \
+  inline auto operator op(batch<T, W> a, S s) { return a op batch<T, W>(s); }                      \
+  template <class T, int W, class S>                                                               \
+  requires std::is_arithmetic_v<S>                                                                 \
+  inline auto operator op(S s, batch<T, W> a) { return batch<T, W>(s) op a; }
 DUALCAST_DETAIL_BATCH_SCALAR(+)
 DUALCAST_DETAIL_BATCH_SCALAR(-)
 DUALCAST_DETAIL_BATCH_SCALAR(*)
@@ -168,5 +151,5 @@ DUALCAST_DETAIL_BATCH_SCALAR(==)
 DUALCAST_DETAIL_BATCH_SCALAR(!=)
 #undef DUALCAST_DETAIL_BATCH_SCALAR
 
-}  // namespace dualcast
-#endif  // DUALCAST_HAS_SIMD
+} // namespace dualcast
+#endif // DUALCAST_HAS_SIMD

@@ -37,21 +37,20 @@ class tape;
 
 // How a fused elementwise node provides its diagonal Jacobian to backward.
 enum class policy : std::uint8_t {
-  automatic,  // chosen by the cost model (ops/elementwise.hpp)
-  store,      // forward writes the partials d y_k / d x_a; backward contracts them
-  recompute,  // forward stores nothing extra; backward re-evaluates duals (dualcast::vjp)
+  automatic, // chosen by the cost model (ops/elementwise.hpp)
+  store,     // forward writes the partials d y_k / d x_a; backward contracts them
+  recompute, // forward stores nothing extra; backward re-evaluates duals (dualcast::vjp)
 };
 
 namespace detail {
 
 // The gradient side of a variable: its shape and (during / after backward) its gradient. Nodes
 // hold slots, never values, so a node keeps alive exactly the tensors it saved.
-template <class T>
-struct grad_slot {
+template <class T> struct grad_slot {
   shape dims;
   tensor<T> grad;
   bool is_leaf = true;
-  bool retain = false;  // keep an intermediate's gradient after backward
+  bool retain = false; // keep an intermediate's gradient after backward
 };
 
 struct saved_tensor {
@@ -65,22 +64,21 @@ struct node {
   std::vector<saved_tensor> saved;
   std::function<void()> backward;
   std::function<bool()> reached;       // does any output have a gradient?
-  std::function<void()> clear_outputs;  // drops the outputs' gradients (intermediates)
+  std::function<void()> clear_outputs; // drops the outputs' gradients (intermediates)
   bool freed = false;
 };
 
-}  // namespace detail
+} // namespace detail
 
 // A tensor on a tape: a value and, if it requires gradients, a gradient slot.
-template <class T>
-class var {
- public:
+template <class T> class var {
+public:
   var() = default;
-  var(tensor<T> value, std::shared_ptr<detail::grad_slot<T>> slot, tape* tp)
+  var(tensor<T> value, std::shared_ptr<detail::grad_slot<T>> slot, tape *tp)
       : value_(std::move(value)), slot_(std::move(slot)), tape_(tp) {}
 
-  tensor<T> const& value() const { return value_; }
-  shape const& dims() const { return value_.dims(); }
+  tensor<T> const &value() const { return value_; }
+  shape const &dims() const { return value_.dims(); }
   int rank() const { return value_.rank(); }
   index_t size() const { return value_.size(); }
   bool requires_grad() const { return slot_ != nullptr; }
@@ -88,32 +86,30 @@ class var {
   // The accumulated gradient (undefined tensor if none has reached this variable).
   tensor<T> grad() const { return slot_ ? slot_->grad : tensor<T>{}; }
   // Keep this intermediate's gradient after backward (leaves always keep theirs).
-  var const& retain_grad() const {
-    if (slot_) slot_->retain = true;
+  var const &retain_grad() const {
+    if (slot_)
+      slot_->retain = true;
     return *this;
   }
   T item() const { return value_.item(); }
-  tape* owner() const { return tape_; }
-  std::shared_ptr<detail::grad_slot<T>> const& slot() const { return slot_; }
+  tape *owner() const { return tape_; }
+  std::shared_ptr<detail::grad_slot<T>> const &slot() const { return slot_; }
 
- private:
+private:
   tensor<T> value_;
   std::shared_ptr<detail::grad_slot<T>> slot_;
-  tape* tape_ = nullptr;
+  tape *tape_ = nullptr;
 };
 
-template <class T>
-struct is_var : std::false_type {};
-template <class T>
-struct is_var<var<T>> : std::true_type {};
-template <class T>
-inline constexpr bool is_var_v = is_var<std::remove_cvref_t<T>>::value;
+template <class T> struct is_var : std::false_type {};
+template <class T> struct is_var<var<T>> : std::true_type {};
+template <class T> inline constexpr bool is_var_v = is_var<std::remove_cvref_t<T>>::value;
 
 class tape {
- public:
+public:
   tape() = default;
-  tape(tape const&) = delete;
-  tape& operator=(tape const&) = delete;
+  tape(tape const &) = delete;
+  tape &operator=(tape const &) = delete;
 
   // The executor operations recorded on this tape run on.
   cpu ex{};
@@ -124,30 +120,28 @@ class tape {
   bool fused = true;
 
   // A leaf variable (requires gradients unless told otherwise).
-  template <class T>
-  var<T> variable(tensor<T> value, bool requires_grad = true) {
-    if (!requires_grad) return var<T>(std::move(value), nullptr, this);
+  template <class T> var<T> variable(tensor<T> value, bool requires_grad = true) {
+    if (!requires_grad)
+      return var<T>(std::move(value), nullptr, this);
     auto slot = std::make_shared<detail::grad_slot<T>>();
     slot->dims = value.dims();
     leaves_.push_back([w = std::weak_ptr<detail::grad_slot<T>>(slot)] {
       if (auto s = w.lock()) {
-        if (s->grad.defined()) s->grad.fill_(T(0));
+        if (s->grad.defined())
+          s->grad.fill_(T(0));
         return true;
       }
       return false;
     });
     return var<T>(std::move(value), std::move(slot), this);
   }
-  template <class T>
-  var<T> constant(tensor<T> value) {
-    return variable(std::move(value), false);
-  }
+  template <class T> var<T> constant(tensor<T> value) { return variable(std::move(value), false); }
 
   // ---- recording (used by operations) -----------------------------------------------------------
   // An output variable of an operation: requires gradients iff `needs` (some input does).
-  template <class T>
-  var<T> make_output(tensor<T> value, bool needs) {
-    if (!needs) return var<T>(std::move(value), nullptr, this);
+  template <class T> var<T> make_output(tensor<T> value, bool needs) {
+    if (!needs)
+      return var<T>(std::move(value), nullptr, this);
     auto slot = std::make_shared<detail::grad_slot<T>>();
     slot->dims = value.dims();
     slot->is_leaf = false;
@@ -155,70 +149,81 @@ class tape {
   }
   // Records a node. `outs` are its output slots; backward runs only if one of them got a gradient.
   template <class T>
-  detail::node& record(std::string name, std::vector<std::shared_ptr<detail::grad_slot<T>>> outs,
+  detail::node &record(std::string name, std::vector<std::shared_ptr<detail::grad_slot<T>>> outs,
                        std::function<void()> backward) {
     auto n = std::make_unique<detail::node>();
     n->name = std::move(name);
     n->backward = std::move(backward);
     n->reached = [outs] {
-      for (auto const& s : outs)
-        if (s && s->grad.defined()) return true;
+      for (auto const &s : outs)
+        if (s && s->grad.defined())
+          return true;
       return false;
     };
-    n->clear_outputs = [w = std::vector<std::weak_ptr<detail::grad_slot<T>>>(outs.begin(), outs.end())] {
-      for (auto const& ws : w)
-        if (auto s = ws.lock(); s && !s->retain) s->grad = tensor<T>{};
-    };
+    n->clear_outputs =
+        [w = std::vector<std::weak_ptr<detail::grad_slot<T>>>(outs.begin(), outs.end())] {
+          for (auto const &ws : w)
+            if (auto s = ws.lock(); s && !s->retain)
+              s->grad = tensor<T>{};
+        };
     nodes_.push_back(std::move(n));
     return *nodes_.back();
   }
   // Saves a tensor for backward in node n: its version is checked when backward reaches n.
-  template <class T>
-  static void save(detail::node& n, tensor<T> const& t, std::string what) {
-    if (t.defined()) n.saved.push_back({t.store(), t.version(), std::move(what)});
+  template <class T> static void save(detail::node &n, tensor<T> const &t, std::string what) {
+    if (t.defined())
+      n.saved.push_back({t.store(), t.version(), std::move(what)});
   }
 
-  // ---- backward -----------------------------------------------------------------------------------
-  // d loss / d leaves for a single-element loss (seed 1).
-  template <class T>
-  void backward(var<T> const& loss, bool keep_graph = false) {
+  // ---- backward
+  // ----------------------------------------------------------------------------------- d loss / d
+  // leaves for a single-element loss (seed 1).
+  template <class T> void backward(var<T> const &loss, bool keep_graph = false) {
     if (loss.size() != 1)
       throw tape_error("dualcast::tape::backward: the output has shape " + to_string(loss.dims()) +
                        "; a non-scalar output needs seeds: backward({outputs}, {seeds})");
-    backward(std::vector<var<T>>{loss}, std::vector<tensor<T>>{tensor<T>::full(loss.dims(), T(1))}, keep_graph);
+    backward(std::vector<var<T>>{loss}, std::vector<tensor<T>>{tensor<T>::full(loss.dims(), T(1))},
+             keep_graph);
   }
   // Vector-Jacobian product: seeds[i] is d L / d outputs[i].
   template <class T>
-  void backward(std::vector<var<T>> const& outputs, std::vector<tensor<T>> const& seeds, bool keep_graph = false) {
+  void backward(std::vector<var<T>> const &outputs, std::vector<tensor<T>> const &seeds,
+                bool keep_graph = false) {
     if (outputs.size() != seeds.size())
-      throw tape_error("dualcast::tape::backward: " + std::to_string(outputs.size()) + " outputs but " +
-                       std::to_string(seeds.size()) + " seeds");
-    for (auto& n : nodes_)
-      if (!n->freed || true) n->clear_outputs();
+      throw tape_error("dualcast::tape::backward: " + std::to_string(outputs.size()) +
+                       " outputs but " + std::to_string(seeds.size()) + " seeds");
+    for (auto &n : nodes_)
+      if (!n->freed || true)
+        n->clear_outputs();
     for (std::size_t i = 0; i < outputs.size(); ++i) {
-      auto const& o = outputs[i];
-      if (o.owner() != this) throw tape_error("dualcast::tape::backward: output " + std::to_string(i) + " belongs to another tape");
+      auto const &o = outputs[i];
+      if (o.owner() != this)
+        throw tape_error("dualcast::tape::backward: output " + std::to_string(i) +
+                         " belongs to another tape");
       if (!o.requires_grad())
         throw tape_error("dualcast::tape::backward: output " + std::to_string(i) +
                          " does not depend on any variable that requires gradients");
       if (!(seeds[i].dims() == o.dims()))
         throw shape_error("dualcast::tape::backward: seed " + std::to_string(i) + " has shape " +
-                          to_string(seeds[i].dims()) + " but output " + std::to_string(i) + " has shape " +
-                          to_string(o.dims()));
+                          to_string(seeds[i].dims()) + " but output " + std::to_string(i) +
+                          " has shape " + to_string(o.dims()));
       accumulate_grad(o.slot(), seeds[i]);
     }
     for (auto it = nodes_.rbegin(); it != nodes_.rend(); ++it) {
-      detail::node& n = **it;
-      if (!n.reached()) continue;
+      detail::node &n = **it;
+      if (!n.reached())
+        continue;
       if (n.freed)
-        throw tape_error("dualcast::tape::backward: the graph through '" + n.name +
-                         "' was already freed by an earlier backward; pass keep_graph = true to the first "
-                         "backward to run backward twice");
-      for (auto const& s : n.saved)
+        throw tape_error(
+            "dualcast::tape::backward: the graph through '" + n.name +
+            "' was already freed by an earlier backward; pass keep_graph = true to the first "
+            "backward to run backward twice");
+      for (auto const &s : n.saved)
         if (s.st->version() != s.version)
           throw version_error("dualcast::tape::backward: " + s.what + " saved by '" + n.name +
-                              "' was modified in place after it was saved (version " + std::to_string(s.version) +
-                              ", now " + std::to_string(s.st->version()) + ")");
+                              "' was modified in place after it was saved (version " +
+                              std::to_string(s.version) + ", now " +
+                              std::to_string(s.st->version()) + ")");
       n.backward();
       if (!keep_graph) {
         n.freed = true;
@@ -232,8 +237,9 @@ class tape {
   // Sets the gradients of all leaves of this tape to zero.
   void zero_grad() {
     std::vector<std::function<bool()>> alive;
-    for (auto& f : leaves_)
-      if (f()) alive.push_back(std::move(f));
+    for (auto &f : leaves_)
+      if (f())
+        alive.push_back(std::move(f));
     leaves_ = std::move(alive);
   }
   // Forgets all recorded nodes (the next iteration of a training loop). Variables stay valid.
@@ -242,48 +248,50 @@ class tape {
   std::size_t node_count() const { return nodes_.size(); }
   // Bytes of the distinct storages the live nodes hold for backward.
   std::size_t saved_bytes() const {
-    std::unordered_set<storage const*> seen;
+    std::unordered_set<storage const *> seen;
     std::size_t b = 0;
-    for (auto const& n : nodes_)
-      for (auto const& s : n->saved)
-        if (seen.insert(s.st.get()).second) b += s.st->bytes();
+    for (auto const &n : nodes_)
+      for (auto const &s : n->saved)
+        if (seen.insert(s.st.get()).second)
+          b += s.st->bytes();
     return b;
   }
 
   // ---- gradient helpers (used by operations' backward) ----------------------------------------
   // The gradient tensor of a slot for an operation that writes EVERY element: returns it and
   // whether to accumulate (false: freshly allocated, uninitialised, overwrite it).
-  template <class T>
-  static std::pair<tensor<T>, bool> grad_target(detail::grad_slot<T>& s) {
-    if (s.grad.defined()) return {s.grad, true};
+  template <class T> static std::pair<tensor<T>, bool> grad_target(detail::grad_slot<T> &s) {
+    if (s.grad.defined())
+      return {s.grad, true};
     s.grad = tensor<T>::empty(s.dims);
     return {s.grad, false};
   }
   // The gradient tensor of a slot, zero-initialised if new (for partial writes).
-  template <class T>
-  static tensor<T> grad_zeroed(detail::grad_slot<T>& s) {
-    if (!s.grad.defined()) s.grad = tensor<T>::zeros(s.dims);
+  template <class T> static tensor<T> grad_zeroed(detail::grad_slot<T> &s) {
+    if (!s.grad.defined())
+      s.grad = tensor<T>::zeros(s.dims);
     return s.grad;
   }
   // grad += g (g broadcast to the slot's shape... or reduced from a broadcast shape).
   template <class T>
-  static void accumulate_grad(std::shared_ptr<detail::grad_slot<T>> const& s, tensor<T> const& g);
+  static void accumulate_grad(std::shared_ptr<detail::grad_slot<T>> const &s, tensor<T> const &g);
   // The gradient of an output slot, or a zero tensor (stride 0) of its shape.
-  template <class T>
-  static tensor<T> out_grad(std::shared_ptr<detail::grad_slot<T>> const& s) {
-    if (s && s->grad.defined()) return s->grad;
+  template <class T> static tensor<T> out_grad(std::shared_ptr<detail::grad_slot<T>> const &s) {
+    if (s && s->grad.defined())
+      return s->grad;
     return tensor<T>::zeros(shape{}).broadcast_to(s ? s->dims : shape{});
   }
 
- private:
+private:
   std::vector<std::unique_ptr<detail::node>> nodes_;
   std::vector<std::function<bool()>> leaves_;
 };
 
 template <class T>
-void tape::accumulate_grad(std::shared_ptr<detail::grad_slot<T>> const& s, tensor<T> const& g) {
-  if (!s) return;
-  shape const& d = s->dims;
+void tape::accumulate_grad(std::shared_ptr<detail::grad_slot<T>> const &s, tensor<T> const &g) {
+  if (!s)
+    return;
+  shape const &d = s->dims;
   if (g.dims() == d) {
     auto [t, acc] = grad_target(*s);
     if (acc)
@@ -295,15 +303,15 @@ void tape::accumulate_grad(std::shared_ptr<detail::grad_slot<T>> const& s, tenso
   // g has a broadcast shape of d: sum over the broadcast dimensions.
   tensor<T> gc = g.contiguous();
   auto [t, acc] = grad_target(*s);
-  detail::cpu_backend::reduce_broadcast(cpu{}, gc.dims(), static_cast<T const*>(gc.data()), t.raw_view(), acc);
+  detail::cpu_backend::reduce_broadcast(cpu{}, gc.dims(), static_cast<T const *>(gc.data()),
+                                        t.raw_view(), acc);
 }
 
 // Finds the tape of the variables among args (all must share it); nullptr if there are none.
 namespace detail {
-template <class... A>
-tape* tape_of(char const* op, A const&... a) {
-  tape* t = nullptr;
-  auto one = [&](auto const& x) {
+template <class... A> tape *tape_of(char const *op, A const &...a) {
+  tape *t = nullptr;
+  auto one = [&](auto const &x) {
     if constexpr (is_var_v<decltype(x)>) {
       if (t && x.owner() != t)
         throw tape_error(std::string(op) + ": arguments are variables of different tapes");
@@ -313,6 +321,6 @@ tape* tape_of(char const* op, A const&... a) {
   (one(a), ...);
   return t;
 }
-}  // namespace detail
+} // namespace detail
 
-}  // namespace dualcast
+} // namespace dualcast

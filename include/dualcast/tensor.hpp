@@ -32,45 +32,46 @@ namespace detail {
 inline constexpr auto copy_kernel = kernel([](auto x) { return x; });
 inline constexpr auto add_kernel = kernel([](auto x, auto y) { return x + y; });
 inline constexpr auto scale_kernel = kernel([](auto x, auto a) { return x * a; });
-}  // namespace detail
+} // namespace detail
 
-template <class T>
-class tensor {
+template <class T> class tensor {
   static_assert(std::is_same_v<T, float> || std::is_same_v<T, double>,
                 "dualcast::tensor holds float or double");
 
- public:
+public:
   using value_type = T;
 
   tensor() = default;
 
   // Uninitialised contiguous tensor of shape s.
-  static tensor empty(shape const& s, device d = device::host(), memory_resource& r = default_pool()) {
+  static tensor empty(shape const &s, device d = device::host(),
+                      memory_resource &r = default_pool()) {
     tensor t;
     t.st_ = storage::allocate(std::size_t(s.size() > 0 ? s.size() : 1) * sizeof(T), d, r);
     t.shape_ = s;
     t.set_contiguous_strides();
     return t;
   }
-  static tensor full(shape const& s, T v, device d = device::host()) {
+  static tensor full(shape const &s, T v, device d = device::host()) {
     tensor t = empty(s, d);
     t.fill_(v);
     return t;
   }
-  static tensor zeros(shape const& s, device d = device::host()) { return full(s, T(0), d); }
+  static tensor zeros(shape const &s, device d = device::host()) { return full(s, T(0), d); }
   // A contiguous tensor holding `values` (row-major), of shape s.
-  static tensor from(shape const& s, std::vector<T> const& values) {
+  static tensor from(shape const &s, std::vector<T> const &values) {
     if (index_t(values.size()) != s.size())
-      throw shape_error("dualcast::tensor::from: " + std::to_string(values.size()) + " values for shape " +
-                        to_string(s));
+      throw shape_error("dualcast::tensor::from: " + std::to_string(values.size()) +
+                        " values for shape " + to_string(s));
     tensor t = empty(s);
-    for (index_t i = 0; i < s.size(); ++i) t.data()[i] = values[std::size_t(i)];
+    for (index_t i = 0; i < s.size(); ++i)
+      t.data()[i] = values[std::size_t(i)];
     return t;
   }
   static tensor scalar(T v) { return full(shape{}, v); }
 
   bool defined() const { return st_ != nullptr; }
-  shape const& dims() const { return shape_; }
+  shape const &dims() const { return shape_; }
   int rank() const { return shape_.rank; }
   index_t extent(int i) const { return shape_.ext[i]; }
   index_t stride(int i) const { return stride_[i]; }
@@ -78,14 +79,15 @@ class tensor {
   device dev() const { return st_ ? st_->dev() : device::host(); }
   std::size_t nbytes() const { return std::size_t(size()) * sizeof(T); }
   // The storage block (shared with views); identity, version and size of the memory.
-  std::shared_ptr<storage> const& store() const { return st_; }
+  std::shared_ptr<storage> const &store() const { return st_; }
   std::uint64_t version() const { return st_ ? st_->version() : 0; }
   void bump_version() const {
-    if (st_) st_->bump_version();
+    if (st_)
+      st_->bump_version();
   }
 
   // Raw pointer to element (0, ..., 0).
-  T* data() const { return st_ ? static_cast<T*>(st_->data()) + offset_ : nullptr; }
+  T *data() const { return st_ ? static_cast<T *>(st_->data()) + offset_ : nullptr; }
   // Read access as a view.
   view<T const> cview() const { return view<T const>(data(), shape_, stride_); }
   // Write access as a view: counts as an in-place modification (bumps the version).
@@ -99,12 +101,11 @@ class tensor {
   bool is_contiguous() const { return cview().is_contiguous(); }
 
   // Element access (host).
-  template <class... I>
-  T& operator()(I... i) const {
-    return raw_view()(i...);
-  }
+  template <class... I> T &operator()(I... i) const { return raw_view()(i...); }
   T item() const {
-    if (size() != 1) throw shape_error("dualcast::tensor::item: tensor of shape " + to_string(shape_) + " is not a single element");
+    if (size() != 1)
+      throw shape_error("dualcast::tensor::item: tensor of shape " + to_string(shape_) +
+                        " is not a single element");
     check_host("item");
     return *data();
   }
@@ -119,32 +120,40 @@ class tensor {
   tensor slice(int d, index_t begin, index_t end, index_t step = 1) const {
     return with_view(cview().slice(d, begin, end, step));
   }
-  tensor broadcast_to(shape const& s) const { return with_view(cview().broadcast_to(s)); }
+  tensor broadcast_to(shape const &s) const { return with_view(cview().broadcast_to(s)); }
   // The sub-tensor at index i of dimension d (that dimension removed); a view.
   tensor select(int d, index_t i) const {
-    if (d < 0 || d >= rank()) throw index_error("dualcast::tensor::select: dimension " + std::to_string(d) + " out of range for rank " + std::to_string(rank()));
+    if (d < 0 || d >= rank())
+      throw index_error("dualcast::tensor::select: dimension " + std::to_string(d) +
+                        " out of range for rank " + std::to_string(rank()));
     if (i < 0 || i >= extent(d))
-      throw index_error("dualcast::tensor::select: index " + std::to_string(i) + " out of range for dimension " +
-                        std::to_string(d) + " of extent " + std::to_string(extent(d)));
+      throw index_error("dualcast::tensor::select: index " + std::to_string(i) +
+                        " out of range for dimension " + std::to_string(d) + " of extent " +
+                        std::to_string(extent(d)));
     tensor r = *this;
     r.offset_ += i * stride_[d];
-    for (int j = d; j + 1 < rank(); ++j) r.shape_.ext[j] = shape_.ext[j + 1], r.stride_[j] = stride_[j + 1];
+    for (int j = d; j + 1 < rank(); ++j)
+      r.shape_.ext[j] = shape_.ext[j + 1], r.stride_[j] = stride_[j + 1];
     r.shape_.rank -= 1;
     return r;
   }
   // Any permutation of the dimensions.
-  tensor permuted(std::vector<int> const& perm) const {
-    if (int(perm.size()) != rank()) throw shape_error("dualcast::tensor::permuted: permutation of wrong length for shape " + to_string(shape_));
+  tensor permuted(std::vector<int> const &perm) const {
+    if (int(perm.size()) != rank())
+      throw shape_error("dualcast::tensor::permuted: permutation of wrong length for shape " +
+                        to_string(shape_));
     tensor r = *this;
     for (int i = 0; i < rank(); ++i) {
-      if (perm[i] < 0 || perm[i] >= rank()) throw index_error("dualcast::tensor::permuted: dimension " + std::to_string(perm[i]) + " out of range for rank " + std::to_string(rank()));
+      if (perm[i] < 0 || perm[i] >= rank())
+        throw index_error("dualcast::tensor::permuted: dimension " + std::to_string(perm[i]) +
+                          " out of range for rank " + std::to_string(rank()));
       r.shape_.ext[i] = shape_.ext[perm[i]];
       r.stride_[i] = stride_[perm[i]];
     }
     return r;
   }
   // Same elements, new shape: a view when contiguous, else a copy.
-  tensor reshape(shape const& s) const {
+  tensor reshape(shape const &s) const {
     if (s.size() != size())
       throw shape_error("dualcast::tensor::reshape: cannot reshape " + to_string(shape_) + " (" +
                         std::to_string(size()) + " elements) to " + to_string(s));
@@ -155,7 +164,8 @@ class tensor {
   }
   // A contiguous tensor with the same elements (itself if already contiguous).
   tensor contiguous() const {
-    if (is_contiguous()) return *this;
+    if (is_contiguous())
+      return *this;
     return clone();
   }
   tensor clone() const {
@@ -165,26 +175,26 @@ class tensor {
   }
 
   // ---- in place (bump the version) ------------------------------------------------------------
-  tensor const& fill_(T v) const {
+  tensor const &fill_(T v) const {
     check_host("fill_");
     auto w = mview();
     apply(cpu{}, detail::copy_kernel, out(w), v);
     return *this;
   }
   // this = src (src broadcast to this shape).
-  tensor const& copy_(tensor const& src) const {
+  tensor const &copy_(tensor const &src) const {
     bump_version();
     assign_raw(src);
     return *this;
   }
   // this += src (src broadcast to this shape).
-  tensor const& add_(tensor const& src) const {
+  tensor const &add_(tensor const &src) const {
     check_host("add_");
     auto w = mview();
     apply(cpu{}, detail::add_kernel, out(w), cview(), src.cview());
     return *this;
   }
-  tensor const& scale_(T a) const {
+  tensor const &scale_(T a) const {
     check_host("scale_");
     auto w = mview();
     apply(cpu{}, detail::scale_kernel, out(w), cview(), a);
@@ -192,22 +202,24 @@ class tensor {
   }
 
   // Internal: writes src into this without bumping the version (fresh results).
-  void assign_raw(tensor const& src) const {
+  void assign_raw(tensor const &src) const {
     check_host("copy");
     apply(cpu{}, detail::copy_kernel, out(raw_view()), src.cview());
   }
-  void check_host(char const* op) const {
+  void check_host(char const *op) const {
     if (st_ && !st_->dev().is_host())
-      throw device_error(std::string("dualcast::tensor::") + op + ": tensor on " + to_string(st_->dev()) +
+      throw device_error(std::string("dualcast::tensor::") + op + ": tensor on " +
+                         to_string(st_->dev()) +
                          " but only host tensors are supported by this operation");
   }
 
- private:
-  tensor with_view(view<T const> const& v) const {
+private:
+  tensor with_view(view<T const> const &v) const {
     tensor r = *this;
-    r.offset_ = offset_ + (v.data() - static_cast<T const*>(cview().data()));
+    r.offset_ = offset_ + (v.data() - static_cast<T const *>(cview().data()));
     r.shape_ = v.dims();
-    for (int i = 0; i < v.rank(); ++i) r.stride_[i] = v.stride(i);
+    for (int i = 0; i < v.rank(); ++i)
+      r.stride_[i] = v.stride(i);
     return r;
   }
   void set_contiguous_strides() {
@@ -224,11 +236,8 @@ class tensor {
   index_t stride_[max_rank] = {};
 };
 
-template <class T>
-struct is_tensor : std::false_type {};
-template <class T>
-struct is_tensor<tensor<T>> : std::true_type {};
-template <class T>
-inline constexpr bool is_tensor_v = is_tensor<std::remove_cvref_t<T>>::value;
+template <class T> struct is_tensor : std::false_type {};
+template <class T> struct is_tensor<tensor<T>> : std::true_type {};
+template <class T> inline constexpr bool is_tensor_v = is_tensor<std::remove_cvref_t<T>>::value;
 
-}  // namespace dualcast
+} // namespace dualcast

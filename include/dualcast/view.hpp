@@ -15,15 +15,14 @@
 
 namespace dualcast {
 
-template <class T>
-class view {
- public:
+template <class T> class view {
+public:
   using element_type = T;
   using value_type = std::remove_cv_t<T>;
 
   view() = default;
   // A contiguous row-major array of the given shape.
-  view(T* data, shape const& s) : data_(data), shape_(s) {
+  view(T *data, shape const &s) : data_(data), shape_(s) {
     index_t st = 1;
     for (int i = s.rank - 1; i >= 0; --i) {
       stride_[i] = st;
@@ -31,44 +30,47 @@ class view {
     }
   }
   // Any strides (in elements, may be zero or negative).
-  view(T* data, shape const& s, std::initializer_list<index_t> strides) : data_(data), shape_(s) {
+  view(T *data, shape const &s, std::initializer_list<index_t> strides) : data_(data), shape_(s) {
     if (static_cast<int>(strides.size()) != s.rank)
-      throw shape_error("dualcast::view: " + std::to_string(strides.size()) + " strides for shape " +
-                        to_string(s));
+      throw shape_error("dualcast::view: " + std::to_string(strides.size()) +
+                        " strides for shape " + to_string(s));
     int i = 0;
-    for (index_t x : strides) stride_[i++] = x;
+    for (index_t x : strides)
+      stride_[i++] = x;
   }
-  view(T* data, shape const& s, index_t const* strides) : data_(data), shape_(s) {
-    for (int i = 0; i < s.rank; ++i) stride_[i] = strides[i];
+  view(T *data, shape const &s, index_t const *strides) : data_(data), shape_(s) {
+    for (int i = 0; i < s.rank; ++i)
+      stride_[i] = strides[i];
   }
   // view<T> converts to view<const T>.
   template <class U>
-    requires(std::is_same_v<T, U const> && !std::is_same_v<T, U>)
-  view(view<U> const& o)  // NOLINT(google-explicit-constructor)
+  requires(std::is_same_v<T, U const> && !std::is_same_v<T, U>)
+      view(view<U> const &o) // NOLINT(google-explicit-constructor)
       : view(o.data(), o.dims(), o.strides()) {}
 
-  T* data() const { return data_; }
-  shape const& dims() const { return shape_; }
+  T *data() const { return data_; }
+  shape const &dims() const { return shape_; }
   int rank() const { return shape_.rank; }
   index_t extent(int i) const { return shape_.ext[i]; }
   index_t stride(int i) const { return stride_[i]; }
-  index_t const* strides() const { return stride_; }
+  index_t const *strides() const { return stride_; }
   index_t size() const { return shape_.size(); }
   bool is_contiguous() const {
     index_t st = 1;
     for (int i = rank() - 1; i >= 0; --i) {
-      if (shape_.ext[i] != 1 && stride_[i] != st) return false;
+      if (shape_.ext[i] != 1 && stride_[i] != st)
+        return false;
       st *= shape_.ext[i];
     }
     return true;
   }
 
   // The element at a multi-index (host memory only).
-  template <class... I>
-  T& operator()(I... i) const {
+  template <class... I> T &operator()(I... i) const {
     index_t idx[] = {static_cast<index_t>(i)..., 0};
     index_t off = 0;
-    for (int d = 0; d < static_cast<int>(sizeof...(I)); ++d) off += idx[d] * stride_[d];
+    for (int d = 0; d < static_cast<int>(sizeof...(I)); ++d)
+      off += idx[d] * stride_[d];
     return data_[off];
   }
 
@@ -96,7 +98,7 @@ class view {
     return r;
   }
   // numpy broadcast_to: a view of the given shape with stride 0 on broadcast dimensions.
-  view broadcast_to(shape const& s) const {
+  view broadcast_to(shape const &s) const {
     bool ok = true;
     shape b = broadcast_pair(shape_, s, ok);
     if (!ok || !(b == s))
@@ -110,25 +112,21 @@ class view {
     return r;
   }
 
- private:
-  void check_dim(char const* op, int d) const {
+private:
+  void check_dim(char const *op, int d) const {
     if (d < 0 || d >= rank())
       throw index_error(std::string("dualcast::view::") + op + ": dimension " + std::to_string(d) +
                         " out of range for rank " + std::to_string(rank()));
   }
-  T* data_ = nullptr;
+  T *data_ = nullptr;
   shape shape_{};
   index_t stride_[max_rank] = {};
 };
 
-template <class T>
-view(T*, shape const&) -> view<T>;
+template <class T> view(T *, shape const &) -> view<T>;
 
-template <class T>
-struct is_view : std::false_type {};
-template <class T>
-struct is_view<view<T>> : std::true_type {};
-template <class T>
-inline constexpr bool is_view_v = is_view<std::remove_cvref_t<T>>::value;
+template <class T> struct is_view : std::false_type {};
+template <class T> struct is_view<view<T>> : std::true_type {};
+template <class T> inline constexpr bool is_view_v = is_view<std::remove_cvref_t<T>>::value;
 
-}  // namespace dualcast
+} // namespace dualcast

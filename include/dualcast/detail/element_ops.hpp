@@ -20,61 +20,56 @@ namespace dualcast {
 
 // The inputs to differentiate (argument positions), and how many partials one evaluation
 // carries (the chunk size; more active inputs are handled in several evaluations).
-template <int Chunk, int... I>
-struct active_set {
+template <int Chunk, int... I> struct active_set {
   static_assert(Chunk >= 1, "dualcast: the chunk size must be at least 1");
   static constexpr int count = sizeof...(I);
   static constexpr int chunk = Chunk;
   static constexpr int positions[count > 0 ? count : 1] = {I...};
 };
 inline constexpr int default_chunk = 8;
-template <int... I>
-inline constexpr active_set<default_chunk, I...> active{};
+template <int... I> inline constexpr active_set<default_chunk, I...> active{};
 // chunked<C>(active<...>): the same active inputs, C partials per evaluation.
-template <int C, int D, int... I>
-constexpr active_set<C, I...> chunked(active_set<D, I...>) {
+template <int C, int D, int... I> constexpr active_set<C, I...> chunked(active_set<D, I...>) {
   return {};
 }
 
 namespace detail {
 
-struct array_marker {};  // stands in a kernel's scalar table for an array argument
+struct array_marker {}; // stands in a kernel's scalar table for an array argument
 
 template <class A>
 using scalar_slot_t = std::conditional_t<is_view_v<A>, array_marker, std::decay_t<A>>;
 
 // Where each kernel argument comes from: an array slot or a stored scalar.
-template <class... A>
-struct arg_layout {
+template <class... A> struct arg_layout {
   static constexpr int arity = sizeof...(A);
   static constexpr bool is_array[arity + 1] = {is_view_v<A>..., false};
   static constexpr int num_arrays = (0 + ... + (is_view_v<A> ? 1 : 0));
   static constexpr int slot(int p) {
     int s = 0;
-    for (int i = 0; i < p; ++i) s += is_array[i] ? 1 : 0;
+    for (int i = 0; i < p; ++i)
+      s += is_array[i] ? 1 : 0;
     return s;
   }
   using scalars = tuple<scalar_slot_t<A>...>;
 };
 
-template <class Active>
-constexpr int active_index(int p) {
+template <class Active> constexpr int active_index(int p) {
   for (int a = 0; a < Active::count; ++a)
-    if (Active::positions[a] == p) return a;
+    if (Active::positions[a] == p)
+      return a;
   return -1;
 }
 
 // The value part of a kernel result, as a lane.
-template <class L, class X>
-DUALCAST_HD L value_lane(X const& x) {
+template <class L, class X> DUALCAST_HD L value_lane(X const &x) {
   if constexpr (is_dual_v<X>)
     return value_lane<L>(x.val);
   else
     return L(x);
 }
 // Partial q of a kernel result (zero when the result does not depend on any active input).
-template <class L, class X>
-DUALCAST_HD L partial_lane(X const& x, int q) {
+template <class L, class X> DUALCAST_HD L partial_lane(X const &x, int q) {
   if constexpr (is_dual_v<X>)
     return x.d[q];
   else
@@ -83,18 +78,16 @@ DUALCAST_HD L partial_lane(X const& x, int q) {
 
 // Evaluates f with each argument built by `make(p)`.
 template <class F, class Make, std::size_t... P>
-DUALCAST_HD auto call_with(F const& f, Make const& make, std::index_sequence<P...>) {
+DUALCAST_HD auto call_with(F const &f, Make const &make, std::index_sequence<P...>) {
   return as_outputs(f(make(std::integral_constant<int, static_cast<int>(P)>{})...));
 }
 
-template <class F, class Layout>
-struct op_base {
+template <class F, class Layout> struct op_base {
   F f;
   typename Layout::scalars scalars;
 
   // Argument p as a plain lane or stored scalar.
-  template <int P, class L>
-  DUALCAST_HD decltype(auto) plain_arg(L const* in) const {
+  template <int P, class L> DUALCAST_HD decltype(auto) plain_arg(L const *in) const {
     if constexpr (Layout::is_array[P])
       return in[Layout::slot(P)];
     else
@@ -103,18 +96,18 @@ struct op_base {
 };
 
 // ---- values only ---------------------------------------------------------------------------
-template <class F, class Layout, int K>
-struct values_op : op_base<F, Layout> {
+template <class F, class Layout, int K> struct values_op : op_base<F, Layout> {
   static constexpr int num_in = Layout::num_arrays;
   static constexpr int num_out = K;
-  template <class L>
-  DUALCAST_HD void operator()(L const* in, L* out) const {
-    auto make = [&](auto p) -> decltype(auto) { return this->template plain_arg<decltype(p)::value>(in); };
+  template <class L> DUALCAST_HD void operator()(L const *in, L *out) const {
+    auto make = [&](auto p) -> decltype(auto) {
+      return this->template plain_arg<decltype(p)::value>(in);
+    };
     auto r = call_with(this->f, make, std::make_index_sequence<Layout::arity>{});
     store(r, out, std::make_index_sequence<K>{});
   }
   template <class R, class L, std::size_t... k>
-  DUALCAST_HD static void store(R const& r, L* out, std::index_sequence<k...>) {
+  DUALCAST_HD static void store(R const &r, L *out, std::index_sequence<k...>) {
     ((out[k] = value_lane<L>(get<k>(r))), ...);
   }
 };
@@ -122,7 +115,7 @@ struct values_op : op_base<F, Layout> {
 // Argument P for chunk [Begin, Begin + Width) of the active inputs: a seeded dual if active in
 // this chunk, else the plain lane (an active input outside the chunk is a constant here).
 template <class Active, int Begin, int Width, int P, class Base, class L>
-DUALCAST_HD auto chunk_arg(Base const& op, L const* in) {
+DUALCAST_HD auto chunk_arg(Base const &op, L const *in) {
   constexpr int a = active_index<Active>(P);
   if constexpr (a >= Begin && a < Begin + Width) {
     dual<L, Width> x(op.template plain_arg<P>(in));
@@ -135,49 +128,46 @@ DUALCAST_HD auto chunk_arg(Base const& op, L const* in) {
 
 // ---- values and the diagonal partials d out_k / d in_a --------------------------------------
 // Results: K values, then K * A partials, output-major (k * A + a).
-template <class F, class Layout, int K, class Active>
-struct partials_op : op_base<F, Layout> {
+template <class F, class Layout, int K, class Active> struct partials_op : op_base<F, Layout> {
   static constexpr int A = Active::count;
   static constexpr int C = Active::chunk;
   static constexpr int num_in = Layout::num_arrays;
   static constexpr int num_out = K + K * A;
 
-  template <class L>
-  DUALCAST_HD void operator()(L const* in, L* out) const {
-    chunks<0>(in, out);
-  }
-  template <int Begin, class L>
-  DUALCAST_HD void chunks(L const* in, L* out) const {
+  template <class L> DUALCAST_HD void operator()(L const *in, L *out) const { chunks<0>(in, out); }
+  template <int Begin, class L> DUALCAST_HD void chunks(L const *in, L *out) const {
     constexpr int width = (A - Begin) < C ? (A - Begin) : C;
-    auto make = [&](auto p) { return chunk_arg<Active, Begin, width, decltype(p)::value>(*this, in); };
+    auto make = [&](auto p) {
+      return chunk_arg<Active, Begin, width, decltype(p)::value>(*this, in);
+    };
     auto r = call_with(this->f, make, std::make_index_sequence<Layout::arity>{});
     store<Begin, width>(r, out, std::make_index_sequence<K>{});
-    if constexpr (Begin + width < A) chunks<Begin + width>(in, out);
+    if constexpr (Begin + width < A)
+      chunks<Begin + width>(in, out);
   }
   template <int Begin, int Width, class R, class L, std::size_t... k>
-  DUALCAST_HD static void store(R const& r, L* out, std::index_sequence<k...>) {
-    if constexpr (Begin == 0) ((out[k] = value_lane<L>(get<k>(r))), ...);
-    for (int q = 0; q < Width; ++q) ((out[K + int(k) * A + Begin + q] = partial_lane<L>(get<k>(r), q)), ...);
+  DUALCAST_HD static void store(R const &r, L *out, std::index_sequence<k...>) {
+    if constexpr (Begin == 0)
+      ((out[k] = value_lane<L>(get<k>(r))), ...);
+    for (int q = 0; q < Width; ++q)
+      ((out[K + int(k) * A + Begin + q] = partial_lane<L>(get<k>(r), q)), ...);
   }
 };
 
 // ---- JVP: tangents of the active inputs in, values and output tangents out --------------------
 // Inputs: the arrays, then A tangents. Results: K values, then K tangents.
-template <class F, class Layout, int K, class Active>
-struct jvp_op : op_base<F, Layout> {
+template <class F, class Layout, int K, class Active> struct jvp_op : op_base<F, Layout> {
   static constexpr int A = Active::count;
   static constexpr int num_in = Layout::num_arrays + A;
   static constexpr int num_out = 2 * K;
 
-  template <class L>
-  DUALCAST_HD void operator()(L const* in, L* out) const {
-    L const* tangents = in + Layout::num_arrays;
+  template <class L> DUALCAST_HD void operator()(L const *in, L *out) const {
+    L const *tangents = in + Layout::num_arrays;
     auto make = [&](auto p) { return this->arg<decltype(p)::value>(in, tangents); };
     auto r = call_with(this->f, make, std::make_index_sequence<Layout::arity>{});
     store(r, out, std::make_index_sequence<K>{});
   }
-  template <int P, class L>
-  DUALCAST_HD auto arg(L const* in, L const* tangents) const {
+  template <int P, class L> DUALCAST_HD auto arg(L const *in, L const *tangents) const {
     constexpr int a = active_index<Active>(P);
     if constexpr (a >= 0) {
       dual<L, 1> x(this->template plain_arg<P>(in));
@@ -188,7 +178,7 @@ struct jvp_op : op_base<F, Layout> {
     }
   }
   template <class R, class L, std::size_t... k>
-  DUALCAST_HD static void store(R const& r, L* out, std::index_sequence<k...>) {
+  DUALCAST_HD static void store(R const &r, L *out, std::index_sequence<k...>) {
     ((out[k] = value_lane<L>(get<k>(r))), ...);
     ((out[K + k] = partial_lane<L>(get<k>(r), 0)), ...);
   }
@@ -204,31 +194,31 @@ struct vjp_op : op_base<F, Layout> {
   static constexpr int num_in = Layout::num_arrays + K + (Accumulate ? A : 0);
   static constexpr int num_out = A;
 
-  template <class L>
-  DUALCAST_HD void operator()(L const* in, L* out) const {
-    chunks<0>(in, out);
-  }
-  template <int Begin, class L>
-  DUALCAST_HD void chunks(L const* in, L* out) const {
+  template <class L> DUALCAST_HD void operator()(L const *in, L *out) const { chunks<0>(in, out); }
+  template <int Begin, class L> DUALCAST_HD void chunks(L const *in, L *out) const {
     constexpr int width = (A - Begin) < C ? (A - Begin) : C;
-    auto make = [&](auto p) { return chunk_arg<Active, Begin, width, decltype(p)::value>(*this, in); };
+    auto make = [&](auto p) {
+      return chunk_arg<Active, Begin, width, decltype(p)::value>(*this, in);
+    };
     auto r = call_with(this->f, make, std::make_index_sequence<Layout::arity>{});
-    L const* ybar = in + Layout::num_arrays;
+    L const *ybar = in + Layout::num_arrays;
     for (int q = 0; q < width; ++q) {
       L acc = contract(r, ybar, q, std::make_index_sequence<K>{});
-      if constexpr (Accumulate) acc = in[Layout::num_arrays + K + Begin + q] + acc;
+      if constexpr (Accumulate)
+        acc = in[Layout::num_arrays + K + Begin + q] + acc;
       out[Begin + q] = acc;
     }
-    if constexpr (Begin + width < A) chunks<Begin + width>(in, out);
+    if constexpr (Begin + width < A)
+      chunks<Begin + width>(in, out);
   }
   // sum over outputs in a fixed order: ybar_0 * p_0 + ybar_1 * p_1 + ...
   template <class R, class L, std::size_t k0, std::size_t... k>
-  DUALCAST_HD static L contract(R const& r, L const* ybar, int q, std::index_sequence<k0, k...>) {
+  DUALCAST_HD static L contract(R const &r, L const *ybar, int q, std::index_sequence<k0, k...>) {
     L acc = ybar[k0] * partial_lane<L>(get<k0>(r), q);
     ((acc = acc + ybar[k] * partial_lane<L>(get<k>(r), q)), ...);
     return acc;
   }
 };
 
-}  // namespace detail
-}  // namespace dualcast
+} // namespace detail
+} // namespace dualcast

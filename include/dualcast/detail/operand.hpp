@@ -8,14 +8,12 @@
 
 namespace dualcast::detail {
 
-template <class T>
-struct operand {
-  T* ptr;
+template <class T> struct operand {
+  T *ptr;
   index_t stride[max_rank];
 };
 
-template <class T, int NI, int NO>
-struct map_params {
+template <class T, int NI, int NO> struct map_params {
   int rank;
   index_t ext[max_rank];
   operand<T const> in[NI > 0 ? NI : 1];
@@ -25,38 +23,43 @@ struct map_params {
 // Merges dimensions that every operand walks contiguously, and drops size-1 dimensions, so the
 // common cases (all contiguous; a bias broadcast over rows) become rank 1 or 2. The innermost
 // dimension of the result is the one backends vectorise along.
-template <class T, int NI, int NO>
-inline void collapse_dims(map_params<T, NI, NO>& p) {
+template <class T, int NI, int NO> inline void collapse_dims(map_params<T, NI, NO> &p) {
   // One table of every operand's strides (a conditional p.in[o] / p.out[o - NI] inside the loops
   // below makes GCC assume the loops stop at o == NI: -Waggressive-loop-optimizations).
   constexpr int n_ops = NI + NO;
-  index_t* strides[n_ops > 0 ? n_ops : 1];
-  for (int o = 0; o < NI; ++o) strides[o] = p.in[o].stride;
-  for (int o = 0; o < NO; ++o) strides[NI + o] = p.out[o].stride;
-  auto stride_of = [&](int o, int d) -> index_t& { return strides[o][d]; };
+  index_t *strides[n_ops > 0 ? n_ops : 1];
+  for (int o = 0; o < NI; ++o)
+    strides[o] = p.in[o].stride;
+  for (int o = 0; o < NO; ++o)
+    strides[NI + o] = p.out[o].stride;
+  auto stride_of = [&](int o, int d) -> index_t & { return strides[o][d]; };
   int r = 0;
   for (int d = 0; d < p.rank; ++d) {
-    if (p.ext[d] == 1) continue;
+    if (p.ext[d] == 1)
+      continue;
     if (r > 0) {
       bool mergeable = true;
       for (int o = 0; o < n_ops && mergeable; ++o)
         mergeable = stride_of(o, r - 1) == stride_of(o, d) * p.ext[d];
       if (mergeable) {
         p.ext[r - 1] *= p.ext[d];
-        for (int o = 0; o < n_ops; ++o) stride_of(o, r - 1) = stride_of(o, d);
+        for (int o = 0; o < n_ops; ++o)
+          stride_of(o, r - 1) = stride_of(o, d);
         continue;
       }
     }
     p.ext[r] = p.ext[d];
-    for (int o = 0; o < n_ops; ++o) stride_of(o, r) = stride_of(o, d);
+    for (int o = 0; o < n_ops; ++o)
+      stride_of(o, r) = stride_of(o, d);
     ++r;
   }
-  if (r == 0) {  // a single element
+  if (r == 0) { // a single element
     p.ext[0] = 1;
-    for (int o = 0; o < n_ops; ++o) stride_of(o, 0) = 0;
+    for (int o = 0; o < n_ops; ++o)
+      stride_of(o, 0) = 0;
     r = 1;
   }
   p.rank = r;
 }
 
-}  // namespace dualcast::detail
+} // namespace dualcast::detail

@@ -16,33 +16,34 @@ namespace dualcast::detail {
 // Records a one-output operation. bwd(gy) runs in backward with the output's gradient and
 // accumulates into the inputs' slots. `saves` are version-checked and counted as tape bytes.
 template <class T, class Bwd>
-var<T> record_op(std::string name, tape* tp, tensor<T> y, bool needs, Bwd bwd,
-                 std::vector<std::pair<tensor<T>, std::string>> const& saves = {}) {
-  if (!tp || !needs) return var<T>(std::move(y), nullptr, tp);
+var<T> record_op(std::string name, tape *tp, tensor<T> y, bool needs, Bwd bwd,
+                 std::vector<std::pair<tensor<T>, std::string>> const &saves = {}) {
+  if (!tp || !needs)
+    return var<T>(std::move(y), nullptr, tp);
   var<T> r = tp->make_output(std::move(y), true);
   auto slot = r.slot();
-  auto& n = tp->record<T>(name, {slot}, [slot, bwd] { bwd(tensor<T>(slot->grad)); });
-  for (auto const& [t, what] : saves) tape::save(n, t, what);
+  auto &n = tp->record<T>(name, {slot}, [slot, bwd] { bwd(tensor<T>(slot->grad)); });
+  for (auto const &[t, what] : saves)
+    tape::save(n, t, what);
   return r;
 }
 
 // dst += src (src broadcast to dst), without touching versions (gradient buffers).
-template <class T>
-void add_into(view<T> dst, view<T const> src) {
+template <class T> void add_into(view<T> dst, view<T const> src) {
   apply(cpu{}, add_kernel, out(dst), view<T const>(dst), src);
 }
 
 // A dimension index, negative counting from the end; checked against the rank.
-inline int normalize_axis(char const* op, int axis, int rank) {
+inline int normalize_axis(char const *op, int axis, int rank) {
   int a = axis < 0 ? axis + rank : axis;
   if (a < 0 || a >= rank)
-    throw index_error(std::string(op) + ": axis " + std::to_string(axis) + " is out of range for rank " +
-                      std::to_string(rank));
+    throw index_error(std::string(op) + ": axis " + std::to_string(axis) +
+                      " is out of range for rank " + std::to_string(rank));
   return a;
 }
 
 // Axes as a mask (empty list: all axes).
-inline std::vector<bool> axis_mask(char const* op, std::vector<int> const& axes, int rank) {
+inline std::vector<bool> axis_mask(char const *op, std::vector<int> const &axes, int rank) {
   std::vector<bool> m(std::size_t(rank), axes.empty());
   for (int a : axes) {
     int n = normalize_axis(op, a, rank);
@@ -54,21 +55,24 @@ inline std::vector<bool> axis_mask(char const* op, std::vector<int> const& axes,
 }
 
 // The permutation putting the kept axes first and the reduced ones last (both in order).
-inline std::vector<int> kept_then_reduced(std::vector<bool> const& mask) {
+inline std::vector<int> kept_then_reduced(std::vector<bool> const &mask) {
   std::vector<int> p;
   for (int i = 0; i < int(mask.size()); ++i)
-    if (!mask[std::size_t(i)]) p.push_back(i);
+    if (!mask[std::size_t(i)])
+      p.push_back(i);
   for (int i = 0; i < int(mask.size()); ++i)
-    if (mask[std::size_t(i)]) p.push_back(i);
+    if (mask[std::size_t(i)])
+      p.push_back(i);
   return p;
 }
-inline std::vector<int> inverse_perm(std::vector<int> const& p) {
+inline std::vector<int> inverse_perm(std::vector<int> const &p) {
   std::vector<int> q(p.size());
-  for (std::size_t i = 0; i < p.size(); ++i) q[std::size_t(p[i])] = int(i);
+  for (std::size_t i = 0; i < p.size(); ++i)
+    q[std::size_t(p[i])] = int(i);
   return q;
 }
 // Shape with the reduced axes set to 1 (keepdims) or removed.
-inline shape reduced_shape(shape const& s, std::vector<bool> const& mask, bool keepdims) {
+inline shape reduced_shape(shape const &s, std::vector<bool> const &mask, bool keepdims) {
   shape r;
   for (int i = 0; i < s.rank; ++i) {
     if (!mask[std::size_t(i)])
@@ -79,4 +83,4 @@ inline shape reduced_shape(shape const& s, std::vector<bool> const& mask, bool k
   return r;
 }
 
-}  // namespace dualcast::detail
+} // namespace dualcast::detail

@@ -10,46 +10,36 @@
 
 namespace dualcast::detail {
 
-template <std::size_t I, class T>
-struct tuple_leaf {
-  T value;
-};
+template <std::size_t I, class T> struct tuple_leaf { T value; };
 
-template <class Indices, class... T>
-struct tuple_base;
+template <class Indices, class... T> struct tuple_base;
 template <std::size_t... I, class... T>
 struct tuple_base<std::index_sequence<I...>, T...> : tuple_leaf<I, T>... {};
 
-template <class... T>
-struct tuple : tuple_base<std::index_sequence_for<T...>, T...> {
+template <class... T> struct tuple : tuple_base<std::index_sequence_for<T...>, T...> {
   static constexpr std::size_t size = sizeof...(T);
 };
 
-template <std::size_t I, class T>
-DUALCAST_HD constexpr T& get_leaf(tuple_leaf<I, T>& l) {
+template <std::size_t I, class T> DUALCAST_HD constexpr T &get_leaf(tuple_leaf<I, T> &l) {
   return l.value;
 }
 template <std::size_t I, class T>
-DUALCAST_HD constexpr T const& get_leaf(tuple_leaf<I, T> const& l) {
+DUALCAST_HD constexpr T const &get_leaf(tuple_leaf<I, T> const &l) {
   return l.value;
 }
-template <std::size_t I, class... T>
-DUALCAST_HD constexpr decltype(auto) get(tuple<T...>& t) {
+template <std::size_t I, class... T> DUALCAST_HD constexpr decltype(auto) get(tuple<T...> &t) {
   return get_leaf<I>(t);
 }
 template <std::size_t I, class... T>
-DUALCAST_HD constexpr decltype(auto) get(tuple<T...> const& t) {
+DUALCAST_HD constexpr decltype(auto) get(tuple<T...> const &t) {
   return get_leaf<I>(t);
 }
 
-template <class... T>
-DUALCAST_HD constexpr tuple<std::decay_t<T>...> make_tuple(T&&... x) {
-  return {{{static_cast<T&&>(x)}...}};
+template <class... T> DUALCAST_HD constexpr tuple<std::decay_t<T>...> make_tuple(T &&...x) {
+  return {{{static_cast<T &&>(x)}...}};
 }
 
-template <class T>
-struct is_tuple : std::false_type {};
-template <class... T>
-struct is_tuple<tuple<T...>> : std::true_type {};
+template <class T> struct is_tuple : std::false_type {};
+template <class... T> struct is_tuple<tuple<T...>> : std::true_type {};
 
-}  // namespace dualcast::detail
+} // namespace dualcast::detail

@@ -24,83 +24,71 @@ namespace dualcast {
 // ---- selection ---------------------------------------------------------------------------
 namespace detail {
 // The dual type two arguments promote to (the first dual among them).
-template <class A, class B>
-struct promote_dual {
+template <class A, class B> struct promote_dual {
   using type = std::conditional_t<is_dual_v<A>, std::remove_cvref_t<A>, std::remove_cvref_t<B>>;
 };
-template <class A, class B>
-using promote_dual_t = typename promote_dual<A, B>::type;
+template <class A, class B> using promote_dual_t = typename promote_dual<A, B>::type;
 
-template <class D, class X>
-DUALCAST_HD constexpr D as_dual(X const& x) {
+template <class D, class X> DUALCAST_HD constexpr D as_dual(X const &x) {
   if constexpr (std::is_same_v<std::remove_cvref_t<X>, D>)
     return x;
   else
     return D(typename D::value_type(x));
 }
-}  // namespace detail
+} // namespace detail
 
 template <class C, class A, class B>
-  requires(is_dual_v<A> || is_dual_v<B>)
-DUALCAST_HD constexpr auto select(C const& c, A const& a, B const& b) {
+requires(is_dual_v<A> || is_dual_v<B>)
+    DUALCAST_HD constexpr auto select(C const &c, A const &a, B const &b) {
   using D = detail::promote_dual_t<A, B>;
   D x = detail::as_dual<D>(a), y = detail::as_dual<D>(b);
   D r(select(c, x.val, y.val));
-  for (int i = 0; i < D::size; ++i) r.d[i] = select(c, x.d[i], y.d[i]);
+  for (int i = 0; i < D::size; ++i)
+    r.d[i] = select(c, x.d[i], y.d[i]);
   return r;
 }
 // where(c, a, b) is select(c, a, b) under numpy's name.
 template <class C, class A, class B>
-DUALCAST_HD constexpr auto where(C const& c, A const& a, B const& b) -> decltype(select(c, a, b)) {
+DUALCAST_HD constexpr auto where(C const &c, A const &a, B const &b) -> decltype(select(c, a, b)) {
   return select(c, a, b);
 }
 
 // ---- exponentials and logarithms ----------------------------------------------------------
-template <class T, int N>
-DUALCAST_HD dual<T, N> exp(dual<T, N> const& x) {
+template <class T, int N> DUALCAST_HD dual<T, N> exp(dual<T, N> const &x) {
   T e = exp(x.val);
   return detail::chain(x, e, e);
 }
-template <class T, int N>
-DUALCAST_HD dual<T, N> expm1(dual<T, N> const& x) {
+template <class T, int N> DUALCAST_HD dual<T, N> expm1(dual<T, N> const &x) {
   T e = expm1(x.val);
   return detail::chain(x, e, e + T(1));
 }
-template <class T, int N>
-DUALCAST_HD dual<T, N> exp2(dual<T, N> const& x) {
+template <class T, int N> DUALCAST_HD dual<T, N> exp2(dual<T, N> const &x) {
   T e = exp2(x.val);
   return detail::chain(x, e, e * T(std::numbers::ln2));
 }
-template <class T, int N>
-DUALCAST_HD dual<T, N> log(dual<T, N> const& x) {
+template <class T, int N> DUALCAST_HD dual<T, N> log(dual<T, N> const &x) {
   return detail::chain(x, log(x.val), T(1) / x.val);
 }
-template <class T, int N>
-DUALCAST_HD dual<T, N> log1p(dual<T, N> const& x) {
+template <class T, int N> DUALCAST_HD dual<T, N> log1p(dual<T, N> const &x) {
   return detail::chain(x, log1p(x.val), T(1) / (x.val + T(1)));
 }
-template <class T, int N>
-DUALCAST_HD dual<T, N> log2(dual<T, N> const& x) {
+template <class T, int N> DUALCAST_HD dual<T, N> log2(dual<T, N> const &x) {
   return detail::chain(x, log2(x.val), T(1) / (x.val * T(std::numbers::ln2)));
 }
-template <class T, int N>
-DUALCAST_HD dual<T, N> log10(dual<T, N> const& x) {
+template <class T, int N> DUALCAST_HD dual<T, N> log10(dual<T, N> const &x) {
   return detail::chain(x, log10(x.val), T(1) / (x.val * T(std::numbers::ln10)));
 }
 
 // ---- roots and powers -----------------------------------------------------------------------
-template <class T, int N>
-DUALCAST_HD dual<T, N> sqrt(dual<T, N> const& x) {
+template <class T, int N> DUALCAST_HD dual<T, N> sqrt(dual<T, N> const &x) {
   T s = sqrt(x.val);
   return detail::chain(x, s, T(0.5) / s);
 }
-template <class T, int N>
-DUALCAST_HD dual<T, N> cbrt(dual<T, N> const& x) {
+template <class T, int N> DUALCAST_HD dual<T, N> cbrt(dual<T, N> const &x) {
   T c = cbrt(x.val);
   return detail::chain(x, c, T(1) / (T(3) * c * c));
 }
-template <class T, int N>
-DUALCAST_HD dual<T, N> pow(dual<T, N> const& x, dual<T, N> const& y) {
+template <class T, int N> DUALCAST_HD dual<T, N> pow(dual<T, N> const &x, dual<T, N> const &y) {
   T p = pow(x.val, y.val);
   T dx = select(y.val == T(0), T(0), y.val * pow(x.val, y.val - T(1)));
   T dy = select(x.val == T(0) && y.val >= T(0), T(0), p * log(x.val));
@@ -110,82 +98,66 @@ DUALCAST_HD dual<T, N> pow(dual<T, N> const& x, dual<T, N> const& y) {
 // it would go through dual ^ dual there, whose other partial (log(x) for x < 0, or y 0^(y-1) for
 // a zero base) times the constant's zero partials gives NaN second derivatives.
 template <class T, int N, class S>
-  requires detail::constant_for<S, T, N>
-DUALCAST_HD dual<T, N> pow(dual<T, N> const& x, S const& s) {
+requires detail::constant_for<S, T, N> DUALCAST_HD dual<T, N> pow(dual<T, N> const &x, S const &s) {
   using C = std::conditional_t<std::is_arithmetic_v<S>, scalar_of_t<T>, T>;
   C y(s);
   T dx = select(y == C(0), T(0), y * pow(x.val, y - C(1)));
   return detail::chain(x, pow(x.val, y), dx);
 }
 template <class T, int N, class S>
-  requires detail::constant_for<S, T, N>
-DUALCAST_HD dual<T, N> pow(S const& s, dual<T, N> const& y) {
+requires detail::constant_for<S, T, N> DUALCAST_HD dual<T, N> pow(S const &s, dual<T, N> const &y) {
   using C = std::conditional_t<std::is_arithmetic_v<S>, scalar_of_t<T>, T>;
   C b(s);
   T p = pow(b, y.val);
   T dy = select(b == C(0) && y.val >= T(0), T(0), p * log(b));
   return detail::chain(y, p, dy);
 }
-template <class T, int N>
-DUALCAST_HD dual<T, N> pow(dual<T, N> const& x, int n) {
+template <class T, int N> DUALCAST_HD dual<T, N> pow(dual<T, N> const &x, int n) {
   T dx = n == 0 ? T(0) : T(n) * pow(x.val, n - 1);
   return detail::chain(x, pow(x.val, n), dx);
 }
 
 // ---- trigonometric and hyperbolic ---------------------------------------------------------
-template <class T, int N>
-DUALCAST_HD dual<T, N> sin(dual<T, N> const& x) {
+template <class T, int N> DUALCAST_HD dual<T, N> sin(dual<T, N> const &x) {
   return detail::chain(x, sin(x.val), cos(x.val));
 }
-template <class T, int N>
-DUALCAST_HD dual<T, N> cos(dual<T, N> const& x) {
+template <class T, int N> DUALCAST_HD dual<T, N> cos(dual<T, N> const &x) {
   return detail::chain(x, cos(x.val), -sin(x.val));
 }
-template <class T, int N>
-DUALCAST_HD dual<T, N> tan(dual<T, N> const& x) {
+template <class T, int N> DUALCAST_HD dual<T, N> tan(dual<T, N> const &x) {
   T t = tan(x.val);
   return detail::chain(x, t, T(1) + t * t);
 }
-template <class T, int N>
-DUALCAST_HD dual<T, N> asin(dual<T, N> const& x) {
+template <class T, int N> DUALCAST_HD dual<T, N> asin(dual<T, N> const &x) {
   return detail::chain(x, asin(x.val), T(1) / sqrt(T(1) - x.val * x.val));
 }
-template <class T, int N>
-DUALCAST_HD dual<T, N> acos(dual<T, N> const& x) {
+template <class T, int N> DUALCAST_HD dual<T, N> acos(dual<T, N> const &x) {
   return detail::chain(x, acos(x.val), T(-1) / sqrt(T(1) - x.val * x.val));
 }
-template <class T, int N>
-DUALCAST_HD dual<T, N> atan(dual<T, N> const& x) {
+template <class T, int N> DUALCAST_HD dual<T, N> atan(dual<T, N> const &x) {
   return detail::chain(x, atan(x.val), T(1) / (T(1) + x.val * x.val));
 }
-template <class T, int N>
-DUALCAST_HD dual<T, N> sinh(dual<T, N> const& x) {
+template <class T, int N> DUALCAST_HD dual<T, N> sinh(dual<T, N> const &x) {
   return detail::chain(x, sinh(x.val), cosh(x.val));
 }
-template <class T, int N>
-DUALCAST_HD dual<T, N> cosh(dual<T, N> const& x) {
+template <class T, int N> DUALCAST_HD dual<T, N> cosh(dual<T, N> const &x) {
   return detail::chain(x, cosh(x.val), sinh(x.val));
 }
-template <class T, int N>
-DUALCAST_HD dual<T, N> tanh(dual<T, N> const& x) {
+template <class T, int N> DUALCAST_HD dual<T, N> tanh(dual<T, N> const &x) {
   T t = tanh(x.val);
   return detail::chain(x, t, T(1) - t * t);
 }
-template <class T, int N>
-DUALCAST_HD dual<T, N> asinh(dual<T, N> const& x) {
+template <class T, int N> DUALCAST_HD dual<T, N> asinh(dual<T, N> const &x) {
   return detail::chain(x, asinh(x.val), T(1) / sqrt(x.val * x.val + T(1)));
 }
-template <class T, int N>
-DUALCAST_HD dual<T, N> acosh(dual<T, N> const& x) {
+template <class T, int N> DUALCAST_HD dual<T, N> acosh(dual<T, N> const &x) {
   return detail::chain(x, acosh(x.val), T(1) / (sqrt(x.val - T(1)) * sqrt(x.val + T(1))));
 }
-template <class T, int N>
-DUALCAST_HD dual<T, N> atanh(dual<T, N> const& x) {
+template <class T, int N> DUALCAST_HD dual<T, N> atanh(dual<T, N> const &x) {
   return detail::chain(x, atanh(x.val), T(1) / (T(1) - x.val * x.val));
 }
 template <class A, class B>
-  requires(is_dual_v<A> || is_dual_v<B>)
-DUALCAST_HD auto atan2(A const& ya, B const& xa) {
+requires(is_dual_v<A> || is_dual_v<B>) DUALCAST_HD auto atan2(A const &ya, B const &xa) {
   using D = detail::promote_dual_t<A, B>;
   using T = typename D::value_type;
   D y = detail::as_dual<D>(ya), x = detail::as_dual<D>(xa);
@@ -193,8 +165,7 @@ DUALCAST_HD auto atan2(A const& ya, B const& xa) {
   return detail::chain2(y, x, atan2(y.val, x.val), x.val * inv, -y.val * inv);
 }
 template <class A, class B>
-  requires(is_dual_v<A> || is_dual_v<B>)
-DUALCAST_HD auto hypot(A const& xa, B const& ya) {
+requires(is_dual_v<A> || is_dual_v<B>) DUALCAST_HD auto hypot(A const &xa, B const &ya) {
   using D = detail::promote_dual_t<A, B>;
   using T = typename D::value_type;
   D x = detail::as_dual<D>(xa), y = detail::as_dual<D>(ya);
@@ -204,40 +175,32 @@ DUALCAST_HD auto hypot(A const& xa, B const& ya) {
 }
 
 // ---- error function -------------------------------------------------------------------------
-template <class T, int N>
-DUALCAST_HD dual<T, N> erf(dual<T, N> const& x) {
+template <class T, int N> DUALCAST_HD dual<T, N> erf(dual<T, N> const &x) {
   return detail::chain(x, erf(x.val), T(std::numbers::inv_sqrtpi * 2) * exp(-x.val * x.val));
 }
-template <class T, int N>
-DUALCAST_HD dual<T, N> erfc(dual<T, N> const& x) {
+template <class T, int N> DUALCAST_HD dual<T, N> erfc(dual<T, N> const &x) {
   return detail::chain(x, erfc(x.val), T(-std::numbers::inv_sqrtpi * 2) * exp(-x.val * x.val));
 }
 
 // ---- piecewise functions --------------------------------------------------------------------
-template <class T, int N>
-DUALCAST_HD dual<T, N> abs(dual<T, N> const& x) {
+template <class T, int N> DUALCAST_HD dual<T, N> abs(dual<T, N> const &x) {
   T sign = select(x.val > T(0), T(1), select(x.val < T(0), T(-1), T(0)));
   return detail::chain(x, abs(x.val), sign);
 }
-template <class T, int N>
-DUALCAST_HD dual<T, N> relu(dual<T, N> const& x) {
+template <class T, int N> DUALCAST_HD dual<T, N> relu(dual<T, N> const &x) {
   return detail::chain(x, relu(x.val), select(x.val > T(0), T(1), T(0)));
 }
-template <class T, int N>
-DUALCAST_HD dual<T, N> floor(dual<T, N> const& x) {
+template <class T, int N> DUALCAST_HD dual<T, N> floor(dual<T, N> const &x) {
   return dual<T, N>(floor(x.val));
 }
-template <class T, int N>
-DUALCAST_HD dual<T, N> ceil(dual<T, N> const& x) {
+template <class T, int N> DUALCAST_HD dual<T, N> ceil(dual<T, N> const &x) {
   return dual<T, N>(ceil(x.val));
 }
-template <class T, int N>
-DUALCAST_HD dual<T, N> round(dual<T, N> const& x) {
+template <class T, int N> DUALCAST_HD dual<T, N> round(dual<T, N> const &x) {
   return dual<T, N>(round(x.val));
 }
 template <class A, class B>
-  requires(is_dual_v<A> || is_dual_v<B>)
-DUALCAST_HD auto max(A const& aa, B const& ba) {
+requires(is_dual_v<A> || is_dual_v<B>) DUALCAST_HD auto max(A const &aa, B const &ba) {
   using D = detail::promote_dual_t<A, B>;
   using T = typename D::value_type;
   D a = detail::as_dual<D>(aa), b = detail::as_dual<D>(ba);
@@ -245,8 +208,7 @@ DUALCAST_HD auto max(A const& aa, B const& ba) {
   return detail::chain2(a, b, max(a.val, b.val), wa, T(1) - wa);
 }
 template <class A, class B>
-  requires(is_dual_v<A> || is_dual_v<B>)
-DUALCAST_HD auto min(A const& aa, B const& ba) {
+requires(is_dual_v<A> || is_dual_v<B>) DUALCAST_HD auto min(A const &aa, B const &ba) {
   using D = detail::promote_dual_t<A, B>;
   using T = typename D::value_type;
   D a = detail::as_dual<D>(aa), b = detail::as_dual<D>(ba);
@@ -254,31 +216,30 @@ DUALCAST_HD auto min(A const& aa, B const& ba) {
   return detail::chain2(a, b, min(a.val, b.val), wa, T(1) - wa);
 }
 template <class X, class L, class H>
-  requires(is_dual_v<X> || is_dual_v<L> || is_dual_v<H>)
-DUALCAST_HD auto clamp(X const& xa, L const& la, H const& ha) {
+requires(is_dual_v<X> || is_dual_v<L> || is_dual_v<H>)
+    DUALCAST_HD auto clamp(X const &xa, L const &la, H const &ha) {
   using D = detail::promote_dual_t<X, detail::promote_dual_t<L, H>>;
   D x = detail::as_dual<D>(xa), lo = detail::as_dual<D>(la), hi = detail::as_dual<D>(ha);
   return select(x.val < lo.val, lo, select(x.val > hi.val, hi, x));
 }
 template <class A, class B, class C>
-  requires(is_dual_v<A> || is_dual_v<B> || is_dual_v<C>)
-DUALCAST_HD auto fma(A const& aa, B const& ba, C const& ca) {
+requires(is_dual_v<A> || is_dual_v<B> || is_dual_v<C>)
+    DUALCAST_HD auto fma(A const &aa, B const &ba, C const &ca) {
   using D = detail::promote_dual_t<A, detail::promote_dual_t<B, C>>;
   D a = detail::as_dual<D>(aa), b = detail::as_dual<D>(ba), c = detail::as_dual<D>(ca);
   D r(fma(a.val, b.val, c.val));
-  for (int i = 0; i < D::size; ++i) r.d[i] = a.d[i] * b.val + a.val * b.d[i] + c.d[i];
+  for (int i = 0; i < D::size; ++i)
+    r.d[i] = a.d[i] * b.val + a.val * b.d[i] + c.d[i];
   return r;
 }
 
 // ---- activations ------------------------------------------------------------------------------
-template <class T, int N>
-DUALCAST_HD dual<T, N> sigmoid(dual<T, N> const& x) {
+template <class T, int N> DUALCAST_HD dual<T, N> sigmoid(dual<T, N> const &x) {
   T s = sigmoid(x.val);
   return detail::chain(x, s, s * (T(1) - s));
 }
-template <class T, int N>
-DUALCAST_HD dual<T, N> softplus(dual<T, N> const& x) {
+template <class T, int N> DUALCAST_HD dual<T, N> softplus(dual<T, N> const &x) {
   return detail::chain(x, softplus(x.val), sigmoid(x.val));
 }
 
-}  // namespace dualcast
+} // namespace dualcast

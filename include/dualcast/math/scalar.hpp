@@ -9,17 +9,16 @@
 
 #include <cmath>
 #include <concepts>
-#include <math.h>  // NOLINT(modernize-deprecated-headers): the global ::expf etc. exist in device code too
+#include <math.h> // NOLINT(modernize-deprecated-headers): the global ::expf etc. exist in device code too
 
 namespace dualcast {
 
-#define DUALCAST_DETAIL_UNARY_C(name)                                \
-  template <std::floating_point T>                                   \
-  DUALCAST_HD inline T name(T x) {                                   \
-    if constexpr (sizeof(T) == sizeof(float))                        \
-      return ::name##f(x);                                           \
-    else                                                             \
-      return ::name(static_cast<double>(x));                         \
+#define DUALCAST_DETAIL_UNARY_C(name)                                                              \
+  template <std::floating_point T> DUALCAST_HD inline T name(T x) {                                \
+    if constexpr (sizeof(T) == sizeof(float))                                                      \
+      return ::name##f(x);                                                                         \
+    else                                                                                           \
+      return ::name(static_cast<double>(x));                                                       \
   }
 DUALCAST_DETAIL_UNARY_C(exp)
 DUALCAST_DETAIL_UNARY_C(expm1)
@@ -49,21 +48,19 @@ DUALCAST_DETAIL_UNARY_C(ceil)
 DUALCAST_DETAIL_UNARY_C(round)
 #undef DUALCAST_DETAIL_UNARY_C
 
-#define DUALCAST_DETAIL_BINARY_C(name)                                             \
-  template <std::floating_point T>                                                 \
-  DUALCAST_HD inline T name(T x, T y) {                                            \
-    if constexpr (sizeof(T) == sizeof(float))                                      \
-      return ::name##f(x, y);                                                      \
-    else                                                                           \
-      return ::name(static_cast<double>(x), static_cast<double>(y));               \
+#define DUALCAST_DETAIL_BINARY_C(name)                                                             \
+  template <std::floating_point T> DUALCAST_HD inline T name(T x, T y) {                           \
+    if constexpr (sizeof(T) == sizeof(float))                                                      \
+      return ::name##f(x, y);                                                                      \
+    else                                                                                           \
+      return ::name(static_cast<double>(x), static_cast<double>(y));                               \
   }
 DUALCAST_DETAIL_BINARY_C(pow)
 DUALCAST_DETAIL_BINARY_C(atan2)
 DUALCAST_DETAIL_BINARY_C(hypot)
 #undef DUALCAST_DETAIL_BINARY_C
 
-template <std::floating_point T>
-DUALCAST_HD inline T fma(T a, T b, T c) {
+template <std::floating_point T> DUALCAST_HD inline T fma(T a, T b, T c) {
   if constexpr (sizeof(T) == sizeof(float))
     return ::fmaf(a, b, c);
   else
@@ -72,49 +69,41 @@ DUALCAST_HD inline T fma(T a, T b, T c) {
 
 // Integer powers: pow(x, n) with an integral exponent (constrained, so that a floating-point
 // exponent of another type is not silently truncated to int).
-template <std::floating_point T, std::integral I>
-DUALCAST_HD inline T pow(T x, I n) {
+template <std::floating_point T, std::integral I> DUALCAST_HD inline T pow(T x, I n) {
   return dualcast::pow(x, static_cast<T>(n));
 }
 
 // Branch-free helpers with value semantics shared by every type.
-template <std::floating_point T>
-DUALCAST_HD constexpr T abs(T x) {
-  return x < T(0) ? -x : (x == T(0) ? T(0) : x);  // abs(-0) == +0
+template <std::floating_point T> DUALCAST_HD constexpr T abs(T x) {
+  return x < T(0) ? -x : (x == T(0) ? T(0) : x); // abs(-0) == +0
 }
 // NaN propagates through min and max (like PyTorch's minimum/maximum, unlike std::fmin).
-template <std::floating_point T>
-DUALCAST_HD constexpr T max(T a, T b) {
+template <std::floating_point T> DUALCAST_HD constexpr T max(T a, T b) {
   return (a > b || a != a) ? a : b;
 }
-template <std::floating_point T>
-DUALCAST_HD constexpr T min(T a, T b) {
+template <std::floating_point T> DUALCAST_HD constexpr T min(T a, T b) {
   return (a < b || a != a) ? a : b;
 }
-template <std::floating_point T>
-DUALCAST_HD constexpr T clamp(T x, T lo, T hi) {
+template <std::floating_point T> DUALCAST_HD constexpr T clamp(T x, T lo, T hi) {
   return dualcast::min(dualcast::max(x, lo), hi);
 }
-template <std::floating_point T>
-DUALCAST_HD constexpr T relu(T x) {
-  return x < T(0) ? T(0) : x;  // NaN propagates
+template <std::floating_point T> DUALCAST_HD constexpr T relu(T x) {
+  return x < T(0) ? T(0) : x; // NaN propagates
 }
-template <std::floating_point T>
-DUALCAST_HD inline T sigmoid(T x) {
+template <std::floating_point T> DUALCAST_HD inline T sigmoid(T x) {
   return T(1) / (T(1) + dualcast::exp(-x));
 }
 // softplus(x) = log(1 + exp(x)) without overflow for large x.
-template <std::floating_point T>
-DUALCAST_HD inline T softplus(T x) {
+template <std::floating_point T> DUALCAST_HD inline T softplus(T x) {
   return dualcast::max(x, T(0)) + dualcast::log1p(dualcast::exp(-dualcast::abs(x)));
 }
 
 // select(c, a, b): a where c holds, else b. Both sides are evaluated (like numpy.where).
 template <class A, class B>
-  requires(std::is_arithmetic_v<A> && std::is_arithmetic_v<B>)
-DUALCAST_HD constexpr auto select(bool c, A a, B b) {
+requires(std::is_arithmetic_v<A> &&std::is_arithmetic_v<B>)
+    DUALCAST_HD constexpr auto select(bool c, A a, B b) {
   using R = decltype(a + b);
   return c ? static_cast<R>(a) : static_cast<R>(b);
 }
 
-}  // namespace dualcast
+} // namespace dualcast

@@ -2,8 +2,9 @@
 //
 // exp, expm1, log, log1p, tanh and sigmoid on float batches are branch-free polynomial or
 // rational approximations (Cephes' and Eigen's coefficients, the approach of Eigen's packet math)
-// so that they vectorize without -ffast-math; they are tested against the C library to a few ulp. The other
-// functions, and all double functions, apply the C library lane by lane (exact but scalar speed).
+// so that they vectorize without -ffast-math; they are tested against the C library to a few ulp.
+// The other functions, and all double functions, apply the C library lane by lane (exact but scalar
+// speed).
 #pragma once
 
 #include <dualcast/math/scalar.hpp>
@@ -17,88 +18,77 @@
 namespace dualcast {
 
 namespace detail {
-template <class T, int W, class F>
-inline batch<T, W> map_lanes(batch<T, W> x, F f) {
+template <class T, int W, class F> inline batch<T, W> map_lanes(batch<T, W> x, F f) {
   batch<T, W> r;
-  for (int i = 0; i < W; ++i) r.v[i] = f(x.v[i]);
+  for (int i = 0; i < W; ++i)
+    r.v[i] = f(x.v[i]);
   return r;
 }
-template <class T, int W, class F>
-inline batch<T, W> map_lanes(batch<T, W> x, batch<T, W> y, F f) {
+template <class T, int W, class F> inline batch<T, W> map_lanes(batch<T, W> x, batch<T, W> y, F f) {
   batch<T, W> r;
-  for (int i = 0; i < W; ++i) r.v[i] = f(x.v[i], y.v[i]);
+  for (int i = 0; i < W; ++i)
+    r.v[i] = f(x.v[i], y.v[i]);
   return r;
 }
-template <class T, int W>
-inline batch<T, W> blend(mask<T, W> m, batch<T, W> a, batch<T, W> b) {
+template <class T, int W> inline batch<T, W> blend(mask<T, W> m, batch<T, W> a, batch<T, W> b) {
   using iv = typename mask<T, W>::vec_t;
   iv ai = __builtin_bit_cast(iv, a.v), bi = __builtin_bit_cast(iv, b.v);
   iv r = (ai & m.v) | (bi & ~m.v);
   return {__builtin_bit_cast(typename batch<T, W>::vec_t, r)};
 }
 // 2^n for integral-valued n in [-126, 127], built from the exponent bits.
-template <int W>
-inline batch<float, W> exp2_int(batch<float, W> n) {
+template <int W> inline batch<float, W> exp2_int(batch<float, W> n) {
   using iv = typename mask<float, W>::vec_t;
   iv k = __builtin_convertvector(n.v, iv);
   iv bits = (k + 127) << 23;
   return {__builtin_bit_cast(typename batch<float, W>::vec_t, bits)};
 }
 // Round to nearest integer (|x| < 2^22), branch-free.
-template <int W>
-inline batch<float, W> round_nearest(batch<float, W> x) {
-  const batch<float, W> magic(12582912.0f);  // 1.5 * 2^23
+template <int W> inline batch<float, W> round_nearest(batch<float, W> x) {
+  const batch<float, W> magic(12582912.0f); // 1.5 * 2^23
   return (x + magic) - magic;
 }
-}  // namespace detail
+} // namespace detail
 
 // ---- selection and simple functions, any batch -------------------------------------------
-template <class T, int W>
-inline batch<T, W> select(mask<T, W> m, batch<T, W> a, batch<T, W> b) {
+template <class T, int W> inline batch<T, W> select(mask<T, W> m, batch<T, W> a, batch<T, W> b) {
   return detail::blend(m, a, b);
 }
 template <class T, int W, class A, class B>
-  requires((is_batch_v<A> || std::is_arithmetic_v<A>) && (is_batch_v<B> || std::is_arithmetic_v<B>) &&
-           !(is_batch_v<A> && is_batch_v<B>))
-inline batch<T, W> select(mask<T, W> m, A const& a, B const& b) {
+requires((is_batch_v<A> || std::is_arithmetic_v<A>)&&(is_batch_v<B> || std::is_arithmetic_v<B>)&&!(
+    is_batch_v<A> && is_batch_v<B>)) inline batch<T, W> select(mask<T, W> m, A const &a,
+                                                               B const &b) {
   return detail::blend(m, batch<T, W>(a), batch<T, W>(b));
 }
-template <class T, int W>
-inline batch<T, W> select(bool c, batch<T, W> a, batch<T, W> b) {
+template <class T, int W> inline batch<T, W> select(bool c, batch<T, W> a, batch<T, W> b) {
   return c ? a : b;
 }
-template <class T, int W>
-inline batch<T, W> abs(batch<T, W> x) {
+template <class T, int W> inline batch<T, W> abs(batch<T, W> x) {
   return select(x < T(0), -x, select(x == T(0), batch<T, W>(T(0)), x));
 }
-template <class T, int W>
-inline batch<T, W> max(batch<T, W> a, batch<T, W> b) {
+template <class T, int W> inline batch<T, W> max(batch<T, W> a, batch<T, W> b) {
   return select((a > b) || (a != a), a, b);
 }
-template <class T, int W>
-inline batch<T, W> min(batch<T, W> a, batch<T, W> b) {
+template <class T, int W> inline batch<T, W> min(batch<T, W> a, batch<T, W> b) {
   return select((a < b) || (a != a), a, b);
 }
-template <class T, int W>
-inline batch<T, W> clamp(batch<T, W> x, batch<T, W> lo, batch<T, W> hi) {
+template <class T, int W> inline batch<T, W> clamp(batch<T, W> x, batch<T, W> lo, batch<T, W> hi) {
   return min(max(x, lo), hi);
 }
-template <class T, int W>
-inline batch<T, W> relu(batch<T, W> x) {
+template <class T, int W> inline batch<T, W> relu(batch<T, W> x) {
   return select(x < T(0), batch<T, W>(T(0)), x);
 }
-template <class T, int W>
-inline batch<T, W> fma(batch<T, W> a, batch<T, W> b, batch<T, W> c) {
+template <class T, int W> inline batch<T, W> fma(batch<T, W> a, batch<T, W> b, batch<T, W> c) {
   batch<T, W> r;
-  for (int i = 0; i < W; ++i) r.v[i] = dualcast::fma(a.v[i], b.v[i], c.v[i]);
+  for (int i = 0; i < W; ++i)
+    r.v[i] = dualcast::fma(a.v[i], b.v[i], c.v[i]);
   return r;
 }
 
 // ---- lane-by-lane functions -----------------------------------------------------------------
-#define DUALCAST_DETAIL_LANEWISE(name)                                                \
-  template <class T, int W>                                                           \
-  inline batch<T, W> name(batch<T, W> x) {                                            \
-    return detail::map_lanes(x, [](T a) { return dualcast::name(a); });               \
+#define DUALCAST_DETAIL_LANEWISE(name)                                                             \
+  template <class T, int W> inline batch<T, W> name(batch<T, W> x) {                               \
+    return detail::map_lanes(x, [](T a) { return dualcast::name(a); });                            \
   }
 DUALCAST_DETAIL_LANEWISE(exp2)
 DUALCAST_DETAIL_LANEWISE(log2)
@@ -123,24 +113,22 @@ DUALCAST_DETAIL_LANEWISE(ceil)
 DUALCAST_DETAIL_LANEWISE(round)
 #undef DUALCAST_DETAIL_LANEWISE
 
-#define DUALCAST_DETAIL_LANEWISE2(name)                                                  \
-  template <class T, int W>                                                              \
-  inline batch<T, W> name(batch<T, W> x, batch<T, W> y) {                                \
-    return detail::map_lanes(x, y, [](T a, T b) { return dualcast::name(a, b); });       \
+#define DUALCAST_DETAIL_LANEWISE2(name)                                                            \
+  template <class T, int W> inline batch<T, W> name(batch<T, W> x, batch<T, W> y) {                \
+    return detail::map_lanes(x, y, [](T a, T b) { return dualcast::name(a, b); });                 \
   }
 DUALCAST_DETAIL_LANEWISE2(pow)
 DUALCAST_DETAIL_LANEWISE2(atan2)
 DUALCAST_DETAIL_LANEWISE2(hypot)
 #undef DUALCAST_DETAIL_LANEWISE2
 
-template <class T, int W, std::integral I>  // integral only: a double exponent must not truncate
+template <class T, int W, std::integral I> // integral only: a double exponent must not truncate
 inline batch<T, W> pow(batch<T, W> x, I n) {
   return pow(x, batch<T, W>(T(n)));
 }
 
 // ---- vectorized float polynomials ------------------------------------------------------------
-template <class T, int W>
-inline batch<T, W> exp(batch<T, W> x) {
+template <class T, int W> inline batch<T, W> exp(batch<T, W> x) {
   if constexpr (std::is_same_v<T, double>) {
     return detail::map_lanes(x, [](double a) { return dualcast::exp(a); });
   } else {
@@ -166,8 +154,7 @@ inline batch<T, W> exp(batch<T, W> x) {
   }
 }
 
-template <class T, int W>
-inline batch<T, W> expm1(batch<T, W> x) {
+template <class T, int W> inline batch<T, W> expm1(batch<T, W> x) {
   if constexpr (std::is_same_v<T, double>) {
     return detail::map_lanes(x, [](double a) { return dualcast::expm1(a); });
   } else {
@@ -183,12 +170,11 @@ inline batch<T, W> expm1(batch<T, W> x) {
     p = p * x + 0.5f;
     B small = p * (x * x) + x;
     B large = exp(x) - 1.0f;
-    return select(x == 0.0f, x, select(abs(x) < 0.5f, small, large));  // keeps the sign of zero
+    return select(x == 0.0f, x, select(abs(x) < 0.5f, small, large)); // keeps the sign of zero
   }
 }
 
-template <class T, int W>
-inline batch<T, W> log(batch<T, W> x) {
+template <class T, int W> inline batch<T, W> log(batch<T, W> x) {
   if constexpr (std::is_same_v<T, double>) {
     return detail::map_lanes(x, [](double a) { return dualcast::log(a); });
   } else {
@@ -196,10 +182,10 @@ inline batch<T, W> log(batch<T, W> x) {
     using iv = typename mask<float, W>::vec_t;
     // Subnormals: scale into the normal range first.
     auto tiny = x < std::numeric_limits<float>::min();
-    B xs = select(tiny, x * 8388608.0f, x);  // 2^23
+    B xs = select(tiny, x * 8388608.0f, x); // 2^23
     iv bits = __builtin_bit_cast(iv, xs.v);
     iv ei = ((bits >> 23) & 0xff) - 126;
-    iv mi = (bits & 0x807fffff) | 0x3f000000;  // mantissa in [0.5, 1)
+    iv mi = (bits & 0x807fffff) | 0x3f000000; // mantissa in [0.5, 1)
     B m{__builtin_bit_cast(typename B::vec_t, mi)};
     B e{__builtin_convertvector(ei, typename B::vec_t)};
     e = select(tiny, e - 23.0f, e);
@@ -229,8 +215,7 @@ inline batch<T, W> log(batch<T, W> x) {
   }
 }
 
-template <class T, int W>
-inline batch<T, W> log1p(batch<T, W> x) {
+template <class T, int W> inline batch<T, W> log1p(batch<T, W> x) {
   if constexpr (std::is_same_v<T, double>) {
     return detail::map_lanes(x, [](double a) { return dualcast::log1p(a); });
   } else {
@@ -238,13 +223,13 @@ inline batch<T, W> log1p(batch<T, W> x) {
     // log1p(x) = log(u) * x / (u - 1) with u = 1 + x corrects the rounding of 1 + x.
     B u = x + 1.0f;
     B d = u - 1.0f;
-    B r = select(d == 0.0f, x, log(u) * (x / select(d == 0.0f, B(1.0f), d)));  // x / d first: no overflow
+    B r = select(d == 0.0f, x,
+                 log(u) * (x / select(d == 0.0f, B(1.0f), d))); // x / d first: no overflow
     return select(x == std::numeric_limits<float>::infinity(), x, r);
   }
 }
 
-template <class T, int W>
-inline batch<T, W> tanh(batch<T, W> x) {
+template <class T, int W> inline batch<T, W> tanh(batch<T, W> x) {
   if constexpr (std::is_same_v<T, double>) {
     return detail::map_lanes(x, [](double a) { return dualcast::tanh(a); });
   } else {
@@ -271,14 +256,12 @@ inline batch<T, W> tanh(batch<T, W> x) {
   }
 }
 
-template <class T, int W>
-inline batch<T, W> sigmoid(batch<T, W> x) {
+template <class T, int W> inline batch<T, W> sigmoid(batch<T, W> x) {
   return T(1) / (exp(-x) + T(1));
 }
-template <class T, int W>
-inline batch<T, W> softplus(batch<T, W> x) {
+template <class T, int W> inline batch<T, W> softplus(batch<T, W> x) {
   return max(x, batch<T, W>(T(0))) + log1p(exp(-abs(x)));
 }
 
-}  // namespace dualcast
-#endif  // DUALCAST_HAS_SIMD
+} // namespace dualcast
+#endif // DUALCAST_HAS_SIMD

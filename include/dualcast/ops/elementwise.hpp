@@ -56,30 +56,16 @@ namespace dualcast {
 
 namespace detail {
 
-template <class A>
-struct elem_of {
-  using type = void;
-};
-template <class T>
-struct elem_of<var<T>> {
-  using type = T;
-};
-template <class T>
-struct elem_of<tensor<T>> {
-  using type = T;
-};
-template <class... A>
-struct elem_of_args {
-  using type = void;
-};
-template <class A, class... R>
-struct elem_of_args<A, R...> {
+template <class A> struct elem_of { using type = void; };
+template <class T> struct elem_of<var<T>> { using type = T; };
+template <class T> struct elem_of<tensor<T>> { using type = T; };
+template <class... A> struct elem_of_args { using type = void; };
+template <class A, class... R> struct elem_of_args<A, R...> {
   using first = typename elem_of<std::remove_cvref_t<A>>::type;
   using type = std::conditional_t<std::is_void_v<first>, typename elem_of_args<R...>::type, first>;
 };
 
-template <class T, class A>
-auto as_kernel_arg(A const& a) {
+template <class T, class A> auto as_kernel_arg(A const &a) {
   if constexpr (is_var_v<A>)
     return a.value().cview();
   else if constexpr (is_tensor_v<A>)
@@ -88,22 +74,20 @@ auto as_kernel_arg(A const& a) {
     return T(a);
 }
 template <class T, class A>
-using kernel_arg_t = decltype(as_kernel_arg<T>(std::declval<A const&>()));
+using kernel_arg_t = decltype(as_kernel_arg<T>(std::declval<A const &>()));
 
-template <class... A>
-inline constexpr int var_count = (0 + ... + (is_var_v<A> ? 1 : 0));
+template <class... A> inline constexpr int var_count = (0 + ... + (is_var_v<A> ? 1 : 0));
 
-template <class... A>
-constexpr auto var_positions() {
+template <class... A> constexpr auto var_positions() {
   std::array<int, var_count<A...> + 1> p{};
   bool is[] = {is_var_v<A>..., false};
   int n = 0;
   for (int i = 0; i < int(sizeof...(A)); ++i)
-    if (is[i]) p[std::size_t(n++)] = i;
+    if (is[i])
+      p[std::size_t(n++)] = i;
   return p;
 }
-template <class... A, std::size_t... I>
-constexpr auto make_active(std::index_sequence<I...>) {
+template <class... A, std::size_t... I> constexpr auto make_active(std::index_sequence<I...>) {
   constexpr auto p = var_positions<A...>();
   return active_set<default_chunk, p[I]...>{};
 }
@@ -112,15 +96,16 @@ using active_of = decltype(make_active<A...>(std::make_index_sequence<var_count<
 
 // sum_k y_k * p_k over argument pairs (y0, p0, y1, p1, ...), in a fixed order.
 template <class Y, class P, class... R>
-DUALCAST_HD auto contract_pairs(Y const& y, P const& p, R const&... r) {
+DUALCAST_HD auto contract_pairs(Y const &y, P const &p, R const &...r) {
   if constexpr (sizeof...(R) == 0)
     return y * p;
   else
     return y * p + contract_pairs(r...);
 }
-inline constexpr auto contract_kernel = kernel([](auto const&... a) { return contract_pairs(a...); });
+inline constexpr auto contract_kernel =
+    kernel([](auto const &...a) { return contract_pairs(a...); });
 inline constexpr auto contract_acc_kernel =
-    kernel([](auto const& x, auto const&... a) { return x + contract_pairs(a...); });
+    kernel([](auto const &x, auto const &...a) { return x + contract_pairs(a...); });
 
 // The cost model (see the file comment): true when storing the partials moves fewer bytes.
 inline bool store_is_cheaper(int K, int A, index_t n, std::size_t elem, std::size_t input_bytes) {
@@ -131,8 +116,8 @@ inline bool store_is_cheaper(int K, int A, index_t n, std::size_t elem, std::siz
 
 // xbar (slot of shape xs) += sum_k ybar_k * P_k over the call shape s.
 template <class T, std::size_t K, std::size_t... I>
-void contract_into(cpu const& ex, grad_slot<T>& slot, shape const& s, std::array<view<T const>, 2 * K> const& v,
-                   std::index_sequence<I...>) {
+void contract_into(cpu const &ex, grad_slot<T> &slot, shape const &s,
+                   std::array<view<T const>, 2 * K> const &v, std::index_sequence<I...>) {
   if (slot.dims == s) {
     auto [g, acc] = tape::grad_target(slot);
     if (acc)
@@ -143,20 +128,18 @@ void contract_into(cpu const& ex, grad_slot<T>& slot, shape const& s, std::array
     tensor<T> tmp = tensor<T>::empty(s);
     apply(ex, contract_kernel, out(tmp.raw_view()), v[I]...);
     auto [g, acc] = tape::grad_target(slot);
-    cpu_backend::reduce_broadcast(ex, s, static_cast<T const*>(tmp.data()), g.raw_view(), acc);
+    cpu_backend::reduce_broadcast(ex, s, static_cast<T const *>(tmp.data()), g.raw_view(), acc);
   }
 }
 
-template <class T, std::size_t K, class R>
-auto wrap_outputs(std::array<var<T>, K> const& v) {
+template <class T, std::size_t K, class R> auto wrap_outputs(std::array<var<T>, K> const &v) {
   if constexpr (K == 1)
     return v[0];
   else
     return v;
 }
 
-template <class T, class A>
-auto unfused_arg(tape& tp, A const& a) {
+template <class T, class A> auto unfused_arg(tape &tp, A const &a) {
   if constexpr (is_tensor_v<A>)
     return tp.constant(a);
   else
@@ -164,65 +147,73 @@ auto unfused_arg(tape& tp, A const& a) {
 }
 
 template <class T, class R, std::size_t... I>
-auto unfused_result(R const& r, std::index_sequence<I...>) {
+auto unfused_result(R const &r, std::index_sequence<I...>) {
   if constexpr (sizeof...(I) == 1)
     return get<0>(r);
   else
     return std::array<var<T>, sizeof...(I)>{get<I>(r)...};
 }
 
-}  // namespace detail
+} // namespace detail
 
 // Calls a kernel on tape variables as ONE fused node (see the file comment).
 template <class F, bool S, class... A>
-auto fused(policy pol, kernel<F, S> const& k, A const&... a) {
+auto fused(policy pol, kernel<F, S> const &k, A const &...a) {
   using T = typename detail::elem_of_args<A...>::type;
-  static_assert(!std::is_void_v<T>, "dualcast::fused: give at least one variable or tensor argument");
-  static_assert(((is_var_v<A> || is_tensor_v<A> || std::is_arithmetic_v<A>) && ...),
+  static_assert(!std::is_void_v<T>,
+                "dualcast::fused: give at least one variable or tensor argument");
+  static_assert(((is_var_v<A> || is_tensor_v<A> || std::is_arithmetic_v<A>)&&...),
                 "dualcast::fused: arguments must be variables, tensors or arithmetic scalars");
   static_assert(((std::is_void_v<typename detail::elem_of<A>::type> ||
-                  std::is_same_v<typename detail::elem_of<A>::type, T>) && ...),
+                  std::is_same_v<typename detail::elem_of<A>::type, T>)&&...),
                 "dualcast::fused: all arrays of one call must have the same element type");
   constexpr int K = detail::check_kernel<F, T, detail::kernel_arg_t<T, A>...>();
   using Active = detail::active_of<A...>;
   constexpr int NA = Active::count;
-  char const* name = "dualcast::fused";
-  tape* tp = detail::tape_of(name, a...);
+  char const *name = "dualcast::fused";
+  tape *tp = detail::tape_of(name, a...);
 
   auto args = std::make_tuple(detail::as_kernel_arg<T>(a)...);
-  shape s = std::apply([&](auto const&... x) { return detail::broadcast_args(name, std::tie(x...)); }, args);
+  shape s = std::apply(
+      [&](auto const &...x) { return detail::broadcast_args(name, std::tie(x...)); }, args);
   std::array<tensor<T>, K> outs;
-  for (auto& o : outs) o = tensor<T>::empty(s);
+  for (auto &o : outs)
+    o = tensor<T>::empty(s);
 
   // The slots of the active inputs (null for variables without gradients).
   std::array<std::shared_ptr<detail::grad_slot<T>>, NA + 1> slots{};
   std::size_t input_bytes = 0;
   {
     int c = 0;
-    auto one = [&](auto const& x) {
-      if constexpr (is_var_v<decltype(x)>) slots[std::size_t(c++)] = x.slot();
+    auto one = [&](auto const &x) {
+      if constexpr (is_var_v<decltype(x)>)
+        slots[std::size_t(c++)] = x.slot();
       if constexpr (is_var_v<decltype(x)> || is_tensor_v<decltype(x)>)
         input_bytes += std::size_t(x.size()) * sizeof(T);
     };
     (one(a), ...);
   }
   int n_req = 0;
-  for (int i = 0; i < NA; ++i) n_req += slots[std::size_t(i)] ? 1 : 0;
+  for (int i = 0; i < NA; ++i)
+    n_req += slots[std::size_t(i)] ? 1 : 0;
   cpu ex = tp ? tp->ex : cpu{};
 
   auto run_values = [&]<std::size_t... o>(std::index_sequence<o...>) {
-    std::apply([&](auto const&... x) { apply(ex, k, out(outs[o].raw_view()...), x...); }, args);
+    std::apply([&](auto const &...x) { apply(ex, k, out(outs[o].raw_view()...), x...); }, args);
   };
   std::array<var<T>, K> result;
   if (n_req == 0) {
     run_values(std::make_index_sequence<K>{});
-    for (int i = 0; i < K; ++i) result[std::size_t(i)] = var<T>(outs[std::size_t(i)], nullptr, tp);
+    for (int i = 0; i < K; ++i)
+      result[std::size_t(i)] = var<T>(outs[std::size_t(i)], nullptr, tp);
     return detail::wrap_outputs<T, K, void>(result);
   }
 
-  if (pol == policy::automatic) pol = tp->default_policy;
   if (pol == policy::automatic)
-    pol = detail::store_is_cheaper(K, n_req, s.size(), sizeof(T), input_bytes) ? policy::store : policy::recompute;
+    pol = tp->default_policy;
+  if (pol == policy::automatic)
+    pol = detail::store_is_cheaper(K, n_req, s.size(), sizeof(T), input_bytes) ? policy::store
+                                                                               : policy::recompute;
 
   std::array<std::shared_ptr<detail::grad_slot<T>>, K> out_slots;
   for (int i = 0; i < K; ++i) {
@@ -233,29 +224,38 @@ auto fused(policy pol, kernel<F, S> const& k, A const&... a) {
 
   if (pol == policy::store) {
     std::array<tensor<T>, std::size_t(K * NA) + 1> parts;
-    for (int i = 0; i < K * NA; ++i) parts[std::size_t(i)] = tensor<T>::empty(s);
+    for (int i = 0; i < K * NA; ++i)
+      parts[std::size_t(i)] = tensor<T>::empty(s);
     [&]<std::size_t... o, std::size_t... q>(std::index_sequence<o...>, std::index_sequence<q...>) {
-      std::apply([&](auto const&... x) {
-        apply(ex, k, Active{}, out(outs[o].raw_view()...), out(parts[q].raw_view()...), x...);
-      }, args);
-    }(std::make_index_sequence<K>{}, std::make_index_sequence<std::size_t(K * NA)>{});
-    for (int a2 = 0; a2 < NA; ++a2)  // partials of inputs without gradients are not kept
+      std::apply(
+          [&](auto const &...x) {
+            apply(ex, k, Active{}, out(outs[o].raw_view()...), out(parts[q].raw_view()...), x...);
+          },
+          args);
+    }
+    (std::make_index_sequence<K>{}, std::make_index_sequence<std::size_t(K * NA)>{});
+    for (int a2 = 0; a2 < NA; ++a2) // partials of inputs without gradients are not kept
       if (!slots[std::size_t(a2)])
-        for (int k2 = 0; k2 < K; ++k2) parts[std::size_t(k2 * NA + a2)] = tensor<T>{};
-    auto& n = tp->record<T>("fused elementwise (store)", out_vec, [ex, s, slots, out_slots, parts] {
+        for (int k2 = 0; k2 < K; ++k2)
+          parts[std::size_t(k2 * NA + a2)] = tensor<T>{};
+    auto &n = tp->record<T>("fused elementwise (store)", out_vec, [ex, s, slots, out_slots, parts] {
       std::array<tensor<T>, K> ybar;
-      for (int k2 = 0; k2 < K; ++k2) ybar[std::size_t(k2)] = tape::out_grad(out_slots[std::size_t(k2)]);
+      for (int k2 = 0; k2 < K; ++k2)
+        ybar[std::size_t(k2)] = tape::out_grad(out_slots[std::size_t(k2)]);
       for (int a2 = 0; a2 < NA; ++a2) {
-        if (!slots[std::size_t(a2)]) continue;
+        if (!slots[std::size_t(a2)])
+          continue;
         std::array<view<T const>, 2 * std::size_t(K)> v;
         for (int k2 = 0; k2 < K; ++k2) {
           v[std::size_t(2 * k2)] = ybar[std::size_t(k2)].cview();
           v[std::size_t(2 * k2 + 1)] = parts[std::size_t(k2 * NA + a2)].cview();
         }
-        detail::contract_into<T, K>(ex, *slots[std::size_t(a2)], s, v, std::make_index_sequence<2 * std::size_t(K)>{});
+        detail::contract_into<T, K>(ex, *slots[std::size_t(a2)], s, v,
+                                    std::make_index_sequence<2 * std::size_t(K)>{});
       }
     });
-    for (int i = 0; i < K * NA; ++i) tape::save(n, parts[std::size_t(i)], "partial " + std::to_string(i));
+    for (int i = 0; i < K * NA; ++i)
+      tape::save(n, parts[std::size_t(i)], "partial " + std::to_string(i));
   } else {
     run_values(std::make_index_sequence<K>{});
     // Keeps the array inputs alive (and version-checked) for the re-evaluation.
@@ -263,87 +263,106 @@ auto fused(policy pol, kernel<F, S> const& k, A const&... a) {
     std::vector<std::string> what;
     {
       int p = 0;
-      auto one = [&](auto const& x) {
-        if constexpr (is_var_v<decltype(x)>) keep.push_back(x.value()), what.push_back("argument " + std::to_string(p));
-        if constexpr (is_tensor_v<decltype(x)>) keep.push_back(x), what.push_back("argument " + std::to_string(p));
+      auto one = [&](auto const &x) {
+        if constexpr (is_var_v<decltype(x)>)
+          keep.push_back(x.value()), what.push_back("argument " + std::to_string(p));
+        if constexpr (is_tensor_v<decltype(x)>)
+          keep.push_back(x), what.push_back("argument " + std::to_string(p));
         ++p;
       };
       (one(a), ...);
     }
-    auto& n = tp->record<T>("fused elementwise (recompute)", out_vec, [ex, k, slots, out_slots, args, keep] {
-      std::array<tensor<T>, K> ybar;
-      for (int k2 = 0; k2 < K; ++k2) ybar[std::size_t(k2)] = tape::out_grad(out_slots[std::size_t(k2)]);
-      // Targets: the slots' gradients; a temporary for inputs without gradients and for repeated
-      // variables (the same variable passed twice), added afterwards.
-      std::array<tensor<T>, NA + 1> target;
-      std::array<bool, NA + 1> temp{};
-      bool any_acc = false, any_fresh_direct = false;
-      std::array<bool, NA + 1> fresh{};
-      for (int a2 = 0; a2 < NA; ++a2) {
-        auto const& sl = slots[std::size_t(a2)];
-        bool repeated = false;
-        for (int b = 0; b < a2; ++b) repeated = repeated || (sl && slots[std::size_t(b)] == sl);
-        if (!sl || repeated) {
-          temp[std::size_t(a2)] = true;
-          continue;
-        }
-        auto [g, acc] = tape::grad_target(*sl);
-        target[std::size_t(a2)] = g;
-        fresh[std::size_t(a2)] = !acc;
-        any_acc = any_acc || acc;
-        any_fresh_direct = any_fresh_direct || !acc;
-      }
-      std::array<shape, sizeof...(A)> in_shapes;
-      {
-        int p = 0;
-        std::apply([&](auto const&... x) {
-          ((in_shapes[std::size_t(p++)] = [&] {
-             if constexpr (is_view_v<decltype(x)>) return x.dims(); else return shape{}; }()), ...);
-        }, args);
-      }
-      for (int a2 = 0; a2 < NA; ++a2) {
-        shape const& xs = in_shapes[std::size_t(Active::positions[a2])];
-        if (temp[std::size_t(a2)]) target[std::size_t(a2)] = any_acc ? tensor<T>::zeros(xs) : tensor<T>::empty(xs);
-        else if (any_acc && fresh[std::size_t(a2)]) target[std::size_t(a2)].assign_raw(tensor<T>::zeros(shape{}));
-      }
-      [&]<std::size_t... q, std::size_t... k2>(std::index_sequence<q...>, std::index_sequence<k2...>) {
-        auto inputs = std::apply([](auto const&... x) { return in(x...); }, args);
-        vjp(ex, k, Active{}, out(target[q].raw_view()...), inputs, in(ybar[k2].cview()...), any_acc);
-      }(std::make_index_sequence<std::size_t(NA)>{}, std::make_index_sequence<std::size_t(K)>{});
-      for (int a2 = 0; a2 < NA; ++a2)
-        if (temp[std::size_t(a2)] && slots[std::size_t(a2)])
-          tape::accumulate_grad(slots[std::size_t(a2)], target[std::size_t(a2)]);
-    });
-    for (std::size_t i = 0; i < keep.size(); ++i) tape::save(n, keep[i], what[i]);
+    auto &n = tp->record<T>(
+        "fused elementwise (recompute)", out_vec, [ex, k, slots, out_slots, args, keep] {
+          std::array<tensor<T>, K> ybar;
+          for (int k2 = 0; k2 < K; ++k2)
+            ybar[std::size_t(k2)] = tape::out_grad(out_slots[std::size_t(k2)]);
+          // Targets: the slots' gradients; a temporary for inputs without gradients and for
+          // repeated variables (the same variable passed twice), added afterwards.
+          std::array<tensor<T>, NA + 1> target;
+          std::array<bool, NA + 1> temp{};
+          bool any_acc = false, any_fresh_direct = false;
+          std::array<bool, NA + 1> fresh{};
+          for (int a2 = 0; a2 < NA; ++a2) {
+            auto const &sl = slots[std::size_t(a2)];
+            bool repeated = false;
+            for (int b = 0; b < a2; ++b)
+              repeated = repeated || (sl && slots[std::size_t(b)] == sl);
+            if (!sl || repeated) {
+              temp[std::size_t(a2)] = true;
+              continue;
+            }
+            auto [g, acc] = tape::grad_target(*sl);
+            target[std::size_t(a2)] = g;
+            fresh[std::size_t(a2)] = !acc;
+            any_acc = any_acc || acc;
+            any_fresh_direct = any_fresh_direct || !acc;
+          }
+          std::array<shape, sizeof...(A)> in_shapes;
+          {
+            int p = 0;
+            std::apply(
+                [&](auto const &...x) {
+                  ((in_shapes[std::size_t(p++)] =
+                        [&] {
+                          if constexpr (is_view_v<decltype(x)>)
+                            return x.dims();
+                          else
+                            return shape{};
+                        }()),
+                   ...);
+                },
+                args);
+          }
+          for (int a2 = 0; a2 < NA; ++a2) {
+            shape const &xs = in_shapes[std::size_t(Active::positions[a2])];
+            if (temp[std::size_t(a2)])
+              target[std::size_t(a2)] = any_acc ? tensor<T>::zeros(xs) : tensor<T>::empty(xs);
+            else if (any_acc && fresh[std::size_t(a2)])
+              target[std::size_t(a2)].assign_raw(tensor<T>::zeros(shape{}));
+          }
+          [&]<std::size_t... q, std::size_t... k2>(std::index_sequence<q...>,
+                                                   std::index_sequence<k2...>) {
+            auto inputs = std::apply([](auto const &...x) { return in(x...); }, args);
+            vjp(ex, k, Active{}, out(target[q].raw_view()...), inputs, in(ybar[k2].cview()...),
+                any_acc);
+          }
+          (std::make_index_sequence<std::size_t(NA)>{}, std::make_index_sequence<std::size_t(K)>{});
+          for (int a2 = 0; a2 < NA; ++a2)
+            if (temp[std::size_t(a2)] && slots[std::size_t(a2)])
+              tape::accumulate_grad(slots[std::size_t(a2)], target[std::size_t(a2)]);
+        });
+    for (std::size_t i = 0; i < keep.size(); ++i)
+      tape::save(n, keep[i], what[i]);
   }
   return detail::wrap_outputs<T, K, void>(result);
 }
 
 template <class F, bool S, class... A>
-  requires(!std::is_same_v<std::remove_cvref_t<A>, policy> && ...)
-auto fused(kernel<F, S> const& k, A const&... a) {
+requires(!std::is_same_v<std::remove_cvref_t<A>, policy> && ...) auto fused(kernel<F, S> const &k,
+                                                                            A const &...a) {
   return fused(policy::automatic, k, a...);
 }
 
 // The kernel's lambda evaluated on the variables operation by operation, each operation its own
 // node (classic unfused reverse mode). The lambda must be callable on variables: arithmetic and
 // dualcast math functions, no value-dependent branches.
-template <class F, bool S, class... A>
-auto unfused(kernel<F, S> const& k, A const&... a) {
+template <class F, bool S, class... A> auto unfused(kernel<F, S> const &k, A const &...a) {
   using T = typename detail::elem_of_args<A...>::type;
   constexpr int K = detail::check_kernel<F, T, detail::kernel_arg_t<T, A>...>();
-  tape* tp = detail::tape_of("dualcast::unfused", a...);
-  if (!tp) throw tape_error("dualcast::unfused: give at least one variable");
+  tape *tp = detail::tape_of("dualcast::unfused", a...);
+  if (!tp)
+    throw tape_error("dualcast::unfused: give at least one variable");
   auto r = detail::as_outputs(k.f(detail::unfused_arg<T>(*tp, a)...));
   return detail::unfused_result<T>(r, std::make_index_sequence<std::size_t(K)>{});
 }
 
 // fused(k, ...) or, when the variables' tape has fused == false, unfused(k, ...): the switch
 // that runs one lambda both ways in one binary (the lambda must be callable on variables).
-template <class F, bool S, class... A>
-auto call(kernel<F, S> const& k, A const&... a) {
-  tape* tp = detail::tape_of("dualcast::call", a...);
-  if (tp && !tp->fused) return unfused(k, a...);
+template <class F, bool S, class... A> auto call(kernel<F, S> const &k, A const &...a) {
+  tape *tp = detail::tape_of("dualcast::call", a...);
+  if (tp && !tp->fused)
+    return unfused(k, a...);
   return fused(k, a...);
 }
 
@@ -351,55 +370,41 @@ auto call(kernel<F, S> const& k, A const&... a) {
 // ops/expression.hpp fuse several) --------------------------------------------------------------
 namespace detail {
 template <class A, class B>
-concept var_operands = (is_var_v<A> || is_var_v<B>) &&
-                       (is_var_v<A> || is_tensor_v<A> || std::is_arithmetic_v<A>) &&
-                       (is_var_v<B> || is_tensor_v<B> || std::is_arithmetic_v<B>);
-inline constexpr auto k_add = kernel([](auto const& x, auto const& y) { return x + y; });
-inline constexpr auto k_sub = kernel([](auto const& x, auto const& y) { return x - y; });
-inline constexpr auto k_mul = kernel([](auto const& x, auto const& y) { return x * y; });
-inline constexpr auto k_div = kernel([](auto const& x, auto const& y) { return x / y; });
-inline constexpr auto k_pow = kernel([](auto const& x, auto const& y) { return dualcast::pow(x, y); });
-inline constexpr auto k_neg = kernel([](auto const& x) { return -x; });
-}  // namespace detail
+concept var_operands = (is_var_v<A> ||
+                        is_var_v<B>)&&(is_var_v<A> || is_tensor_v<A> ||
+                                       std::is_arithmetic_v<A>)&&(is_var_v<B> || is_tensor_v<B> ||
+                                                                  std::is_arithmetic_v<B>);
+inline constexpr auto k_add = kernel([](auto const &x, auto const &y) { return x + y; });
+inline constexpr auto k_sub = kernel([](auto const &x, auto const &y) { return x - y; });
+inline constexpr auto k_mul = kernel([](auto const &x, auto const &y) { return x * y; });
+inline constexpr auto k_div = kernel([](auto const &x, auto const &y) { return x / y; });
+inline constexpr auto k_pow =
+    kernel([](auto const &x, auto const &y) { return dualcast::pow(x, y); });
+inline constexpr auto k_neg = kernel([](auto const &x) { return -x; });
+} // namespace detail
 
 template <class A, class B>
-  requires detail::var_operands<A, B>
-auto operator+(A const& a, B const& b) {
-  return fused(detail::k_add, a, b);
-}
+requires detail::var_operands<A, B>
+auto operator+(A const &a, B const &b) { return fused(detail::k_add, a, b); }
 template <class A, class B>
-  requires detail::var_operands<A, B>
-auto operator-(A const& a, B const& b) {
-  return fused(detail::k_sub, a, b);
-}
+requires detail::var_operands<A, B>
+auto operator-(A const &a, B const &b) { return fused(detail::k_sub, a, b); }
 template <class A, class B>
-  requires detail::var_operands<A, B>
-auto operator*(A const& a, B const& b) {
-  return fused(detail::k_mul, a, b);
-}
+requires detail::var_operands<A, B>
+auto operator*(A const &a, B const &b) { return fused(detail::k_mul, a, b); }
 template <class A, class B>
-  requires detail::var_operands<A, B>
-auto operator/(A const& a, B const& b) {
-  return fused(detail::k_div, a, b);
-}
+requires detail::var_operands<A, B>
+auto operator/(A const &a, B const &b) { return fused(detail::k_div, a, b); }
 template <class A, class B>
-  requires detail::var_operands<A, B>
-auto pow(A const& a, B const& b) {
-  return fused(detail::k_pow, a, b);
-}
-template <class T>
-var<T> operator-(var<T> const& a) {
-  return fused(detail::k_neg, a);
-}
+requires detail::var_operands<A, B>
+auto pow(A const &a, B const &b) { return fused(detail::k_pow, a, b); }
+template <class T> var<T> operator-(var<T> const &a) { return fused(detail::k_neg, a); }
 
-#define DUALCAST_DETAIL_VAR_UNARY(fn)                                                          \
-  namespace detail {                                                                           \
-  inline constexpr auto k_##fn = kernel([](auto const& x) { return dualcast::fn(x); });        \
-  }                                                                                            \
-  template <class T>                                                                           \
-  var<T> fn(var<T> const& x) {                                                                 \
-    return fused(detail::k_##fn, x);                                                           \
-  }
+#define DUALCAST_DETAIL_VAR_UNARY(fn)                                                              \
+  namespace detail {                                                                               \
+  inline constexpr auto k_##fn = kernel([](auto const &x) { return dualcast::fn(x); });            \
+  }                                                                                                \
+  template <class T> var<T> fn(var<T> const &x) { return fused(detail::k_##fn, x); }
 DUALCAST_DETAIL_VAR_UNARY(exp)
 DUALCAST_DETAIL_VAR_UNARY(expm1)
 DUALCAST_DETAIL_VAR_UNARY(exp2)
@@ -429,4 +434,4 @@ DUALCAST_DETAIL_VAR_UNARY(sigmoid)
 DUALCAST_DETAIL_VAR_UNARY(softplus)
 #undef DUALCAST_DETAIL_VAR_UNARY
 
-}  // namespace dualcast
+} // namespace dualcast

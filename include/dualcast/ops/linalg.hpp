@@ -21,15 +21,13 @@ namespace dualcast {
 namespace detail {
 
 // A 2-D operand as BLAS sees it (row-major): pointer, transpose flag and leading dimension.
-template <class T>
-struct blas_operand {
-  tensor<T> keep;  // a contiguous copy when the layout is not BLAS-compatible
-  T const* ptr = nullptr;
+template <class T> struct blas_operand {
+  tensor<T> keep; // a contiguous copy when the layout is not BLAS-compatible
+  T const *ptr = nullptr;
   CBLAS_TRANSPOSE trans = CblasNoTrans;
   int ld = 1;
 };
-template <class T>
-blas_operand<T> as_blas(tensor<T> const& m) {
+template <class T> blas_operand<T> as_blas(tensor<T> const &m) {
   blas_operand<T> o;
   index_t r = m.extent(0), c = m.extent(1);
   if (m.stride(1) == 1 && m.stride(0) >= (c > 1 ? c : 1)) {
@@ -44,58 +42,63 @@ blas_operand<T> as_blas(tensor<T> const& m) {
 }
 
 // C (contiguous, m x n) = A @ B + beta * C, all 2-D.
-template <class T>
-void gemm(tensor<T> const& a, tensor<T> const& b, tensor<T> const& c, T beta) {
+template <class T> void gemm(tensor<T> const &a, tensor<T> const &b, tensor<T> const &c, T beta) {
   int m = int(a.extent(0)), k = int(a.extent(1)), n = int(b.extent(1));
-  if (m == 0 || n == 0) return;
+  if (m == 0 || n == 0)
+    return;
   if (k == 0) {
-    if (beta == T(0)) c.assign_raw(tensor<T>::zeros(shape{}));
+    if (beta == T(0))
+      c.assign_raw(tensor<T>::zeros(shape{}));
     return;
   }
   auto A = as_blas(a), B = as_blas(b);
   int ldc = int(c.stride(0) > 0 ? c.stride(0) : 1);
-  if (ldc < n) ldc = n;
+  if (ldc < n)
+    ldc = n;
   if constexpr (std::is_same_v<T, float>)
-    cblas_sgemm(CblasRowMajor, A.trans, B.trans, m, n, k, 1.0f, A.ptr, A.ld, B.ptr, B.ld, beta, c.data(), ldc);
+    cblas_sgemm(CblasRowMajor, A.trans, B.trans, m, n, k, 1.0f, A.ptr, A.ld, B.ptr, B.ld, beta,
+                c.data(), ldc);
   else
-    cblas_dgemm(CblasRowMajor, A.trans, B.trans, m, n, k, 1.0, A.ptr, A.ld, B.ptr, B.ld, beta, c.data(), ldc);
+    cblas_dgemm(CblasRowMajor, A.trans, B.trans, m, n, k, 1.0, A.ptr, A.ld, B.ptr, B.ld, beta,
+                c.data(), ldc);
 }
 
-template <class T>
-tensor<T> batch_entry(tensor<T> const& x, index_t i) {
+template <class T> tensor<T> batch_entry(tensor<T> const &x, index_t i) {
   return x.rank() == 2 ? x : x.select(0, i);
 }
 
-}  // namespace detail
+} // namespace detail
 
-template <class T>
-var<T> matmul(var<T> const& a, var<T> const& b) {
-  char const* op = "dualcast::matmul";
-  tape* tp = detail::tape_of(op, a, b);
+template <class T> var<T> matmul(var<T> const &a, var<T> const &b) {
+  char const *op = "dualcast::matmul";
+  tape *tp = detail::tape_of(op, a, b);
   tensor<T> A = a.value(), B = b.value();
   int ra = A.rank(), rb = B.rank();
   if (ra < 2 || ra > 3 || rb < 2 || rb > 3)
-    throw shape_error(std::string(op) + ": operands must have rank 2 or 3, got shapes " + to_string(A.dims()) +
-                      " and " + to_string(B.dims()));
+    throw shape_error(std::string(op) + ": operands must have rank 2 or 3, got shapes " +
+                      to_string(A.dims()) + " and " + to_string(B.dims()));
   index_t m = A.extent(ra - 2), k = A.extent(ra - 1), k2 = B.extent(rb - 2), n = B.extent(rb - 1);
   index_t batch = ra == 3 ? A.extent(0) : (rb == 3 ? B.extent(0) : 1);
   if (k != k2 || (ra == 3 && rb == 3 && A.extent(0) != B.extent(0)))
-    throw shape_error(std::string(op) + ": shapes " + to_string(A.dims()) + " and " + to_string(B.dims()) +
-                      " do not match for a matrix product");
+    throw shape_error(std::string(op) + ": shapes " + to_string(A.dims()) + " and " +
+                      to_string(B.dims()) + " do not match for a matrix product");
   bool batched = ra == 3 || rb == 3;
   tensor<T> C = tensor<T>::empty(batched ? shape{batch, m, n} : shape{m, n});
   for (index_t i = 0; i < batch; ++i)
-    detail::gemm(detail::batch_entry(A, i), detail::batch_entry(B, i), detail::batch_entry(C, i), T(0));
+    detail::gemm(detail::batch_entry(A, i), detail::batch_entry(B, i), detail::batch_entry(C, i),
+                 T(0));
 
   auto sa = a.slot(), sb = b.slot();
   std::vector<std::pair<tensor<T>, std::string>> saves;
-  if (sb) saves.push_back({A, "operand 0 (a)"});
-  if (sa) saves.push_back({B, "operand 1 (b)"});
+  if (sb)
+    saves.push_back({A, "operand 0 (a)"});
+  if (sa)
+    saves.push_back({B, "operand 1 (b)"});
   return detail::record_op<T>(
       "matmul", tp, C, sa || sb,
       [sa, sb, A = sb ? A : tensor<T>{}, B = sa ? B : tensor<T>{}, batch, ra, rb](tensor<T> gy) {
         gy = gy.contiguous();
-        if (sa) {  // dA = dC @ B^T
+        if (sa) { // dA = dC @ B^T
           auto [g, acc] = tape::grad_target(*sa);
           for (index_t i = 0; i < batch; ++i) {
             bool accumulate = acc || (ra == 2 && i > 0);
@@ -103,7 +106,7 @@ var<T> matmul(var<T> const& a, var<T> const& b) {
                          detail::batch_entry(g, ra == 3 ? i : 0), accumulate ? T(1) : T(0));
           }
         }
-        if (sb) {  // dB = A^T @ dC
+        if (sb) { // dB = A^T @ dC
           auto [g, acc] = tape::grad_target(*sb);
           for (index_t i = 0; i < batch; ++i) {
             bool accumulate = acc || (rb == 2 && i > 0);
@@ -115,4 +118,4 @@ var<T> matmul(var<T> const& a, var<T> const& b) {
       saves);
 }
 
-}  // namespace dualcast
+} // namespace dualcast

@@ -12,30 +12,30 @@
 
 namespace dualcast {
 
-template <class T>
-var<T> transpose(var<T> const& x, int a = 0, int b = 1) {
+template <class T> var<T> transpose(var<T> const &x, int a = 0, int b = 1) {
   auto sx = x.slot();
-  return detail::record_op<T>("transpose", x.owner(), x.value().transposed(a, b), bool(sx),
-                              [sx, a, b](tensor<T> gy) { tape::accumulate_grad(sx, gy.transposed(a, b)); });
+  return detail::record_op<T>(
+      "transpose", x.owner(), x.value().transposed(a, b), bool(sx),
+      [sx, a, b](tensor<T> gy) { tape::accumulate_grad(sx, gy.transposed(a, b)); });
 }
 
-template <class T>
-var<T> permute(var<T> const& x, std::vector<int> const& perm) {
+template <class T> var<T> permute(var<T> const &x, std::vector<int> const &perm) {
   auto sx = x.slot();
   auto inv = detail::inverse_perm(perm);
-  return detail::record_op<T>("permute", x.owner(), x.value().permuted(perm), bool(sx),
-                              [sx, inv](tensor<T> gy) { tape::accumulate_grad(sx, gy.permuted(inv)); });
+  return detail::record_op<T>(
+      "permute", x.owner(), x.value().permuted(perm), bool(sx),
+      [sx, inv](tensor<T> gy) { tape::accumulate_grad(sx, gy.permuted(inv)); });
 }
 
-template <class T>
-var<T> reshape(var<T> const& x, shape const& s) {
+template <class T> var<T> reshape(var<T> const &x, shape const &s) {
   auto sx = x.slot();
-  return detail::record_op<T>("reshape", x.owner(), x.value().reshape(s), bool(sx),
-                              [sx](tensor<T> gy) { tape::accumulate_grad(sx, gy.reshape(sx->dims)); });
+  return detail::record_op<T>(
+      "reshape", x.owner(), x.value().reshape(s), bool(sx),
+      [sx](tensor<T> gy) { tape::accumulate_grad(sx, gy.reshape(sx->dims)); });
 }
 
 template <class T>
-var<T> slice(var<T> const& x, int d, index_t begin, index_t end, index_t step = 1) {
+var<T> slice(var<T> const &x, int d, index_t begin, index_t end, index_t step = 1) {
   auto sx = x.slot();
   return detail::record_op<T>("slice", x.owner(), x.value().slice(d, begin, end, step), bool(sx),
                               [sx, d, begin, end, step](tensor<T> gy) {
@@ -44,33 +44,34 @@ var<T> slice(var<T> const& x, int d, index_t begin, index_t end, index_t step = 
                               });
 }
 
-template <class T>
-var<T> broadcast_to(var<T> const& x, shape const& s) {
+template <class T> var<T> broadcast_to(var<T> const &x, shape const &s) {
   auto sx = x.slot();
   return detail::record_op<T>("broadcast_to", x.owner(), x.value().broadcast_to(s), bool(sx),
                               [sx](tensor<T> gy) { tape::accumulate_grad(sx, gy); });
 }
 
 // Joins variables along an axis (all other extents equal).
-template <class T>
-var<T> concat(std::vector<var<T>> const& xs, int axis = 0) {
-  char const* op = "dualcast::concat";
-  if (xs.empty()) throw shape_error(std::string(op) + ": nothing to concatenate");
+template <class T> var<T> concat(std::vector<var<T>> const &xs, int axis = 0) {
+  char const *op = "dualcast::concat";
+  if (xs.empty())
+    throw shape_error(std::string(op) + ": nothing to concatenate");
   shape s = xs[0].dims();
   int ax = detail::normalize_axis(op, axis, s.rank);
-  tape* tp = nullptr;
+  tape *tp = nullptr;
   bool needs = false;
   index_t total = 0;
   for (std::size_t i = 0; i < xs.size(); ++i) {
     shape si = xs[i].dims();
     bool ok = si.rank == s.rank;
-    for (int d = 0; ok && d < s.rank; ++d) ok = d == ax || si.ext[d] == s.ext[d];
+    for (int d = 0; ok && d < s.rank; ++d)
+      ok = d == ax || si.ext[d] == s.ext[d];
     if (!ok)
-      throw shape_error(std::string(op) + ": input " + std::to_string(i) + " has shape " + to_string(si) +
-                        " but input 0 has shape " + to_string(s) + " (only axis " + std::to_string(ax) +
-                        " may differ)");
+      throw shape_error(std::string(op) + ": input " + std::to_string(i) + " has shape " +
+                        to_string(si) + " but input 0 has shape " + to_string(s) + " (only axis " +
+                        std::to_string(ax) + " may differ)");
     if (xs[i].owner()) {
-      if (tp && tp != xs[i].owner()) throw tape_error(std::string(op) + ": inputs of different tapes");
+      if (tp && tp != xs[i].owner())
+        throw tape_error(std::string(op) + ": inputs of different tapes");
       tp = xs[i].owner();
     }
     needs = needs || xs[i].requires_grad();
@@ -81,7 +82,7 @@ var<T> concat(std::vector<var<T>> const& xs, int axis = 0) {
   std::vector<std::shared_ptr<detail::grad_slot<T>>> slots;
   std::vector<index_t> starts;
   index_t at = 0;
-  for (auto const& x : xs) {
+  for (auto const &x : xs) {
     y.slice(ax, at, at + x.dims().ext[ax]).assign_raw(x.value());
     slots.push_back(x.slot());
     starts.push_back(at);
@@ -89,8 +90,10 @@ var<T> concat(std::vector<var<T>> const& xs, int axis = 0) {
   }
   return detail::record_op<T>("concat", tp, y, needs, [slots, starts, ax](tensor<T> gy) {
     for (std::size_t i = 0; i < slots.size(); ++i)
-      if (slots[i]) tape::accumulate_grad(slots[i], gy.slice(ax, starts[i], starts[i] + slots[i]->dims.ext[ax]));
+      if (slots[i])
+        tape::accumulate_grad(slots[i],
+                              gy.slice(ax, starts[i], starts[i] + slots[i]->dims.ext[ax]));
   });
 }
 
-}  // namespace dualcast
+} // namespace dualcast

@@ -20,18 +20,17 @@ namespace dualcast {
 namespace detail {
 
 // x with `axis` moved last, as a contiguous (rows, n) array, plus the permutation used.
-template <class T>
-struct rows_view {
-  tensor<T> data;  // contiguous, the permuted shape
+template <class T> struct rows_view {
+  tensor<T> data; // contiguous, the permuted shape
   std::vector<int> perm;
   index_t rows = 0, n = 0;
 };
-template <class T>
-rows_view<T> axis_last(char const* op, tensor<T> const& x, int axis) {
+template <class T> rows_view<T> axis_last(char const *op, tensor<T> const &x, int axis) {
   rows_view<T> r;
   int ax = normalize_axis(op, axis, x.rank());
   for (int i = 0; i < x.rank(); ++i)
-    if (i != ax) r.perm.push_back(i);
+    if (i != ax)
+      r.perm.push_back(i);
   r.perm.push_back(ax);
   r.data = x.permuted(r.perm).contiguous();
   r.n = x.extent(ax);
@@ -39,97 +38,107 @@ rows_view<T> axis_last(char const* op, tensor<T> const& x, int axis) {
   return r;
 }
 // A contiguous result in the permuted layout, seen in x's layout (a view).
-template <class T>
-tensor<T> from_rows(tensor<T> const& t, std::vector<int> const& perm) {
+template <class T> tensor<T> from_rows(tensor<T> const &t, std::vector<int> const &perm) {
   return t.permuted(inverse_perm(perm));
 }
 
 // mode 0: softmax, 1: log_softmax, 2: logsumexp (out has one value per row).
-template <class T>
-void softmax_rows(T const* x, T* out, index_t rows, index_t n, int mode) {
+template <class T> void softmax_rows(T const *x, T *out, index_t rows, index_t n, int mode) {
 #if defined(_OPENMP)
 #pragma omp parallel for schedule(static) if (rows * n > (index_t(1) << 15))
 #endif
   for (index_t r = 0; r < rows; ++r) {
-    T const* xr = x + r * n;
+    T const *xr = x + r * n;
     T m = xr[0];
-    for (index_t j = 1; j < n; ++j) m = xr[j] > m ? xr[j] : m;
+    for (index_t j = 1; j < n; ++j)
+      m = xr[j] > m ? xr[j] : m;
     T s = 0;
-    for (index_t j = 0; j < n; ++j) s += std::exp(xr[j] - m);
+    for (index_t j = 0; j < n; ++j)
+      s += std::exp(xr[j] - m);
     T lse = m + std::log(s);
     if (mode == 2) {
       out[r] = lse;
     } else {
-      T* o = out + r * n;
-      for (index_t j = 0; j < n; ++j) o[j] = mode == 0 ? std::exp(xr[j] - lse) : xr[j] - lse;
+      T *o = out + r * n;
+      for (index_t j = 0; j < n; ++j)
+        o[j] = mode == 0 ? std::exp(xr[j] - lse) : xr[j] - lse;
     }
   }
 }
 
 template <class T>
-var<T> softmax_like(char const* op, var<T> const& x, int axis, int mode, bool keepdims = false) {
+var<T> softmax_like(char const *op, var<T> const &x, int axis, int mode, bool keepdims = false) {
   auto rv = axis_last(op, x.value(), axis);
   shape ps = rv.data.dims();
   shape ys = ps;
-  if (mode == 2) ys.ext[ys.rank - 1] = 1;
+  if (mode == 2)
+    ys.ext[ys.rank - 1] = 1;
   tensor<T> yp = tensor<T>::empty(ys);
-  if (rv.n == 0) throw shape_error(std::string(op) + ": the axis is empty in shape " + to_string(x.dims()));
+  if (rv.n == 0)
+    throw shape_error(std::string(op) + ": the axis is empty in shape " + to_string(x.dims()));
   softmax_rows(rv.data.data(), yp.data(), rv.rows, rv.n, mode);
   tensor<T> y = from_rows(yp, rv.perm);
   if (mode == 2 && !keepdims) {
     int ax = normalize_axis(op, axis, x.rank());
     shape s;
     for (int i = 0; i < x.rank(); ++i)
-      if (i != ax) s.ext[s.rank++] = x.dims().ext[i];
+      if (i != ax)
+        s.ext[s.rank++] = x.dims().ext[i];
     y = yp.reshape(s);
   }
   auto sx = x.slot();
   index_t rows = rv.rows, n = rv.n;
   auto perm = rv.perm;
-  tensor<T> xp = mode == 2 ? rv.data : tensor<T>{};  // logsumexp needs x
+  tensor<T> xp = mode == 2 ? rv.data : tensor<T>{}; // logsumexp needs x
   std::vector<std::pair<tensor<T>, std::string>> saves{{yp, "result"}};
-  if (mode == 2) saves.push_back({x.value(), "input"});
-  return record_op<T>(mode == 0 ? "softmax" : mode == 1 ? "log_softmax" : "logsumexp", x.owner(), y, bool(sx),
-                      [sx, yp, xp, rows, n, perm, mode](tensor<T> gy) {
-                        // gy in the permuted contiguous layout
-                        shape gs = yp.dims();
-                        tensor<T> g = mode == 2 ? gy.contiguous().reshape(gs) : gy.permuted(perm).contiguous();
-                        tensor<T> gx = tensor<T>::empty(xp.defined() ? xp.dims() : yp.dims());
-                        T const* Y = yp.data();
-                        T const* G = g.data();
-                        T* O = gx.data();
-                        for (index_t r = 0; r < rows; ++r) {
-                          if (mode == 0) {
-                            T dot = 0;
-                            for (index_t j = 0; j < n; ++j) dot += G[r * n + j] * Y[r * n + j];
-                            for (index_t j = 0; j < n; ++j) O[r * n + j] = Y[r * n + j] * (G[r * n + j] - dot);
-                          } else if (mode == 1) {
-                            T s = 0;
-                            for (index_t j = 0; j < n; ++j) s += G[r * n + j];
-                            for (index_t j = 0; j < n; ++j)
-                              O[r * n + j] = G[r * n + j] - std::exp(Y[r * n + j]) * s;
-                          } else {
-                            T const* X = xp.data();
-                            for (index_t j = 0; j < n; ++j) O[r * n + j] = G[r] * std::exp(X[r * n + j] - Y[r]);
-                          }
-                        }
-                        tape::accumulate_grad(sx, from_rows(gx, perm));
-                      },
-                      saves);
+  if (mode == 2)
+    saves.push_back({x.value(), "input"});
+  return record_op<T>(
+      mode == 0   ? "softmax"
+      : mode == 1 ? "log_softmax"
+                  : "logsumexp",
+      x.owner(), y, bool(sx),
+      [sx, yp, xp, rows, n, perm, mode](tensor<T> gy) {
+        // gy in the permuted contiguous layout
+        shape gs = yp.dims();
+        tensor<T> g = mode == 2 ? gy.contiguous().reshape(gs) : gy.permuted(perm).contiguous();
+        tensor<T> gx = tensor<T>::empty(xp.defined() ? xp.dims() : yp.dims());
+        T const *Y = yp.data();
+        T const *G = g.data();
+        T *O = gx.data();
+        for (index_t r = 0; r < rows; ++r) {
+          if (mode == 0) {
+            T dot = 0;
+            for (index_t j = 0; j < n; ++j)
+              dot += G[r * n + j] * Y[r * n + j];
+            for (index_t j = 0; j < n; ++j)
+              O[r * n + j] = Y[r * n + j] * (G[r * n + j] - dot);
+          } else if (mode == 1) {
+            T s = 0;
+            for (index_t j = 0; j < n; ++j)
+              s += G[r * n + j];
+            for (index_t j = 0; j < n; ++j)
+              O[r * n + j] = G[r * n + j] - std::exp(Y[r * n + j]) * s;
+          } else {
+            T const *X = xp.data();
+            for (index_t j = 0; j < n; ++j)
+              O[r * n + j] = G[r] * std::exp(X[r * n + j] - Y[r]);
+          }
+        }
+        tape::accumulate_grad(sx, from_rows(gx, perm));
+      },
+      saves);
 }
-}  // namespace detail
+} // namespace detail
 
-template <class T>
-var<T> softmax(var<T> const& x, int axis = -1) {
+template <class T> var<T> softmax(var<T> const &x, int axis = -1) {
   return detail::softmax_like("dualcast::softmax", x, axis, 0);
 }
-template <class T>
-var<T> log_softmax(var<T> const& x, int axis = -1) {
+template <class T> var<T> log_softmax(var<T> const &x, int axis = -1) {
   return detail::softmax_like("dualcast::log_softmax", x, axis, 1);
 }
-template <class T>
-var<T> logsumexp(var<T> const& x, int axis = -1, bool keepdims = false) {
+template <class T> var<T> logsumexp(var<T> const &x, int axis = -1, bool keepdims = false) {
   return detail::softmax_like("dualcast::logsumexp", x, axis, 2, keepdims);
 }
 
-}  // namespace dualcast
+} // namespace dualcast

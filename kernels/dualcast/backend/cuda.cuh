@@ -4,7 +4,7 @@
 // operator (see tests/cuda/lstm_kernels.cu).
 #pragma once
 
-#include <dualcast/backend/cpu.hpp>  // the hook tag
+#include <dualcast/backend/cpu.hpp> // the hook tag
 #include <dualcast/backend/cuda/check.cuh>
 #include <dualcast/backend/cuda/executor.cuh>
 #include <dualcast/backend/cuda/map.cuh>
@@ -16,27 +16,26 @@
 namespace dualcast::detail {
 
 template <bool Simd, class T, int NI, int NO, class Op>
-void backend_map(hook, cuda const& ex, map_params<T, NI, NO> const& p, Op const& op) {
-  cuda_backend::map(ex, p, op);  // one thread per element: SIMD batches are a CPU matter
+void backend_map(hook, cuda const &ex, map_params<T, NI, NO> const &p, Op const &op) {
+  cuda_backend::map(ex, p, op); // one thread per element: SIMD batches are a CPU matter
 }
 
 template <class T>
-void backend_reduce(hook, cuda const& ex, shape const& s, T const* src, view<T> dst, bool accumulate) {
+void backend_reduce(hook, cuda const &ex, shape const &s, T const *src, view<T> dst,
+                    bool accumulate) {
   cuda_backend::reduce_broadcast(ex, s, src, dst, accumulate);
 }
 
 // Scratch device memory, ordered on the executor's stream.
 struct stream_free {
   cudaStream_t stream = nullptr;
-  void operator()(void* p) const noexcept { (void)cudaFreeAsync(p, stream); }
+  void operator()(void *p) const noexcept { (void)cudaFreeAsync(p, stream); }
 };
-template <class T>
-using device_buffer = std::unique_ptr<T[], stream_free>;
+template <class T> using device_buffer = std::unique_ptr<T[], stream_free>;
 
-template <class T>
-device_buffer<T> backend_buffer(hook, cuda const& ex, index_t n) {
+template <class T> device_buffer<T> backend_buffer(hook, cuda const &ex, index_t n) {
   cuda_backend::require_device();
-  void* p = nullptr;
+  void *p = nullptr;
   cudaError_t status = cudaMallocAsync(&p, static_cast<std::size_t>(n) * sizeof(T), ex.stream);
   if (status == cudaErrorMemoryAllocation) {
     (void)cudaGetLastError();
@@ -44,7 +43,7 @@ device_buffer<T> backend_buffer(hook, cuda const& ex, index_t n) {
                            " bytes of device memory");
   }
   cuda_backend::check(status, "cudaMallocAsync");
-  return device_buffer<T>(static_cast<T*>(p), stream_free{ex.stream});
+  return device_buffer<T>(static_cast<T *>(p), stream_free{ex.stream});
 }
 
-}  // namespace dualcast::detail
+} // namespace dualcast::detail

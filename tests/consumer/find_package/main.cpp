@@ -6,9 +6,7 @@
 #include <cstdio>
 
 namespace {
-bool rel_close(double got, double want) {
-  return std::abs(got - want) <= 1e-12 * std::abs(want);
-}
+bool rel_close(double got, double want) { return std::abs(got - want) <= 1e-12 * std::abs(want); }
 } // namespace
 
 int main() {

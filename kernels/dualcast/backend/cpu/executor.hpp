@@ -20,4 +20,4 @@ struct cpu {
   }
 };
 
-}  // namespace dualcast
+} // namespace dualcast

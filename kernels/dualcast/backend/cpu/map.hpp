@@ -20,8 +20,7 @@ inline constexpr index_t block_elements = 8192;
 // Below this many elements a call runs on the calling thread.
 inline constexpr index_t parallel_threshold = 1 << 15;
 
-template <class T, bool Simd>
-struct lanes {
+template <class T, bool Simd> struct lanes {
 #if DUALCAST_HAS_SIMD
   static constexpr int width = Simd ? native_width<T> : 1;
   using type = std::conditional_t<Simd, batch<T, width>, T>;
@@ -31,15 +30,17 @@ struct lanes {
 #endif
 };
 
-template <class L, class T>
-inline L load_lanes(T const* p, index_t stride, int n) {
+template <class L, class T> inline L load_lanes(T const *p, index_t stride, int n) {
 #if DUALCAST_HAS_SIMD
   if constexpr (is_batch_v<L>) {
     constexpr int W = L::size;
-    if (n == W && stride == 1) return L::load(p);
-    if (stride == 0) return L(*p);
+    if (n == W && stride == 1)
+      return L::load(p);
+    if (stride == 0)
+      return L(*p);
     L r;
-    for (int i = 0; i < W; ++i) r.v[i] = p[std::min(i, n - 1) * stride];  // pad with the last element
+    for (int i = 0; i < W; ++i)
+      r.v[i] = p[std::min(i, n - 1) * stride]; // pad with the last element
     return r;
   } else
 #endif
@@ -50,12 +51,13 @@ inline L load_lanes(T const* p, index_t stride, int n) {
   }
 }
 
-template <class L, class T>
-inline void store_lanes(L const& x, T* p, index_t stride, int n) {
+template <class L, class T> inline void store_lanes(L const &x, T *p, index_t stride, int n) {
 #if DUALCAST_HAS_SIMD
   if constexpr (is_batch_v<L>) {
-    if (n == L::size && stride == 1) return x.store(p);
-    for (int i = 0; i < n; ++i) p[i * stride] = x.v[i];
+    if (n == L::size && stride == 1)
+      return x.store(p);
+    for (int i = 0; i < n; ++i)
+      p[i * stride] = x.v[i];
   } else
 #endif
   {
@@ -67,20 +69,21 @@ inline void store_lanes(L const& x, T* p, index_t stride, int n) {
 
 // Evaluates op on one batch; a batch whose lanes disagreed on a branch is re-evaluated lane by
 // lane with every lane holding the same element, which makes every branch uniform.
-template <class L, class Op>
-inline void eval_batch(Op const& op, L const* in, L* out) {
+template <class L, class Op> inline void eval_batch(Op const &op, L const *in, L *out) {
   op(in, out);
 #if DUALCAST_HAS_SIMD
   if constexpr (is_batch_v<L>) {
-    bool& diverged = simd_divergence_flag();
+    bool &diverged = simd_divergence_flag();
     if (diverged) {
       diverged = false;
       constexpr int NI = Op::num_in > 0 ? Op::num_in : 1;
       L one_in[NI], one_out[Op::num_out];
       for (int lane = 0; lane < L::size; ++lane) {
-        for (int i = 0; i < Op::num_in; ++i) one_in[i] = L(in[i].v[lane]);
+        for (int i = 0; i < Op::num_in; ++i)
+          one_in[i] = L(in[i].v[lane]);
         op(one_in, one_out);
-        for (int o = 0; o < Op::num_out; ++o) out[o].v[lane] = one_out[o].v[0];
+        for (int o = 0; o < Op::num_out; ++o)
+          out[o].v[lane] = one_out[o].v[0];
       }
       diverged = false;
     }
@@ -90,27 +93,31 @@ inline void eval_batch(Op const& op, L const* in, L* out) {
 
 // One run of n elements along the innermost dimension.
 template <class L, class T, class Op>
-DUALCAST_FLATTEN inline void run_row(Op const& op, T const* const* in, index_t const* in_stride, T* const* out,
-                    index_t const* out_stride, index_t n) {
+DUALCAST_FLATTEN inline void run_row(Op const &op, T const *const *in, index_t const *in_stride,
+                                     T *const *out, index_t const *out_stride, index_t n) {
   constexpr int NI = Op::num_in, NO = Op::num_out;
   constexpr int W = sizeof(L) / sizeof(T);
   L in_l[NI > 0 ? NI : 1], out_l[NO];
   for (index_t i = 0; i < n; i += W) {
     int m = static_cast<int>(std::min<index_t>(W, n - i));
-    for (int k = 0; k < NI; ++k) in_l[k] = load_lanes<L>(in[k] + i * in_stride[k], in_stride[k], m);
+    for (int k = 0; k < NI; ++k)
+      in_l[k] = load_lanes<L>(in[k] + i * in_stride[k], in_stride[k], m);
     eval_batch(op, in_l, out_l);
-    for (int k = 0; k < NO; ++k) store_lanes(out_l[k], out[k] + i * out_stride[k], out_stride[k], m);
+    for (int k = 0; k < NO; ++k)
+      store_lanes(out_l[k], out[k] + i * out_stride[k], out_stride[k], m);
   }
 }
 
 // Runs op over every element of the iteration space described by p.
 template <bool Simd, class T, int NI, int NO, class Op>
-void map(cpu const& ex, map_params<T, NI, NO> p, Op const& op) {
+void map(cpu const &ex, map_params<T, NI, NO> p, Op const &op) {
   static_assert(Op::num_in == NI && Op::num_out == NO);
   collapse_dims(p);
   index_t total = 1;
-  for (int d = 0; d < p.rank; ++d) total *= p.ext[d];
-  if (total == 0) return;
+  for (int d = 0; d < p.rank; ++d)
+    total *= p.ext[d];
+  if (total == 0)
+    return;
   using L = typename lanes<T, Simd>::type;
 
   const int r = p.rank;
@@ -121,33 +128,41 @@ void map(cpu const& ex, map_params<T, NI, NO> p, Op const& op) {
 
   auto do_task = [&](index_t t) {
     index_t row = t / blocks_per_row, b = t % blocks_per_row;
-    T const* in_ptr[NI > 0 ? NI : 1];
-    T* out_ptr[NO];
+    T const *in_ptr[NI > 0 ? NI : 1];
+    T *out_ptr[NO];
     index_t in_st[NI > 0 ? NI : 1], out_st[NO];
-    for (int k = 0; k < NI; ++k) in_ptr[k] = p.in[k].ptr, in_st[k] = p.in[k].stride[r - 1];
-    for (int k = 0; k < NO; ++k) out_ptr[k] = p.out[k].ptr, out_st[k] = p.out[k].stride[r - 1];
+    for (int k = 0; k < NI; ++k)
+      in_ptr[k] = p.in[k].ptr, in_st[k] = p.in[k].stride[r - 1];
+    for (int k = 0; k < NO; ++k)
+      out_ptr[k] = p.out[k].ptr, out_st[k] = p.out[k].stride[r - 1];
     index_t rem = row;
     for (int d = r - 2; d >= 0; --d) {
       index_t i = rem % p.ext[d];
       rem /= p.ext[d];
-      for (int k = 0; k < NI; ++k) in_ptr[k] += i * p.in[k].stride[d];
-      for (int k = 0; k < NO; ++k) out_ptr[k] += i * p.out[k].stride[d];
+      for (int k = 0; k < NI; ++k)
+        in_ptr[k] += i * p.in[k].stride[d];
+      for (int k = 0; k < NO; ++k)
+        out_ptr[k] += i * p.out[k].stride[d];
     }
     index_t begin = b * block_elements, n = std::min(block_elements, inner - begin);
-    for (int k = 0; k < NI; ++k) in_ptr[k] += begin * in_st[k];
-    for (int k = 0; k < NO; ++k) out_ptr[k] += begin * out_st[k];
+    for (int k = 0; k < NI; ++k)
+      in_ptr[k] += begin * in_st[k];
+    for (int k = 0; k < NO; ++k)
+      out_ptr[k] += begin * out_st[k];
     run_row<L>(op, in_ptr, in_st, out_ptr, out_st, n);
   };
 
   const int threads = total < parallel_threshold ? 1 : ex.thread_count();
   if (threads <= 1 || tasks == 1) {
-    for (index_t t = 0; t < tasks; ++t) do_task(t);
+    for (index_t t = 0; t < tasks; ++t)
+      do_task(t);
     return;
   }
 #if defined(_OPENMP)
 #pragma omp parallel for schedule(static) num_threads(threads)
-  for (index_t t = 0; t < tasks; ++t) do_task(t);
+  for (index_t t = 0; t < tasks; ++t)
+    do_task(t);
 #endif
 }
 
-}  // namespace dualcast::detail::cpu_backend
+} // namespace dualcast::detail::cpu_backend

@@ -17,7 +17,7 @@ namespace dualcast::detail::cpu_backend {
 // dst (shape broadcastable to s) = [dst +] sum of src (contiguous, shape s) over the dimensions
 // where dst has extent 1 or is missing.
 template <class T>
-void reduce_broadcast(cpu const& ex, shape const& s, T const* src, view<T> dst, bool accumulate) {
+void reduce_broadcast(cpu const &ex, shape const &s, T const *src, view<T> dst, bool accumulate) {
   int kept[max_rank], reduced[max_rank], nk_dims = 0, nr_dims = 0;
   index_t src_stride[max_rank], dst_stride[max_rank];
   index_t st = 1;
@@ -30,7 +30,8 @@ void reduce_broadcast(cpu const& ex, shape const& s, T const* src, view<T> dst, 
     int j = dst.rank() - s.rank + d;
     bool broadcast = j < 0 || dst.extent(j) == 1;
     dst_stride[d] = broadcast ? 0 : dst.stride(j);
-    if (s.ext[d] == 1) continue;
+    if (s.ext[d] == 1)
+      continue;
     if (broadcast) {
       reduced[nr_dims++] = d;
       n_reduced *= s.ext[d];
@@ -39,11 +40,12 @@ void reduce_broadcast(cpu const& ex, shape const& s, T const* src, view<T> dst, 
       n_kept *= s.ext[d];
     }
   }
-  if (n_kept == 0) return;
+  if (n_kept == 0)
+    return;
 
   constexpr index_t block = 64;
   const index_t blocks = (n_kept + block - 1) / block;
-  auto decode = [&](index_t flat, int const* dims, int n, index_t const* stride) {
+  auto decode = [&](index_t flat, int const *dims, int n, index_t const *stride) {
     index_t off = 0;
     for (int i = n - 1; i >= 0; --i) {
       index_t e = s.ext[dims[i]];
@@ -63,21 +65,25 @@ void reduce_broadcast(cpu const& ex, shape const& s, T const* src, view<T> dst, 
     }
     for (index_t r = 0; r < n_reduced; ++r) {
       index_t roff = decode(r, reduced, nr_dims, src_stride);
-      for (index_t k = 0; k < n; ++k) acc[k] += src[src_base[k] + roff];
+      for (index_t k = 0; k < n; ++k)
+        acc[k] += src[src_base[k] + roff];
     }
-    T* out = dst.data();
-    for (index_t k = 0; k < n; ++k) out[dst_off[k]] = accumulate ? out[dst_off[k]] + acc[k] : acc[k];
+    T *out = dst.data();
+    for (index_t k = 0; k < n; ++k)
+      out[dst_off[k]] = accumulate ? out[dst_off[k]] + acc[k] : acc[k];
   };
 
   const int threads = n_kept * n_reduced < (index_t(1) << 15) ? 1 : ex.thread_count();
   if (threads <= 1 || blocks == 1) {
-    for (index_t b = 0; b < blocks; ++b) do_block(b);
+    for (index_t b = 0; b < blocks; ++b)
+      do_block(b);
     return;
   }
 #if defined(_OPENMP)
 #pragma omp parallel for schedule(static) num_threads(threads)
-  for (index_t b = 0; b < blocks; ++b) do_block(b);
+  for (index_t b = 0; b < blocks; ++b)
+    do_block(b);
 #endif
 }
 
-}  // namespace dualcast::detail::cpu_backend
+} // namespace dualcast::detail::cpu_backend

@@ -10,11 +10,11 @@
 
 namespace dualcast::detail::cuda_backend {
 
-inline void check(cudaError_t status, char const* what) {
+inline void check(cudaError_t status, char const *what) {
   if (status != cudaSuccess) {
-    (void)cudaGetLastError();  // clear the sticky-free error state so later calls can proceed
-    throw cuda_error(std::string("dualcast: ") + what + " failed: " + cudaGetErrorName(status) + ": " +
-                     cudaGetErrorString(status));
+    (void)cudaGetLastError(); // clear the sticky-free error state so later calls can proceed
+    throw cuda_error(std::string("dualcast: ") + what + " failed: " + cudaGetErrorName(status) +
+                     ": " + cudaGetErrorString(status));
   }
 }
 
@@ -25,13 +25,15 @@ inline void require_device() {
   if (status != cudaSuccess || count == 0) {
     (void)cudaGetLastError();
     throw cuda_error(std::string("dualcast: the CUDA backend needs a GPU, but none is usable (") +
-                     (status != cudaSuccess ? cudaGetErrorString(status) : "no CUDA device found") + ")");
+                     (status != cudaSuccess ? cudaGetErrorString(status) : "no CUDA device found") +
+                     ")");
   }
 }
 
 // Host memory passed to a CUDA kernel is a device_error naming the operand.
-inline void require_device_pointer(void const* p, char const* op, int operand) {
-  if (!p) return;
+inline void require_device_pointer(void const *p, char const *op, int operand) {
+  if (!p)
+    return;
   cudaPointerAttributes attr{};
   check(cudaPointerGetAttributes(&attr, p), "cudaPointerGetAttributes");
   if (attr.type != cudaMemoryTypeDevice && attr.type != cudaMemoryTypeManaged)
@@ -39,4 +41,4 @@ inline void require_device_pointer(void const* p, char const* op, int operand) {
                        " is in host memory but the call runs on the CUDA device");
 }
 
-}  // namespace dualcast::detail::cuda_backend
+} // namespace dualcast::detail::cuda_backend

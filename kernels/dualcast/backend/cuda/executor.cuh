@@ -10,4 +10,4 @@ struct cuda {
   int block_size = 256;
 };
 
-}  // namespace dualcast
+} // namespace dualcast

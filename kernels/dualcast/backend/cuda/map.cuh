@@ -16,22 +16,18 @@
 namespace dualcast::detail::cuda_backend {
 inline namespace v0 {
 
-template <class T>
-struct vec16;
-template <>
-struct vec16<float> {
+template <class T> struct vec16;
+template <> struct vec16<float> {
   using type = float4;
   static constexpr int lanes = 4;
 };
-template <>
-struct vec16<double> {
+template <> struct vec16<double> {
   using type = double2;
   static constexpr int lanes = 2;
 };
 
 template <class T, int NI, int NO, class Op>
-__global__ void __launch_bounds__(256)
-    map_strided(map_params<T, NI, NO> p, index_t total, Op op) {
+__global__ void __launch_bounds__(256) map_strided(map_params<T, NI, NO> p, index_t total, Op op) {
   T in[NI > 0 ? NI : 1], out[NO];
   for (index_t e = index_t(blockIdx.x) * blockDim.x + threadIdx.x; e < total;
        e += index_t(gridDim.x) * blockDim.x) {
@@ -40,12 +36,16 @@ __global__ void __launch_bounds__(256)
     for (int d = p.rank - 1; d >= 0; --d) {
       index_t i = rem % p.ext[d];
       rem /= p.ext[d];
-      for (int k = 0; k < NI; ++k) in_off[k] += i * p.in[k].stride[d];
-      for (int k = 0; k < NO; ++k) out_off[k] += i * p.out[k].stride[d];
+      for (int k = 0; k < NI; ++k)
+        in_off[k] += i * p.in[k].stride[d];
+      for (int k = 0; k < NO; ++k)
+        out_off[k] += i * p.out[k].stride[d];
     }
-    for (int k = 0; k < NI; ++k) in[k] = p.in[k].ptr[in_off[k]];
-    op(static_cast<T const*>(in), out);
-    for (int k = 0; k < NO; ++k) p.out[k].ptr[out_off[k]] = out[k];
+    for (int k = 0; k < NI; ++k)
+      in[k] = p.in[k].ptr[in_off[k]];
+    op(static_cast<T const *>(in), out);
+    for (int k = 0; k < NO; ++k)
+      p.out[k].ptr[out_off[k]] = out[k];
   }
 }
 
@@ -59,53 +59,66 @@ __global__ void __launch_bounds__(256)
   for (index_t v = index_t(blockIdx.x) * blockDim.x + threadIdx.x; v < vectors;
        v += index_t(gridDim.x) * blockDim.x) {
     V vin[NI > 0 ? NI : 1], vout[NO];
-    for (int k = 0; k < NI; ++k) vin[k] = reinterpret_cast<V const*>(p.in[k].ptr)[v];
+    for (int k = 0; k < NI; ++k)
+      vin[k] = reinterpret_cast<V const *>(p.in[k].ptr)[v];
     for (int l = 0; l < lanes; ++l) {
-      for (int k = 0; k < NI; ++k) in[k] = reinterpret_cast<T const*>(&vin[k])[l];
-      op(static_cast<T const*>(in), out);
-      for (int k = 0; k < NO; ++k) reinterpret_cast<T*>(&vout[k])[l] = out[k];
+      for (int k = 0; k < NI; ++k)
+        in[k] = reinterpret_cast<T const *>(&vin[k])[l];
+      op(static_cast<T const *>(in), out);
+      for (int k = 0; k < NO; ++k)
+        reinterpret_cast<T *>(&vout[k])[l] = out[k];
     }
-    for (int k = 0; k < NO; ++k) reinterpret_cast<V*>(p.out[k].ptr)[v] = vout[k];
+    for (int k = 0; k < NO; ++k)
+      reinterpret_cast<V *>(p.out[k].ptr)[v] = vout[k];
   }
   // The last total % lanes elements.
   for (index_t e = vectors * lanes + index_t(blockIdx.x) * blockDim.x + threadIdx.x; e < total;
        e += index_t(gridDim.x) * blockDim.x) {
-    for (int k = 0; k < NI; ++k) in[k] = p.in[k].ptr[e];
-    op(static_cast<T const*>(in), out);
-    for (int k = 0; k < NO; ++k) p.out[k].ptr[e] = out[k];
+    for (int k = 0; k < NI; ++k)
+      in[k] = p.in[k].ptr[e];
+    op(static_cast<T const *>(in), out);
+    for (int k = 0; k < NO; ++k)
+      p.out[k].ptr[e] = out[k];
   }
 }
 
 inline unsigned grid_for(index_t work, int block) {
   index_t blocks = (work + block - 1) / block;
-  const index_t cap = 65535LL * 32;  // grid-stride loops cover the rest
+  const index_t cap = 65535LL * 32; // grid-stride loops cover the rest
   return static_cast<unsigned>(blocks < 1 ? 1 : (blocks > cap ? cap : blocks));
 }
 
 template <class T, int NI, int NO, class Op>
-void map(cuda const& ex, map_params<T, NI, NO> p, Op const& op) {
+void map(cuda const &ex, map_params<T, NI, NO> p, Op const &op) {
   static_assert(sizeof(map_params<T, NI, NO>) + sizeof(Op) < 4000,
                 "dualcast: too many array operands for one CUDA kernel (parameters exceed 4 KiB)");
-  static_assert(std::is_trivially_copyable_v<Op>, "dualcast: kernel state must be trivially copyable");
+  static_assert(std::is_trivially_copyable_v<Op>,
+                "dualcast: kernel state must be trivially copyable");
   require_device();
-  for (int k = 0; k < NI; ++k) require_device_pointer(p.in[k].ptr, "dualcast (CUDA)", k);
-  for (int k = 0; k < NO; ++k) require_device_pointer(p.out[k].ptr, "dualcast (CUDA)", NI + k);
+  for (int k = 0; k < NI; ++k)
+    require_device_pointer(p.in[k].ptr, "dualcast (CUDA)", k);
+  for (int k = 0; k < NO; ++k)
+    require_device_pointer(p.out[k].ptr, "dualcast (CUDA)", NI + k);
   collapse_dims(p);
   index_t total = 1;
-  for (int d = 0; d < p.rank; ++d) total *= p.ext[d];
-  if (total == 0) return;
+  for (int d = 0; d < p.rank; ++d)
+    total *= p.ext[d];
+  if (total == 0)
+    return;
   bool contiguous = p.rank == 1;
   for (int k = 0; k < NI && contiguous; ++k)
     contiguous = p.in[k].stride[0] == 1 && reinterpret_cast<std::uintptr_t>(p.in[k].ptr) % 16 == 0;
   for (int k = 0; k < NO && contiguous; ++k)
-    contiguous = p.out[k].stride[0] == 1 && reinterpret_cast<std::uintptr_t>(p.out[k].ptr) % 16 == 0;
+    contiguous =
+        p.out[k].stride[0] == 1 && reinterpret_cast<std::uintptr_t>(p.out[k].ptr) % 16 == 0;
   const int block = ex.block_size;
   if (contiguous)
-    map_contiguous<<<grid_for(total / vec16<T>::lanes + 1, block), block, 0, ex.stream>>>(p, total, op);
+    map_contiguous<<<grid_for(total / vec16<T>::lanes + 1, block), block, 0, ex.stream>>>(p, total,
+                                                                                          op);
   else
     map_strided<<<grid_for(total, block), block, 0, ex.stream>>>(p, total, op);
   check(cudaGetLastError(), "launching a dualcast kernel");
 }
 
-}  // namespace v0
-}  // namespace dualcast::detail::cuda_backend
+} // namespace v0
+} // namespace dualcast::detail::cuda_backend

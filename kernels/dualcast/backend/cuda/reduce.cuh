@@ -17,10 +17,9 @@
 namespace dualcast::detail::cuda_backend {
 inline namespace v0 {
 
-template <class T>
-struct reduce_params {
-  T const* src;
-  T* dst;
+template <class T> struct reduce_params {
+  T const *src;
+  T *dst;
   int n_kept_dims, n_reduced_dims;
   index_t kept_ext[max_rank], reduced_ext[max_rank];
   index_t kept_src_stride[max_rank], kept_dst_stride[max_rank], reduced_src_stride[max_rank];
@@ -28,7 +27,8 @@ struct reduce_params {
   bool accumulate;
 };
 
-__device__ inline index_t decode_offset(index_t flat, int n, index_t const* ext, index_t const* stride) {
+__device__ inline index_t decode_offset(index_t flat, int n, index_t const *ext,
+                                        index_t const *stride) {
   index_t off = 0;
   for (int i = n - 1; i >= 0; --i) {
     off += (flat % ext[i]) * stride[i];
@@ -37,9 +37,9 @@ __device__ inline index_t decode_offset(index_t flat, int n, index_t const* ext,
   return off;
 }
 
-template <class T>
-__global__ void __launch_bounds__(256) reduce_per_thread(reduce_params<T> p) {
-  for (index_t k = index_t(blockIdx.x) * blockDim.x + threadIdx.x; k < p.n_kept; k += index_t(gridDim.x) * blockDim.x) {
+template <class T> __global__ void __launch_bounds__(256) reduce_per_thread(reduce_params<T> p) {
+  for (index_t k = index_t(blockIdx.x) * blockDim.x + threadIdx.x; k < p.n_kept;
+       k += index_t(gridDim.x) * blockDim.x) {
     index_t base = decode_offset(k, p.n_kept_dims, p.kept_ext, p.kept_src_stride);
     T acc = T(0);
     for (index_t r = 0; r < p.n_reduced; ++r)
@@ -56,19 +56,20 @@ __global__ void __launch_bounds__(Block) reduce_per_block(reduce_params<T> p) {
   for (index_t k = blockIdx.x; k < p.n_kept; k += gridDim.x) {
     index_t base = decode_offset(k, p.n_kept_dims, p.kept_ext, p.kept_src_stride);
     T acc = T(0);
-    for (index_t r = threadIdx.x; r < p.n_reduced; r += Block) acc += p.src[base + r];  // contiguous run
+    for (index_t r = threadIdx.x; r < p.n_reduced; r += Block)
+      acc += p.src[base + r]; // contiguous run
     T total = reduce(storage).Sum(acc);
     if (threadIdx.x == 0) {
       index_t d = decode_offset(k, p.n_kept_dims, p.kept_ext, p.kept_dst_stride);
       p.dst[d] = p.accumulate ? p.dst[d] + total : total;
     }
-    __syncthreads();  // storage is reused by the next element
+    __syncthreads(); // storage is reused by the next element
   }
 }
 
 // dst (shape broadcastable to s) = [dst +] sum of src (contiguous, shape s) over broadcast dims.
 template <class T>
-void reduce_broadcast(cuda const& ex, shape const& s, T const* src, view<T> dst, bool accumulate) {
+void reduce_broadcast(cuda const &ex, shape const &s, T const *src, view<T> dst, bool accumulate) {
   reduce_params<T> p{};
   p.src = src;
   p.dst = dst.data();
@@ -76,25 +77,29 @@ void reduce_broadcast(cuda const& ex, shape const& s, T const* src, view<T> dst,
   p.n_kept = p.n_reduced = 1;
   index_t src_stride[max_rank];
   index_t st = 1;
-  for (int d = s.rank - 1; d >= 0; --d) src_stride[d] = st, st *= s.ext[d];
-  bool reduced_innermost = true;  // every reduced dim after every kept dim, with unit src stride
+  for (int d = s.rank - 1; d >= 0; --d)
+    src_stride[d] = st, st *= s.ext[d];
+  bool reduced_innermost = true; // every reduced dim after every kept dim, with unit src stride
   for (int d = 0; d < s.rank; ++d) {
     int j = dst.rank() - s.rank + d;
     bool broadcast = j < 0 || dst.extent(j) == 1;
-    if (s.ext[d] == 1) continue;
+    if (s.ext[d] == 1)
+      continue;
     if (broadcast) {
       p.reduced_ext[p.n_reduced_dims] = s.ext[d];
       p.reduced_src_stride[p.n_reduced_dims++] = src_stride[d];
       p.n_reduced *= s.ext[d];
     } else {
-      if (p.n_reduced_dims > 0) reduced_innermost = false;
+      if (p.n_reduced_dims > 0)
+        reduced_innermost = false;
       p.kept_ext[p.n_kept_dims] = s.ext[d];
       p.kept_src_stride[p.n_kept_dims] = src_stride[d];
       p.kept_dst_stride[p.n_kept_dims++] = dst.stride(j);
       p.n_kept *= s.ext[d];
     }
   }
-  if (p.n_kept == 0) return;
+  if (p.n_kept == 0)
+    return;
   constexpr int block = 256;
   if (reduced_innermost && p.n_reduced >= block)
     reduce_per_block<T, block><<<grid_for(p.n_kept * block, block), block, 0, ex.stream>>>(p);
@@ -103,5 +108,5 @@ void reduce_broadcast(cuda const& ex, shape const& s, T const* src, view<T> dst,
   check(cudaGetLastError(), "launching the dualcast broadcast reduction");
 }
 
-}  // namespace v0
-}  // namespace dualcast::detail::cuda_backend
+} // namespace v0
+} // namespace dualcast::detail::cuda_backend
