@@ -1,0 +1,28 @@
+// GPU tests: the same bodies as the CPU tests (tests/cases/), run on the CUDA backend. Without a
+// usable GPU each test prints DUALCAST_SKIPPED, which ctest reports as skipped (never passed).
+#include <doctest/doctest.h>
+
+#include <cstdio>
+#include <string>
+
+bool dualcast_gpu_available();
+std::string dualcast_gpu_lstm_case_float();
+std::string dualcast_gpu_lstm_case_double();
+
+namespace {
+bool skip_without_gpu() {
+  if (dualcast_gpu_available()) return false;
+  std::printf("DUALCAST_SKIPPED: no CUDA device\n");
+  return true;
+}
+}  // namespace
+
+TEST_CASE("lstm case on the CUDA backend (float)") {
+  if (skip_without_gpu()) return;
+  CHECK(dualcast_gpu_lstm_case_float() == "");
+}
+
+TEST_CASE("lstm case on the CUDA backend (double)") {
+  if (skip_without_gpu()) return;
+  CHECK(dualcast_gpu_lstm_case_double() == "");
+}
