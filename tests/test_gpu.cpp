@@ -11,18 +11,21 @@ std::string dualcast_gpu_lstm_case_double();
 
 namespace {
 bool skip_without_gpu() {
-  if (dualcast_gpu_available()) return false;
+  if (dualcast_gpu_available())
+    return false;
   std::printf("DUALCAST_SKIPPED: no CUDA device\n");
   return true;
 }
-}  // namespace
+} // namespace
 
 TEST_CASE("lstm case on the CUDA backend (float)") {
-  if (skip_without_gpu()) return;
+  if (skip_without_gpu())
+    return;
   CHECK(dualcast_gpu_lstm_case_float() == "");
 }
 
 TEST_CASE("lstm case on the CUDA backend (double)") {
-  if (skip_without_gpu()) return;
+  if (skip_without_gpu())
+    return;
   CHECK(dualcast_gpu_lstm_case_double() == "");
 }

@@ -26,7 +26,7 @@ struct lstm_update {
 // Memory must provide: T* alloc(n), upload(T* dst, std::vector<T> const&), download(vector&, T*),
 // release(T*).
 template <class T, class Ex, class Memory>
-std::string check_lstm_case(Ex const& ex, Memory& mem, long rows, long cols) {
+std::string check_lstm_case(Ex const &ex, Memory &mem, long rows, long cols) {
   constexpr dc::kernel<lstm_update> lstm{lstm_update{}};
   const long n = rows * cols;
   std::mt19937 gen(7);
@@ -35,61 +35,83 @@ std::string check_lstm_case(Ex const& ex, Memory& mem, long rows, long cols) {
   std::vector<T> host[5], hbar(n), cbar(n);
   for (int k = 0; k < 5; ++k) {
     host[k].resize(k == 4 ? cols : n);
-    for (auto& x : host[k]) x = T(u(gen));
+    for (auto &x : host[k])
+      x = T(u(gen));
   }
-  for (auto& x : hbar) x = T(u(gen));
-  for (auto& x : cbar) x = T(u(gen));
-  T* dev_in[5];
-  for (int k = 0; k < 5; ++k) dev_in[k] = mem.alloc(long(host[k].size())), mem.upload(dev_in[k], host[k]);
-  T *dev_h = mem.alloc(n), *dev_c2 = mem.alloc(n), *dev_hbar = mem.alloc(n), *dev_cbar = mem.alloc(n);
+  for (auto &x : hbar)
+    x = T(u(gen));
+  for (auto &x : cbar)
+    x = T(u(gen));
+  T *dev_in[5];
+  for (int k = 0; k < 5; ++k)
+    dev_in[k] = mem.alloc(long(host[k].size())), mem.upload(dev_in[k], host[k]);
+  T *dev_h = mem.alloc(n), *dev_c2 = mem.alloc(n), *dev_hbar = mem.alloc(n),
+    *dev_cbar = mem.alloc(n);
   mem.upload(dev_hbar, hbar);
   mem.upload(dev_cbar, cbar);
-  T* dev_part[10];
-  for (auto& p : dev_part) p = mem.alloc(n);
-  T* dev_xbar[5];
-  for (int k = 0; k < 5; ++k) dev_xbar[k] = mem.alloc(long(host[k].size()));
+  T *dev_part[10];
+  for (auto &p : dev_part)
+    p = mem.alloc(n);
+  T *dev_xbar[5];
+  for (int k = 0; k < 5; ++k)
+    dev_xbar[k] = mem.alloc(long(host[k].size()));
 
   dc::shape s{rows, cols}, row{cols};
   auto in = [&](int k) { return dc::view<const T>(dev_in[k], k == 4 ? row : s); };
   auto part = [&](int k) { return dc::view<T>(dev_part[k], s); };
-  dc::apply(ex, lstm, dc::active<0, 1, 2, 3, 4>, dc::out(dc::view<T>(dev_h, s), dc::view<T>(dev_c2, s)),
-            dc::out(part(0), part(1), part(2), part(3), part(4), part(5), part(6), part(7), part(8), part(9)),
+  dc::apply(ex, lstm, dc::active<0, 1, 2, 3, 4>,
+            dc::out(dc::view<T>(dev_h, s), dc::view<T>(dev_c2, s)),
+            dc::out(part(0), part(1), part(2), part(3), part(4), part(5), part(6), part(7), part(8),
+                    part(9)),
             in(0), in(1), in(2), in(3), in(4));
   dc::vjp(ex, lstm,
-          dc::out(dc::view<T>(dev_xbar[0], s), dc::view<T>(dev_xbar[1], s), dc::view<T>(dev_xbar[2], s),
-                  dc::view<T>(dev_xbar[3], s), dc::view<T>(dev_xbar[4], row)),
+          dc::out(dc::view<T>(dev_xbar[0], s), dc::view<T>(dev_xbar[1], s),
+                  dc::view<T>(dev_xbar[2], s), dc::view<T>(dev_xbar[3], s),
+                  dc::view<T>(dev_xbar[4], row)),
           dc::in(in(0), in(1), in(2), in(3), in(4)),
           dc::in(dc::view<const T>(dev_hbar, s), dc::view<const T>(dev_cbar, s)));
 
   std::vector<T> h(n), c2(n), parts[10], xbar[5];
   mem.download(h, dev_h);
   mem.download(c2, dev_c2);
-  for (int k = 0; k < 10; ++k) parts[k].resize(n), mem.download(parts[k], dev_part[k]);
-  for (int k = 0; k < 5; ++k) xbar[k].resize(host[k].size()), mem.download(xbar[k], dev_xbar[k]);
-  for (int k = 0; k < 5; ++k) mem.release(dev_in[k]), mem.release(dev_xbar[k]);
-  for (auto p : dev_part) mem.release(p);
-  for (T* p : {dev_h, dev_c2, dev_hbar, dev_cbar}) mem.release(p);
+  for (int k = 0; k < 10; ++k)
+    parts[k].resize(n), mem.download(parts[k], dev_part[k]);
+  for (int k = 0; k < 5; ++k)
+    xbar[k].resize(host[k].size()), mem.download(xbar[k], dev_xbar[k]);
+  for (int k = 0; k < 5; ++k)
+    mem.release(dev_in[k]), mem.release(dev_xbar[k]);
+  for (auto p : dev_part)
+    mem.release(p);
+  for (T *p : {dev_h, dev_c2, dev_hbar, dev_cbar})
+    mem.release(p);
 
   // Reference: the same functor on double duals, element by element.
   const double tol = sizeof(T) == 4 ? 2e-5 : 1e-12;
-  auto close = [&](double got, double want) { return std::abs(got - want) <= tol * (1 + std::abs(want)); };
+  auto close = [&](double got, double want) {
+    return std::abs(got - want) <= tol * (1 + std::abs(want));
+  };
   std::vector<double> cbar_ref(cols, 0.0);
   for (long r = 0; r < rows; ++r)
     for (long c = 0; c < cols; ++c) {
       long e = r * cols + c;
       using D = dc::dual<double, 5>;
       D x[5];
-      for (int k = 0; k < 5; ++k) x[k] = D::variable(double(host[k][k == 4 ? c : e]), k);
+      for (int k = 0; k < 5; ++k)
+        x[k] = D::variable(double(host[k][k == 4 ? c : e]), k);
       auto out = lstm(x[0], x[1], x[2], x[3], x[4]);
-      auto const& ho = dc::get<0>(out);
-      auto const& co = dc::get<1>(out);
-      if (!close(h[e], ho.val) || !close(c2[e], co.val)) return "value mismatch at element " + std::to_string(e);
+      auto const &ho = dc::get<0>(out);
+      auto const &co = dc::get<1>(out);
+      if (!close(h[e], ho.val) || !close(c2[e], co.val))
+        return "value mismatch at element " + std::to_string(e);
       for (int k = 0; k < 5; ++k) {
         if (!close(parts[k][e], ho.d[k]) || !close(parts[5 + k][e], co.d[k]))
-          return "partial mismatch at element " + std::to_string(e) + ", input " + std::to_string(k);
+          return "partial mismatch at element " + std::to_string(e) + ", input " +
+                 std::to_string(k);
         double want = double(hbar[e]) * ho.d[k] + double(cbar[e]) * co.d[k];
-        if (k < 4 && !close(xbar[k][e], want)) return "vjp mismatch at element " + std::to_string(e);
-        if (k == 4) cbar_ref[c] += want;
+        if (k < 4 && !close(xbar[k][e], want))
+          return "vjp mismatch at element " + std::to_string(e);
+        if (k == 4)
+          cbar_ref[c] += want;
       }
     }
   for (long c = 0; c < cols; ++c)
@@ -99,16 +121,17 @@ std::string check_lstm_case(Ex const& ex, Memory& mem, long rows, long cols) {
 }
 
 // Host memory for the CPU backend.
-template <class T>
-struct host_memory_of {
+template <class T> struct host_memory_of {
   std::vector<std::vector<T>> blocks;
-  T* alloc(long n) {
+  T *alloc(long n) {
     blocks.emplace_back(std::size_t(n));
     return blocks.back().data();
   }
-  void upload(T* dst, std::vector<T> const& src) { std::copy(src.begin(), src.end(), dst); }
-  void download(std::vector<T>& dst, T const* src) { std::copy(src, src + dst.size(), dst.begin()); }
-  void release(T*) {}
+  void upload(T *dst, std::vector<T> const &src) { std::copy(src.begin(), src.end(), dst); }
+  void download(std::vector<T> &dst, T const *src) {
+    std::copy(src, src + dst.size(), dst.begin());
+  }
+  void release(T *) {}
 };
 
-}  // namespace dualcast_tests
+} // namespace dualcast_tests

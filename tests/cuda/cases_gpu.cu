@@ -9,24 +9,23 @@
 #include <vector>
 
 namespace {
-template <class T>
-struct device_memory {
-  T* alloc(long n) {
-    void* p = nullptr;
+template <class T> struct device_memory {
+  T *alloc(long n) {
+    void *p = nullptr;
     dualcast::detail::cuda_backend::check(cudaMalloc(&p, std::size_t(n) * sizeof(T)), "cudaMalloc");
-    return static_cast<T*>(p);
+    return static_cast<T *>(p);
   }
-  void upload(T* dst, std::vector<T> const& src) {
+  void upload(T *dst, std::vector<T> const &src) {
     dualcast::detail::cuda_backend::check(
         cudaMemcpy(dst, src.data(), src.size() * sizeof(T), cudaMemcpyHostToDevice), "cudaMemcpy");
   }
-  void download(std::vector<T>& dst, T const* src) {
+  void download(std::vector<T> &dst, T const *src) {
     dualcast::detail::cuda_backend::check(
         cudaMemcpy(dst.data(), src, dst.size() * sizeof(T), cudaMemcpyDeviceToHost), "cudaMemcpy");
   }
-  void release(T* p) { (void)cudaFree(p); }
+  void release(T *p) { (void)cudaFree(p); }
 };
-}  // namespace
+} // namespace
 
 bool dualcast_gpu_available() {
   int count = 0;
