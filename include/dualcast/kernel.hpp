@@ -135,4 +135,8 @@ DUALCAST_HD constexpr decltype(auto) get(outputs_t<T...> const &o) {
 template <std::size_t I, class... T> DUALCAST_HD constexpr decltype(auto) get(outputs_t<T...> &o) {
   return detail::get<I>(o);
 }
+// auto [a, b] = k(x, y) binds to the elements of a temporary.
+template <std::size_t I, class... T> DUALCAST_HD constexpr decltype(auto) get(outputs_t<T...> &&o) {
+  return static_cast<std::tuple_element_t<I, outputs_t<T...>> &&>(detail::get<I>(o));
+}
 } // namespace dualcast
