@@ -1,8 +1,8 @@
-// Tests of the reverse-mode tape (dualcast/autodiff.hpp): every operation's gradient against
-// central finite differences in double precision (broadcast shapes, non-contiguous views,
-// scalars), fused store == fused recompute == unfused == finite differences on random
-// compositions, saved-tensor version checks, backward twice / keep_graph / zero_grad, the
-// functional forms, an MLP and an LSTM cell step with matmuls, and tape memory per policy.
+// Tests of the reverse-mode tape (dualcast/autodiff.hpp): tensors and the pool, matmul,
+// reductions, shape operations, the softmax family and indexing against central finite
+// differences in double precision (broadcast shapes, non-contiguous views), saved-tensor version
+// checks, backward twice / keep_graph / zero_grad / seeds, the functional forms and a small MLP.
+// The elementwise operations, the fused node and the LSTM step are in test_tape_fused.cpp.
 #include <dualcast/autodiff.hpp>
 #include <dualcast/dualcast.hpp>
 
@@ -73,7 +73,6 @@ void check_gradients(fn const &f, std::vector<T64> const &xs, double tol = 1e-6)
   }
 }
 
-std::vector<double> grads_of(V64 const &v) { return v.grad().to_vector(); }
 
 void check_close(std::vector<double> const &a, std::vector<double> const &b, double tol = 1e-12) {
   REQUIRE(a.size() == b.size());
@@ -117,138 +116,6 @@ TEST_CASE("memory: the pool reuses freed blocks") {
   CHECK(st.bytes_in_use == 0);
   CHECK(dc::pool_resource::size_class(1000) == 1024);
   CHECK_THROWS_AS(dc::tensor<float>::empty({4}, dc::device::cuda(0), pool), dc::device_error);
-}
-
-// ---- elementwise
-// ----------------------------------------------------------------------------------
-TEST_CASE("elementwise: binary operators with broadcasting and scalars match finite differences") {
-  auto a = random_tensor({3, 4}, 1), b = random_tensor({4}, 2, 0.5, 1.5),
-       c = random_tensor({3, 1}, 3, 0.5, 1.5);
-  check_gradients([](auto const &v) { return v[0] + v[1]; }, {a, b});
-  check_gradients([](auto const &v) { return v[0] - v[1]; }, {a, c});
-  check_gradients([](auto const &v) { return v[0] * v[1]; }, {b, c});
-  check_gradients([](auto const &v) { return v[0] / v[1]; }, {a, c});
-  check_gradients([](auto const &v) { return dc::pow(v[1], v[0]); }, {a, b});
-  check_gradients([](auto const &v) { return 2.0 * v[0] - v[1] / 3.0 + 1.0; }, {a, b});
-  check_gradients([](auto const &v) { return 1.5 / v[0] - (-v[0]); }, {b});
-  check_gradients([](auto const &v) { return v[0] * v[0]; }, {a}); // the same variable twice
-}
-
-TEST_CASE("elementwise: math functions match finite differences") {
-  auto x = random_tensor({2, 3}, 4, 0.1, 0.9);
-  std::vector<fn> fs = {
-      [](auto const &v) { return dc::exp(v[0]); },
-      [](auto const &v) { return dc::log(v[0]); },
-      [](auto const &v) { return dc::sqrt(v[0]); },
-      [](auto const &v) { return dc::sin(v[0]); },
-      [](auto const &v) { return dc::cos(v[0]); },
-      [](auto const &v) { return dc::tanh(v[0]); },
-      [](auto const &v) { return dc::sigmoid(v[0]); },
-      [](auto const &v) { return dc::softplus(v[0]); },
-      [](auto const &v) { return dc::atan(v[0]); },
-      [](auto const &v) { return dc::log1p(v[0]); },
-      [](auto const &v) { return dc::erf(v[0]); },
-      [](auto const &v) { return dc::relu(v[0] - 0.5); },
-      [](auto const &v) { return dc::abs(v[0] - 0.5); },
-      [](auto const &v) { return dc::asin(v[0]); },
-      [](auto const &v) { return dc::cbrt(v[0]); },
-      [](auto const &v) { return dc::expm1(v[0]); },
-  };
-  for (std::size_t i = 0; i < fs.size(); ++i) {
-    INFO("function " << i);
-    check_gradients(fs[i], {x});
-  }
-}
-
-TEST_CASE("elementwise: non-contiguous views and scalar (rank 0) variables") {
-  auto a = random_tensor({4, 3}, 5), b = random_tensor({3, 4}, 6), s = T64::scalar(0.7);
-  check_gradients([](auto const &v) { return dc::transpose(v[0]) * dc::sin(v[1]); }, {a, b});
-  check_gradients([](auto const &v) { return dc::slice(v[0], 0, 1, 4, 2) * v[1]; }, {a, s});
-  check_gradients([](auto const &v) { return dc::exp(v[0] * v[1]); }, {s, s});
-}
-
-// ---- the fused node
-// ---------------------------------------------------------------------------------
-namespace {
-constexpr auto cell = dc::kernel([](auto a, auto b, auto c) {
-  auto t = dc::sigmoid(a) * b + dc::tanh(c);
-  return dc::outputs(t * a, dc::exp(-t) * c);
-});
-constexpr auto branchy =
-    dc::kernel([](auto x, auto y) { return dc::select(x > 0.0, x * y, dc::sin(y)); });
-} // namespace
-
-TEST_CASE("fused: store == recompute == unfused == finite differences on random compositions") {
-  std::mt19937 rng(42);
-  shape shapes[][3] = {
-      {{3, 4}, {3, 4}, {3, 4}}, {{2, 3, 4}, {4}, {3, 1}}, {{5}, {}, {5}}, {{1, 4}, {3, 1}, {3, 4}}};
-  for (auto const &sh : shapes) {
-    auto a = random_tensor(sh[0], rng()), b = random_tensor(sh[1], rng()),
-         c = random_tensor(sh[2], rng());
-    auto run = [&](int mode) {
-      dc::tape tp;
-      auto va = tp.variable(a), vb = tp.variable(b), vc = tp.variable(c);
-      auto z = vb * 2.0; // the fused node consumes an intermediate, too
-      std::array<V64, 2> r;
-      if (mode == 0)
-        r = dc::fused(dc::policy::store, cell, va, z, vc);
-      if (mode == 1)
-        r = dc::fused(dc::policy::recompute, cell, va, z, vc);
-      if (mode == 2)
-        r = dc::unfused(cell, va, z, vc);
-      if (mode == 3) {
-        tp.fused = false;
-        r = dc::call(cell, va, z, vc);
-      }
-      auto loss = dc::sum(weigh(r[0]) + dc::sum(r[1] * r[1]));
-      tp.backward(loss);
-      return std::vector<std::vector<double>>{
-          grads_of(va), grads_of(vb), grads_of(vc), {loss.item()}};
-    };
-    auto store = run(0), recompute = run(1), unfused = run(2), switched = run(3);
-    for (int i = 0; i < 4; ++i) {
-      check_close(store[std::size_t(i)], recompute[std::size_t(i)], 1e-12);
-      check_close(store[std::size_t(i)], unfused[std::size_t(i)], 1e-12);
-      check_close(store[std::size_t(i)], switched[std::size_t(i)], 1e-12);
-    }
-    check_gradients(
-        [](auto const &v) {
-          auto r = dc::fused(dc::policy::store, cell, v[0], v[1] * 2.0, v[2]);
-          return weigh(r[0]) + dc::sum(r[1] * r[1]);
-        },
-        {a, b, c});
-  }
-}
-
-TEST_CASE("fused: data-dependent branches, constants and inactive inputs") {
-  auto x = random_tensor({4, 5}, 11), y = random_tensor({5}, 12);
-  for (auto p : {dc::policy::store, dc::policy::recompute})
-    check_gradients([p](auto const &v) { return dc::fused(p, branchy, v[0], v[1]); }, {x, y});
-  // A tensor argument is a constant (never dualized); a variable without gradients gets none.
-  dc::tape tp;
-  auto vx = tp.variable(x), vy = tp.constant(y);
-  auto r = dc::fused(dc::policy::store, branchy, vx, vy);
-  auto r2 = dc::fused(dc::policy::recompute, branchy, vx, y);
-  tp.backward(dc::sum(r + r2));
-  CHECK(!vy.grad().defined());
-  CHECK(vx.grad().defined());
-}
-
-TEST_CASE("fused: the cost model and tape memory per policy") {
-  CHECK(dc::detail::store_is_cheaper(1, 1, 1000, 4, 4000));   // sigmoid: store
-  CHECK(!dc::detail::store_is_cheaper(1, 2, 1000, 4, 8000));  // x * y: recompute
-  CHECK(!dc::detail::store_is_cheaper(2, 5, 1000, 4, 20000)); // LSTM cell: recompute
-  auto a = random_tensor({8, 16}, 21);
-  for (auto p : {dc::policy::store, dc::policy::recompute}) {
-    dc::tape tp;
-    auto va = tp.variable(a), vb = tp.variable(a.clone()), vc = tp.variable(a.clone());
-    auto r = dc::fused(p, cell, va, vb, vc);
-    std::size_t bytes = tp.saved_bytes();
-    if (p == dc::policy::store)
-      CHECK(bytes == 6 * 8 * 16 * sizeof(double)); // K * A partials
-    else
-      CHECK(bytes == 3 * 8 * 16 * sizeof(double)); // the inputs only
-  }
 }
 
 // ---- linear algebra
@@ -432,34 +299,3 @@ TEST_CASE("a small MLP: gradients match finite differences") {
       {X, W1, b1, W2, b2});
 }
 
-namespace {
-constexpr auto lstm_cell = dc::kernel([](auto i, auto f, auto g, auto o, auto c) {
-  auto c2 = dc::sigmoid(f) * c + dc::sigmoid(i) * dc::tanh(g);
-  return dc::outputs(dc::sigmoid(o) * dc::tanh(c2), c2);
-});
-}
-
-TEST_CASE("an LSTM cell step with matmuls: all variants match finite differences") {
-  const dc::index_t B = 3, I = 4, H = 2;
-  auto X = random_tensor({B, I}, 121), H0 = random_tensor({B, H}, 122),
-       C0 = random_tensor({B, H}, 123), Wx = random_tensor({I, 4 * H}, 124),
-       Wh = random_tensor({H, 4 * H}, 125), bias = random_tensor({4 * H}, 126);
-  for (int mode = 0; mode < 3; ++mode) {
-    INFO("mode " << mode);
-    check_gradients(
-        [mode](auto const &v) {
-          auto gates = dc::matmul(v[0], v[3]) + dc::matmul(v[1], v[4]) + v[5];
-          auto gate = [&](int k) { return dc::slice(gates, 1, k * H, (k + 1) * H); };
-          std::array<V64, 2> r;
-          if (mode == 0)
-            r = dc::fused(dc::policy::store, lstm_cell, gate(0), gate(1), gate(2), gate(3), v[2]);
-          if (mode == 1)
-            r = dc::fused(dc::policy::recompute, lstm_cell, gate(0), gate(1), gate(2), gate(3),
-                          v[2]);
-          if (mode == 2)
-            r = dc::unfused(lstm_cell, gate(0), gate(1), gate(2), gate(3), v[2]);
-          return weigh(r[0]) + weigh(r[1]);
-        },
-        {X, H0, C0, Wx, Wh, bias});
-  }
-}
