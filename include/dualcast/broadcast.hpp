@@ -474,6 +474,14 @@ void jvp(Ex const &ex, kernel<F, S> const &k, active_set<C, I...>, pack<O...> co
                         std::to_string(Active::positions[a]) + " has shape " +
                         to_string(in_shapes[Active::positions[a]]));
 
+  // The outputs are written while the tangents are read: no overlap unless the same elements.
+  for (int i = 0; i < 2 * K; ++i)
+    for (int a = 0; a < NA; ++a)
+      if (detail::overlaps(all[i], tin[a]) && !detail::same_elements(all[i], tin[a], s))
+        throw aliasing_error(op_name + ": " + detail::role_name(roles[i], idx[i]) +
+                             " overlaps tangent " + std::to_string(a) +
+                             " without being the same elements; write to separate memory");
+
   detail::launch_plan<T, Layout::num_arrays + NA, 2 * K> plan(s);
   detail::add_array_args(plan, args);
   for (auto const &t : tin)
@@ -559,6 +567,15 @@ void vjp(Ex const &ex, kernel<F, S> const &k, active_set<C, I...>, pack<X...> co
       roles[a] = "input cotangent", idx[a] = a;
     detail::check_aliasing(op_name, xv.data(), roles, idx, NA, args, s);
   }
+  // Cotangents of non-broadcast inputs are written while the output cotangents are read: no overlap
+  // unless the same elements. (Those of broadcast inputs are written after the pass, by the
+  // reduction.)
+  for (int a = 0; a < NA; ++a)
+    for (int k2 = 0; k2 < K && direct[a]; ++k2)
+      if (detail::overlaps(xv[a], yv[k2]) && !detail::same_elements(xv[a], yv[k2], s))
+        throw aliasing_error(op_name + ": input cotangent " + std::to_string(a) +
+                             " overlaps output cotangent " + std::to_string(k2) +
+                             " without being the same elements; write to separate memory");
 
   using Buffer = decltype(backend_buffer<T>(detail::hook{}, ex, index_t(0)));
   Buffer scratch[NA > 0 ? NA : 1];
