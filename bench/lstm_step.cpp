@@ -40,11 +40,12 @@ constexpr auto cell = dc::kernel([](auto i, auto f, auto g, auto o, auto c) {
   return dc::outputs(dc::sigmoid(o) * dc::tanh(c2), c2);
 });
 
-F32 random_tensor(dc::shape const& s, unsigned seed, float scale) {
+F32 random_tensor(dc::shape const &s, unsigned seed, float scale) {
   std::mt19937 g(seed);
   std::uniform_real_distribution<float> u(-scale, scale);
   F32 t = F32::empty(s);
-  for (dc::index_t i = 0; i < t.size(); ++i) t.data()[i] = u(g);
+  for (dc::index_t i = 0; i < t.size(); ++i)
+    t.data()[i] = u(g);
   return t;
 }
 
@@ -64,7 +65,7 @@ struct problem {
 };
 
 // One forward + backward step; returns the tape bytes held after forward.
-std::size_t step(problem& p, int variant, double* checksum) {
+std::size_t step(problem &p, int variant, double *checksum) {
   dc::tape tp;
   auto Wx = tp.variable(p.Wx), Wh = tp.variable(p.Wh), b = tp.variable(p.b);
   auto h = tp.variable(p.h), c = tp.variable(p.c);
@@ -86,50 +87,58 @@ std::size_t step(problem& p, int variant, double* checksum) {
   tp.backward(std::vector<V32>{r[0], r[1]}, std::vector<F32>{p.dh, p.dc2});
   if (checksum) {
     double s = 0;
-    for (auto const* v : {&Wx, &Wh, &b, &h, &c}) {
+    for (auto const *v : {&Wx, &Wh, &b, &h, &c}) {
       auto g = v->grad();
-      for (dc::index_t i = 0; i < g.size(); i += 97) s += double(g.data()[i]);
+      for (dc::index_t i = 0; i < g.size(); i += 97)
+        s += double(g.data()[i]);
     }
     *checksum = s;
   }
   return bytes;
 }
 
-}  // namespace
+} // namespace
 
-int main(int argc, char** argv) {
+int main(int argc, char **argv) {
   bool quick = false;
   int threads = 0, reps = 15;
   for (int i = 1; i < argc; ++i) {
-    if (!std::strcmp(argv[i], "--quick")) quick = true, reps = 5;
-    else if (!std::strcmp(argv[i], "--threads") && i + 1 < argc) threads = std::atoi(argv[++i]);
-    else if (!std::strcmp(argv[i], "--reps") && i + 1 < argc) reps = std::atoi(argv[++i]);
+    if (!std::strcmp(argv[i], "--quick"))
+      quick = true, reps = 5;
+    else if (!std::strcmp(argv[i], "--threads") && i + 1 < argc)
+      threads = std::atoi(argv[++i]);
+    else if (!std::strcmp(argv[i], "--reps") && i + 1 < argc)
+      reps = std::atoi(argv[++i]);
   }
 #if defined(_OPENMP)
-  if (threads > 0) omp_set_num_threads(threads);
+  if (threads > 0)
+    omp_set_num_threads(threads);
   threads = omp_get_max_threads();
 #else
   threads = 1;
 #endif
   problem p = quick ? problem(64, 128, 256) : problem(256, 512, 1024);
   std::string size = std::to_string(p.B) + "x" + std::to_string(p.I) + "x" + std::to_string(p.H);
-  char const* names[] = {"fused_store", "fused_recompute", "unfused"};
+  char const *names[] = {"fused_store", "fused_recompute", "unfused"};
   std::printf("benchmark,variant,size,threads,median_ms,tape_bytes\n");
   double sums[3] = {};
   for (int v = 0; v < 3; ++v) {
-    std::size_t bytes = step(p, v, &sums[v]);  // warm-up (fills the pool)
+    std::size_t bytes = step(p, v, &sums[v]); // warm-up (fills the pool)
     std::vector<double> t;
     for (int r = 0; r < reps; ++r) {
       auto t0 = std::chrono::steady_clock::now();
       step(p, v, nullptr);
-      t.push_back(std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count());
+      t.push_back(
+          std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count());
     }
     std::sort(t.begin(), t.end());
-    std::printf("lstm_step,%s,%s,%d,%.3f,%zu\n", names[v], size.c_str(), threads, t[t.size() / 2], bytes);
+    std::printf("lstm_step,%s,%s,%d,%.3f,%zu\n", names[v], size.c_str(), threads, t[t.size() / 2],
+                bytes);
   }
   for (int v = 1; v < 3; ++v)
     if (std::abs(sums[v] - sums[0]) > 1e-3 * (1 + std::abs(sums[0]))) {
-      std::fprintf(stderr, "lstm_step: variant %s disagrees with fused_store (%g vs %g)\n", names[v], sums[v], sums[0]);
+      std::fprintf(stderr, "lstm_step: variant %s disagrees with fused_store (%g vs %g)\n",
+                   names[v], sums[v], sums[0]);
       return 1;
     }
   return 0;

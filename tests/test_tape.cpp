@@ -73,7 +73,6 @@ void check_gradients(fn const &f, std::vector<T64> const &xs, double tol = 1e-6)
   }
 }
 
-
 void check_close(std::vector<double> const &a, std::vector<double> const &b, double tol = 1e-12) {
   REQUIRE(a.size() == b.size());
   for (std::size_t i = 0; i < a.size(); ++i)
@@ -298,4 +297,3 @@ TEST_CASE("a small MLP: gradients match finite differences") {
       },
       {X, W1, b1, W2, b2});
 }
-
