@@ -6,6 +6,8 @@
 
 #include <doctest/doctest.h>
 
+#include <algorithm>
+#include <cmath>
 #include <concepts>
 #include <initializer_list>
 #include <type_traits>
@@ -280,4 +282,30 @@ TEST_CASE("dual: select and where with bool conditions") {
   DD t = dc::select(n > 3, n * n, D1(5.0));
   CHECK(t.val.val == 5.0);
   CHECK(t.d[0].d[0] == 0.0);
+}
+
+TEST_CASE("mixed plain arguments: literals of another type work on numbers, batches and duals") {
+  auto f = [](auto x) {
+    return dualcast::max(x, 0) + dualcast::min(x, 0.5) + dualcast::pow(x, 2.5) +
+           dualcast::pow(2, x) + dualcast::atan2(x, 1) + dualcast::hypot(x, 2.0f) +
+           dualcast::clamp(x, 0, 1.5) + dualcast::fma(x, 2, 1.0);
+  };
+  const double x = 0.7;
+  const double expect = std::max(x, 0.0) + std::min(x, 0.5) + std::pow(x, 2.5) + std::pow(2.0, x) +
+                        std::atan2(x, 1.0) + std::hypot(x, 2.0) + std::clamp(x, 0.0, 1.5) +
+                        (2 * x + 1.0);
+  CHECK(f(x) == doctest::Approx(expect).epsilon(1e-15));
+  CHECK(f(0.7f) == doctest::Approx(expect).epsilon(1e-6));
+  // derivative: 1 (max) + 0 (min, x > 0.5) + 2.5 x^1.5 + ln2 2^x + 1/(1+x^2) + x/hypot + 1 + 2
+  const double dexpect = 1 + 2.5 * std::pow(x, 1.5) + std::log(2.0) * std::pow(2.0, x) +
+                         1 / (1 + x * x) + x / std::hypot(x, 2.0) + 1 + 2;
+  auto d = f(dualcast::dual<double, 1>::variable(x, 0));
+  CHECK(d.val == doctest::Approx(expect).epsilon(1e-15));
+  CHECK(d.d[0] == doctest::Approx(dexpect).epsilon(1e-12));
+#if DUALCAST_HAS_SIMD
+  using B = dualcast::batch<float, dualcast::native_width<float>>;
+  auto b = f(B(0.7f));
+  for (int l = 0; l < B::size; ++l)
+    CHECK(b[l] == doctest::Approx(expect).epsilon(1e-5));
+#endif
 }

@@ -10,6 +10,7 @@
 #include <cmath>
 #include <concepts>
 #include <math.h> // NOLINT(modernize-deprecated-headers): the global ::expf etc. exist in device code too
+#include <type_traits>
 
 namespace dualcast {
 
@@ -96,6 +97,53 @@ template <std::floating_point T> DUALCAST_HD inline T sigmoid(T x) {
 // softplus(x) = log(1 + exp(x)) without overflow for large x.
 template <std::floating_point T> DUALCAST_HD inline T softplus(T x) {
   return dualcast::max(x, T(0)) + dualcast::log1p(dualcast::exp(-dualcast::abs(x)));
+}
+
+// Mixed plain arguments (max(x, 0) with x a float, pow(float, double), ...) are computed in the
+// common floating type, so a generic lambda written with literals works on plain numbers too.
+namespace detail {
+template <class... A>
+concept mixed_plain = (std::is_arithmetic_v<A> && ...) &&
+                      !(std::is_same_v<A, std::common_type_t<A...>> && ...);
+template <class... A>
+using plain_common_t = std::conditional_t<std::is_integral_v<std::common_type_t<A...>>, double,
+                                          std::common_type_t<A...>>;
+} // namespace detail
+template <class A, class B>
+requires detail::mixed_plain<A, B> DUALCAST_HD constexpr auto max(A a, B b) {
+  using R = detail::plain_common_t<A, B>;
+  return dualcast::max(R(a), R(b));
+}
+template <class A, class B>
+requires detail::mixed_plain<A, B> DUALCAST_HD constexpr auto min(A a, B b) {
+  using R = detail::plain_common_t<A, B>;
+  return dualcast::min(R(a), R(b));
+}
+template <class A, class B>
+requires(detail::mixed_plain<A, B> && !(std::is_floating_point_v<A> && std::is_integral_v<B>))
+    DUALCAST_HD inline auto pow(A a, B b) {
+  using R = detail::plain_common_t<A, B>;
+  return dualcast::pow(R(a), R(b));
+}
+template <class A, class B>
+requires detail::mixed_plain<A, B> DUALCAST_HD inline auto atan2(A a, B b) {
+  using R = detail::plain_common_t<A, B>;
+  return dualcast::atan2(R(a), R(b));
+}
+template <class A, class B>
+requires detail::mixed_plain<A, B> DUALCAST_HD inline auto hypot(A a, B b) {
+  using R = detail::plain_common_t<A, B>;
+  return dualcast::hypot(R(a), R(b));
+}
+template <class X, class L, class H>
+requires detail::mixed_plain<X, L, H> DUALCAST_HD constexpr auto clamp(X x, L lo, H hi) {
+  using R = detail::plain_common_t<X, L, H>;
+  return dualcast::clamp(R(x), R(lo), R(hi));
+}
+template <class A, class B, class C>
+requires detail::mixed_plain<A, B, C> DUALCAST_HD inline auto fma(A a, B b, C c) {
+  using R = detail::plain_common_t<A, B, C>;
+  return dualcast::fma(R(a), R(b), R(c));
 }
 
 // select(c, a, b): a where c holds, else b. Both sides are evaluated (like numpy.where).

@@ -12,6 +12,7 @@
 
 #if DUALCAST_HAS_SIMD
 
+#include <concepts>
 #include <cstdint>
 #include <limits>
 
@@ -83,6 +84,36 @@ template <class T, int W> inline batch<T, W> fma(batch<T, W> a, batch<T, W> b, b
   for (int i = 0; i < W; ++i)
     r.v[i] = dualcast::fma(a.v[i], b.v[i], c.v[i]);
   return r;
+}
+
+// A batch with a plain number (max(x, 0.0f), pow(x, 2.5), ...): the number goes to every lane.
+#define DUALCAST_DETAIL_BATCH_MIXED(name)                                                          \
+  template <class T, int W, class S>                                                               \
+  requires std::is_arithmetic_v<S>                                                                 \
+  inline batch<T, W> name(batch<T, W> a, S s) { return name(a, batch<T, W>(s)); }                  \
+  template <class T, int W, class S>                                                               \
+  requires std::is_arithmetic_v<S>                                                                 \
+  inline batch<T, W> name(S s, batch<T, W> a) { return name(batch<T, W>(s), a); }
+DUALCAST_DETAIL_BATCH_MIXED(max)
+DUALCAST_DETAIL_BATCH_MIXED(min)
+DUALCAST_DETAIL_BATCH_MIXED(atan2)
+DUALCAST_DETAIL_BATCH_MIXED(hypot)
+#undef DUALCAST_DETAIL_BATCH_MIXED
+template <class T, int W, class B, class C>
+requires((is_batch_v<B> || std::is_arithmetic_v<B>)&&(is_batch_v<C> || std::is_arithmetic_v<C>)&&!(
+    is_batch_v<B> && is_batch_v<C>)) inline batch<T, W> fma(batch<T, W> a, B b, C c) {
+  return fma(a, batch<T, W>(b), batch<T, W>(c));
+}
+template <class T, int W, std::floating_point S> inline batch<T, W> pow(batch<T, W> a, S s) {
+  return pow(a, batch<T, W>(s));
+}
+template <class T, int W, class S>
+requires std::is_arithmetic_v<S>
+inline batch<T, W> pow(S s, batch<T, W> a) { return pow(batch<T, W>(s), a); }
+template <class T, int W, class L, class H>
+requires((is_batch_v<L> || std::is_arithmetic_v<L>)&&(is_batch_v<H> || std::is_arithmetic_v<H>)&&!(
+    is_batch_v<L> && is_batch_v<H>)) inline batch<T, W> clamp(batch<T, W> x, L lo, H hi) {
+  return clamp(x, batch<T, W>(lo), batch<T, W>(hi));
 }
 
 // ---- lane-by-lane functions -----------------------------------------------------------------
