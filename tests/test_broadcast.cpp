@@ -1244,7 +1244,8 @@ template <class F> std::string message_of(F &&f) {
   return "(nothing thrown)";
 }
 
-TEST_CASE("errors: shapes that do not broadcast, wrong output shapes; outputs untouched") {
+TEST_CASE(
+    "errors: shapes that do not broadcast and wrong output shapes leave the outputs untouched") {
   using T = double;
   using Act = all_active_t<slots_two>;
   dc::cpu const ex{1};
@@ -1505,7 +1506,7 @@ TEST_CASE_TEMPLATE("in-place: an output identical to an input", T, double, float
   CHECK(bad3 == 0);
 }
 
-TEST_CASE_TEMPLATE("empty arrays do nothing; rank-8 arrays work", T, double, float) {
+TEST_CASE_TEMPLATE("empty arrays do nothing, rank-8 arrays work", T, double, float) {
   using Act = all_active_t<slots_two>;
   std::mt19937 rng(95);
   dc::cpu const ex{2};
