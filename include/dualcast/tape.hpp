@@ -185,6 +185,10 @@ public:
     backward(std::vector<var<T>>{loss}, std::vector<tensor<T>>{tensor<T>::full(loss.dims(), T(1))},
              keep_graph);
   }
+  // A lazy elementwise expression (ops/expression.hpp) is materialised first.
+  template <class E>
+  requires requires(E const &e) { e.eval(); }
+  void backward(E const &loss, bool keep_graph = false) { backward(loss.eval(), keep_graph); }
   // Vector-Jacobian product: seeds[i] is d L / d outputs[i].
   template <class T>
   void backward(std::vector<var<T>> const &outputs, std::vector<tensor<T>> const &seeds,

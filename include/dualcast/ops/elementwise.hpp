@@ -30,7 +30,10 @@
 //   recompute. Override per call with policy::store / policy::recompute, or per tape with
 //   tape::default_policy.
 //
-// Unfused mode: dualcast::unfused(k, ...) evaluates the same lambda on the variables operation by
+// Operators and math functions on variables (x * y, dualcast::sigmoid(x), ...) are lazy: they
+// build a dualcast::expr that becomes ONE fused node when consumed (ops/expression.hpp).
+//
+// Unfused mode: dualcast::unfused(k, ...) (in ops/expression.hpp) evaluates the same lambda on the variables operation by
 // operation, each operation recording its own node (classic reverse mode); dualcast::call(k, ...)
 // picks fused or unfused by the tape's switch tape::fused, so both run side by side in one
 // binary. Only lambdas callable on variables (arithmetic and dualcast math, no value-dependent
@@ -75,6 +78,19 @@ template <class T, class A> auto as_kernel_arg(A const &a) {
 }
 template <class T, class A>
 using kernel_arg_t = decltype(as_kernel_arg<T>(std::declval<A const &>()));
+
+// A lazy elementwise expression (ops/expression.hpp), recognised without its definition.
+template <class A>
+concept expr_like = requires {
+  std::remove_cvref_t<A>::is_dualcast_expr;
+};
+// An argument with expressions materialised (ONE fused node each); others unchanged.
+template <class A> decltype(auto) materialize(A const &a) {
+  if constexpr (expr_like<A>)
+    return a.eval();
+  else
+    return (a);
+}
 
 template <class... A> inline constexpr int var_count = (0 + ... + (is_var_v<A> ? 1 : 0));
 
@@ -146,19 +162,17 @@ template <class T, class A> auto unfused_arg(tape &tp, A const &a) {
     return a;
 }
 
-template <class T, class R, std::size_t... I>
-auto unfused_result(R const &r, std::index_sequence<I...>) {
-  if constexpr (sizeof...(I) == 1)
-    return get<0>(r);
-  else
-    return std::array<var<T>, sizeof...(I)>{get<I>(r)...};
-}
-
 } // namespace detail
 
-// Calls a kernel on tape variables as ONE fused node (see the file comment).
+// Calls a kernel on tape variables as ONE fused node (see the file comment). Lazy expression
+// arguments are materialised first.
 template <class F, bool S, class... A>
-auto fused(policy pol, kernel<F, S> const &k, A const &...a) {
+requires(detail::expr_like<A> || ...) auto fused(policy pol, kernel<F, S> const &k, A const &...a) {
+  return fused(pol, k, detail::materialize(a)...);
+}
+template <class F, bool S, class... A>
+requires(!detail::expr_like<A> && ...) auto fused(policy pol, kernel<F, S> const &k,
+                                                  A const &...a) {
   using T = typename detail::elem_of_args<A...>::type;
   static_assert(!std::is_void_v<T>,
                 "dualcast::fused: give at least one variable or tensor argument");
@@ -344,94 +358,6 @@ requires(!std::is_same_v<std::remove_cvref_t<A>, policy> && ...) auto fused(kern
   return fused(policy::automatic, k, a...);
 }
 
-// The kernel's lambda evaluated on the variables operation by operation, each operation its own
-// node (classic unfused reverse mode). The lambda must be callable on variables: arithmetic and
-// dualcast math functions, no value-dependent branches.
-template <class F, bool S, class... A> auto unfused(kernel<F, S> const &k, A const &...a) {
-  using T = typename detail::elem_of_args<A...>::type;
-  constexpr int K = detail::check_kernel<F, T, detail::kernel_arg_t<T, A>...>();
-  tape *tp = detail::tape_of("dualcast::unfused", a...);
-  if (!tp)
-    throw tape_error("dualcast::unfused: give at least one variable");
-  auto r = detail::as_outputs(k.f(detail::unfused_arg<T>(*tp, a)...));
-  return detail::unfused_result<T>(r, std::make_index_sequence<std::size_t(K)>{});
-}
-
-// fused(k, ...) or, when the variables' tape has fused == false, unfused(k, ...): the switch
-// that runs one lambda both ways in one binary (the lambda must be callable on variables).
-template <class F, bool S, class... A> auto call(kernel<F, S> const &k, A const &...a) {
-  tape *tp = detail::tape_of("dualcast::call", a...);
-  if (tp && !tp->fused)
-    return unfused(k, a...);
-  return fused(k, a...);
-}
-
-// ---- operators and math on variables (each one fused node; the lazy expressions of
-// ops/expression.hpp fuse several) --------------------------------------------------------------
-namespace detail {
-template <class A, class B>
-concept var_operands = (is_var_v<A> ||
-                        is_var_v<B>)&&(is_var_v<A> || is_tensor_v<A> ||
-                                       std::is_arithmetic_v<A>)&&(is_var_v<B> || is_tensor_v<B> ||
-                                                                  std::is_arithmetic_v<B>);
-inline constexpr auto k_add = kernel([](auto const &x, auto const &y) { return x + y; });
-inline constexpr auto k_sub = kernel([](auto const &x, auto const &y) { return x - y; });
-inline constexpr auto k_mul = kernel([](auto const &x, auto const &y) { return x * y; });
-inline constexpr auto k_div = kernel([](auto const &x, auto const &y) { return x / y; });
-inline constexpr auto k_pow =
-    kernel([](auto const &x, auto const &y) { return dualcast::pow(x, y); });
-inline constexpr auto k_neg = kernel([](auto const &x) { return -x; });
-} // namespace detail
-
-template <class A, class B>
-requires detail::var_operands<A, B>
-auto operator+(A const &a, B const &b) { return fused(detail::k_add, a, b); }
-template <class A, class B>
-requires detail::var_operands<A, B>
-auto operator-(A const &a, B const &b) { return fused(detail::k_sub, a, b); }
-template <class A, class B>
-requires detail::var_operands<A, B>
-auto operator*(A const &a, B const &b) { return fused(detail::k_mul, a, b); }
-template <class A, class B>
-requires detail::var_operands<A, B>
-auto operator/(A const &a, B const &b) { return fused(detail::k_div, a, b); }
-template <class A, class B>
-requires detail::var_operands<A, B>
-auto pow(A const &a, B const &b) { return fused(detail::k_pow, a, b); }
-template <class T> var<T> operator-(var<T> const &a) { return fused(detail::k_neg, a); }
-
-#define DUALCAST_DETAIL_VAR_UNARY(fn)                                                              \
-  namespace detail {                                                                               \
-  inline constexpr auto k_##fn = kernel([](auto const &x) { return dualcast::fn(x); });            \
-  }                                                                                                \
-  template <class T> var<T> fn(var<T> const &x) { return fused(detail::k_##fn, x); }
-DUALCAST_DETAIL_VAR_UNARY(exp)
-DUALCAST_DETAIL_VAR_UNARY(expm1)
-DUALCAST_DETAIL_VAR_UNARY(exp2)
-DUALCAST_DETAIL_VAR_UNARY(log)
-DUALCAST_DETAIL_VAR_UNARY(log1p)
-DUALCAST_DETAIL_VAR_UNARY(log2)
-DUALCAST_DETAIL_VAR_UNARY(log10)
-DUALCAST_DETAIL_VAR_UNARY(sqrt)
-DUALCAST_DETAIL_VAR_UNARY(cbrt)
-DUALCAST_DETAIL_VAR_UNARY(sin)
-DUALCAST_DETAIL_VAR_UNARY(cos)
-DUALCAST_DETAIL_VAR_UNARY(tan)
-DUALCAST_DETAIL_VAR_UNARY(asin)
-DUALCAST_DETAIL_VAR_UNARY(acos)
-DUALCAST_DETAIL_VAR_UNARY(atan)
-DUALCAST_DETAIL_VAR_UNARY(sinh)
-DUALCAST_DETAIL_VAR_UNARY(cosh)
-DUALCAST_DETAIL_VAR_UNARY(tanh)
-DUALCAST_DETAIL_VAR_UNARY(asinh)
-DUALCAST_DETAIL_VAR_UNARY(acosh)
-DUALCAST_DETAIL_VAR_UNARY(atanh)
-DUALCAST_DETAIL_VAR_UNARY(erf)
-DUALCAST_DETAIL_VAR_UNARY(erfc)
-DUALCAST_DETAIL_VAR_UNARY(abs)
-DUALCAST_DETAIL_VAR_UNARY(relu)
-DUALCAST_DETAIL_VAR_UNARY(sigmoid)
-DUALCAST_DETAIL_VAR_UNARY(softplus)
-#undef DUALCAST_DETAIL_VAR_UNARY
-
 } // namespace dualcast
+
+#include <dualcast/ops/expression.hpp> // lazy operators and math on variables
