@@ -243,6 +243,18 @@ TEST_CASE("lazy: an LSTM cell written with plain operators is ONE fused node") {
   CHECK(tp.node_count() == 9); // 3 sigmoid, 2 tanh, 3 *, 1 +
   CHECK(h2.requires_grad());
   CHECK(c2v.requires_grad());
+  // Fused, c2 inside h2 shares h2's leaves: the node's inputs are the 5 variables, no padding.
+  dc::tape t2;
+  auto wi = t2.variable(random_tensor({B, H}, 1)), wf = t2.variable(random_tensor({B, H}, 2)),
+       wg = t2.variable(random_tensor({B, H}, 3)), wo = t2.variable(random_tensor({B, H}, 4)),
+       wc = t2.variable(random_tensor({B, H}, 5));
+  auto d2 = dc::sigmoid(wf) * wc + dc::sigmoid(wi) * dc::tanh(wg);
+  auto r2 = dc::eval(dc::policy::recompute, dc::sigmoid(wo) * dc::tanh(d2), d2);
+  CHECK(t2.node_count() == 1);
+  CHECK(t2.saved_bytes() == 5 * std::size_t(B * H) * sizeof(double));
+  auto fused_c2 = r2[1].value().to_vector(), unfused_c2 = c2v.value().to_vector();
+  for (std::size_t k = 0; k < fused_c2.size(); ++k)
+    CHECK(fused_c2[k] == doctest::Approx(unfused_c2[k]).epsilon(1e-12));
 }
 
 TEST_CASE("lazy: a leaf modified in place before materialisation is an error") {

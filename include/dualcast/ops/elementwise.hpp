@@ -33,11 +33,11 @@
 // Operators and math functions on variables (x * y, dualcast::sigmoid(x), ...) are lazy: they
 // build a dualcast::expr that becomes ONE fused node when consumed (ops/expression.hpp).
 //
-// Unfused mode: dualcast::unfused(k, ...) (in ops/expression.hpp) evaluates the same lambda on the variables operation by
-// operation, each operation recording its own node (classic reverse mode); dualcast::call(k, ...)
-// picks fused or unfused by the tape's switch tape::fused, so both run side by side in one
-// binary. Only lambdas callable on variables (arithmetic and dualcast math, no value-dependent
-// branches) can run unfused; fused() accepts any kernel.
+// Unfused mode: dualcast::unfused(k, ...) (in ops/expression.hpp) evaluates the same lambda on the
+// variables operation by operation, each operation recording its own node (classic reverse mode);
+// dualcast::call(k, ...) picks fused or unfused by the tape's switch tape::fused, so both run side
+// by side in one binary. Only lambdas callable on variables (arithmetic and dualcast math, no
+// value-dependent branches) can run unfused; fused() accepts any kernel.
 #pragma once
 
 #include <dualcast/backend/cpu.hpp>

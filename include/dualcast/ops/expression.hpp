@@ -56,30 +56,33 @@ inline std::uint64_t next_id() {
   return ++n;
 }
 
+// Leaves return references to the kernel's arguments (no copies of wide duals).
 template <int I> struct vleaf { // a variable
-  template <class C> DUALCAST_HD auto eval(C const &c) const {
+  template <class C> DUALCAST_HD DUALCAST_FORCEINLINE decltype(auto) eval(C const &c) const {
     if constexpr (C::direct)
-      return c.v[I]; // a constant index: the arguments stay in registers
+      return *get<std::size_t(I)>(c.p); // the argument itself, at a compile-time position
     else
-      return c.v[c.vmap[I]];
+      return (c.v[c.vmap[I]]);
   }
 };
 template <int I> struct tleaf { // a constant tensor
-  template <class C> DUALCAST_HD auto eval(C const &c) const {
+  template <class C> DUALCAST_HD DUALCAST_FORCEINLINE decltype(auto) eval(C const &c) const {
     if constexpr (C::direct)
-      return c.t[I];
+      return *get<std::size_t(C::nv + I)>(c.p);
     else
-      return c.t[c.tmap[I]];
+      return (c.t[c.tmap[I]]);
   }
 };
 template <class T> struct sleaf { // a scalar, held by value
   T value;
-  template <class C> DUALCAST_HD T eval(C const &) const { return value; }
+  template <class C> DUALCAST_HD DUALCAST_FORCEINLINE T eval(C const &) const { return value; }
 };
 template <class Op, class A> struct unary {
   A a;
   std::uint64_t id; // identifies the subexpression (unfused mode evaluates it once)
-  template <class C> DUALCAST_HD auto eval(C const &c) const { return Op{}(a.eval(c)); }
+  template <class C> DUALCAST_HD DUALCAST_FORCEINLINE auto eval(C const &c) const {
+    return Op{}(a.eval(c));
+  }
 };
 template <class Op, class A, class B> struct binary {
   A a;
@@ -105,6 +108,13 @@ constexpr auto shifted(binary<Op, A, B> const &n) {
 
 // What a tree reads inside the kernel: the deduplicated variable and tensor arguments and the
 // map from leaf index to argument.
+// Without duplicates: pointers to the arguments, each of its own type.
+template <int NV, class... X> struct direct_context {
+  static constexpr bool direct = true;
+  static constexpr int nv = NV;
+  detail::tuple<X const *...> p;
+};
+// With duplicates: copies in arrays of one type, indexed through the maps.
 template <class V, class C, int NV, int NT, bool Direct> struct context {
   static constexpr bool direct = Direct;
   V const *v;
@@ -130,23 +140,28 @@ template <bool Direct, int NV, int NT, class... Trees> struct tree_fn {
   detail::tuple<Trees...> trees;
   std::array<std::uint8_t, NV> vmap;
   std::array<std::uint8_t, NT> tmap;
-  template <class... X> DUALCAST_HD auto operator()(X const &...x) const {
+  template <class... X> DUALCAST_HD DUALCAST_FORCEINLINE auto operator()(X const &...x) const {
     static_assert(sizeof...(X) == std::size_t(NV + NT));
-    return [&]<std::size_t... I, std::size_t... J>(std::index_sequence<I...>,
-                                                   std::index_sequence<J...>) {
-      // Under chunked VJPs some variables are duals and others plain: one common type.
-      using V = std::common_type_t<std::decay_t<decltype(nth<I>(x...))>...>;
-      using C =
-          typename tensor_type<V, std::decay_t<decltype(nth<std::size_t(NV) + J>(x...))>...>::type;
-      V const vs[NV] = {V(nth<I>(x...))...};
-      C const ts[NT > 0 ? NT : 1] = {C(nth<std::size_t(NV) + J>(x...))...};
-      context<V, C, NV, NT, Direct> c{vs, ts, vmap.data(), tmap.data()};
+    if constexpr (Direct) {
+      direct_context<NV, X...> c{detail::make_tuple(&x...)};
       return eval_all(c, std::index_sequence_for<Trees...>{});
-    }
+    } else
+      return [&]<std::size_t... I, std::size_t... J>(std::index_sequence<I...>,
+                                                     std::index_sequence<J...>) {
+        // Under chunked VJPs some variables are duals and others plain: one common type.
+        using V = std::common_type_t<std::decay_t<decltype(nth<I>(x...))>...>;
+        using C =
+            typename tensor_type<V,
+                                 std::decay_t<decltype(nth<std::size_t(NV) + J>(x...))>...>::type;
+        V const vs[NV] = {V(nth<I>(x...))...};
+        C const ts[NT > 0 ? NT : 1] = {C(nth<std::size_t(NV) + J>(x...))...};
+        context<V, C, NV, NT, false> c{vs, ts, vmap.data(), tmap.data()};
+        return eval_all(c, std::index_sequence_for<Trees...>{});
+      }
     (std::make_index_sequence<std::size_t(NV)>{}, std::make_index_sequence<std::size_t(NT)>{});
   }
   template <class Cx, std::size_t... K>
-  DUALCAST_HD auto eval_all(Cx const &c, std::index_sequence<K...>) const {
+  DUALCAST_HD DUALCAST_FORCEINLINE auto eval_all(Cx const &c, std::index_sequence<K...>) const {
     if constexpr (sizeof...(K) == 1)
       return get<0>(trees).eval(c);
     else
@@ -476,6 +491,43 @@ template <class T, class E> var<T> eval_eager(E const &e, memo_t<T> &memo) {
   }
 }
 
+// ONE fused node evaluating `trees` (one output each) on the leaves (deduplicated here).
+template <class T, std::size_t NV_, std::size_t NT_, class Trees>
+auto fused_trees(policy pol, tape *tp, std::array<var<T>, NV_> const &vars,
+                 std::array<tensor<T>, NT_> const &tens, Trees const &trees) {
+  constexpr int NV = int(NV_), NT = int(NT_);
+  // Padding for the positions freed by deduplication: a rank-0 constant (no memory traffic).
+  auto pad_t = tensor<T>::zeros(shape{});
+  // (no structured bindings: clang 14 cannot capture them in the lambdas below)
+  auto const dv = dedup(
+      vars, [](var<T> const &a, var<T> const &b) { return same_var(a, b); },
+      var<T>(pad_t, nullptr, tp));
+  auto const dt = dedup(
+      tens, [](tensor<T> const &a, tensor<T> const &b) { return same_tensor(a, b); }, pad_t);
+  auto const &uv = dv.first;
+  auto const &ut = dt.first;
+  // Without duplicates (the common case) the leaves index the arguments at compile time; with
+  // them, through the run-time map (a second instantiation).
+  bool identity = true;
+  for (int i = 0; i < NV; ++i)
+    identity = identity && dv.second[std::size_t(i)] == i;
+  for (int i = 0; i < NT; ++i)
+    identity = identity && dt.second[std::size_t(i)] == i;
+  auto run = [&]<bool Direct>(std::bool_constant<Direct>) {
+    auto fn = [&]<class... Tr>(detail::tuple<Tr...> const &t) {
+      return tree_fn<Direct, NV, NT, Tr...>{t, dv.second, dt.second};
+    }(trees);
+    return [&]<std::size_t... I, std::size_t... J>(std::index_sequence<I...>,
+                                                   std::index_sequence<J...>) {
+      return dualcast::fused(pol, kernel{fn}, uv[I]..., ut[J]...);
+    }
+    (std::make_index_sequence<std::size_t(NV)>{}, std::make_index_sequence<std::size_t(NT)>{});
+  };
+  if (identity)
+    return run(std::true_type{});
+  return run(std::false_type{});
+}
+
 // All exprs (or variables) of es as ONE fused node with one output per expr.
 template <class T, class... E> auto eval_fused(policy pol, E const &...es) {
   auto all = std::make_tuple(as_expr<T>(es)...);
@@ -521,36 +573,80 @@ template <class T, class... E> auto eval_fused(policy pol, E const &...es) {
   }
   (std::index_sequence_for<E...>{});
 
-  // Padding for the positions freed by deduplication: a rank-0 constant (no memory traffic).
-  auto pad_t = tensor<T>::zeros(shape{});
-  // (no structured bindings: clang 14 cannot capture them in the lambdas below)
-  auto const dv = dedup(
-      vars, [](var<T> const &a, var<T> const &b) { return same_var(a, b); },
-      var<T>(pad_t, nullptr, tp));
-  auto const dt = dedup(
-      tens, [](tensor<T> const &a, tensor<T> const &b) { return same_tensor(a, b); }, pad_t);
-  auto const &uv = dv.first;
-  auto const &ut = dt.first;
-  // Without duplicates (the common case) the leaves index the arguments at compile time; with
-  // them, through the run-time map (a second instantiation).
-  bool identity = true;
-  for (int i = 0; i < NV; ++i)
-    identity = identity && dv.second[std::size_t(i)] == i;
-  for (int i = 0; i < NT; ++i)
-    identity = identity && dt.second[std::size_t(i)] == i;
-  auto run = [&]<bool Direct>(std::bool_constant<Direct>) {
-    auto fn = [&]<class... Tr>(detail::tuple<Tr...> const &t) {
-      return tree_fn<Direct, NV, NT, Tr...>{t, dv.second, dt.second};
-    }(trees);
-    return [&]<std::size_t... I, std::size_t... J>(std::index_sequence<I...>,
-                                                   std::index_sequence<J...>) {
-      return dualcast::fused(pol, kernel{fn}, uv[I]..., ut[J]...);
+  return fused_trees<T>(pol, tp, vars, tens, trees);
+}
+
+// ---- sharing: an output that is a subexpression of another output (an LSTM cell's c2 inside
+// h2) reuses that output's leaves instead of adding its own duplicates -------------------------
+template <class N> struct strip { using type = N; };
+template <int I> struct strip<vleaf<I>> { using type = vleaf<0>; };
+template <int I> struct strip<tleaf<I>> { using type = tleaf<0>; };
+template <class Op, class A> struct strip<unary<Op, A>> {
+  using type = unary<Op, typename strip<A>::type>;
+};
+template <class Op, class A, class B> struct strip<binary<Op, A, B>> {
+  using type = binary<Op, typename strip<A>::type, typename strip<B>::type>;
+};
+
+// The first subtree type of N equal to S up to leaf indices (void if none).
+template <class S, class N> struct match {
+  using type = std::conditional_t<std::is_same_v<typename strip<N>::type, S>, N, void>;
+};
+template <class S, class Op, class A> struct match<S, unary<Op, A>> {
+  using type = std::conditional_t<std::is_same_v<typename strip<unary<Op, A>>::type, S>,
+                                  unary<Op, A>, typename match<S, A>::type>;
+};
+template <class S, class Op, class A, class B> struct match<S, binary<Op, A, B>> {
+  using sub = std::conditional_t<std::is_void_v<typename match<S, A>::type>,
+                                 typename match<S, B>::type, typename match<S, A>::type>;
+  using type = std::conditional_t<std::is_same_v<typename strip<binary<Op, A, B>>::type, S>,
+                                  binary<Op, A, B>, sub>;
+};
+
+// The subtree of n of type M with the given id, or nullptr.
+template <class M, class N> M const *find_subtree(N const &n, std::uint64_t id) {
+  if constexpr (std::is_same_v<N, M>)
+    if (n.id == id)
+      return &n;
+  if constexpr (requires { n.b; }) {
+    if (auto p = find_subtree<M>(n.a, id))
+      return p;
+    return find_subtree<M>(n.b, id);
+  } else if constexpr (requires { n.a; }) {
+    return find_subtree<M>(n.a, id);
+  } else {
+    (void)id;
+    return static_cast<M const *>(nullptr);
+  }
+}
+
+// eval(big, part) where part's tree occurs in big's (same id): ONE node on big's leaves only.
+// Returns false if it does not apply.
+template <class T, class E0, class E1>
+bool eval_shared(policy pol, E0 const &big, E1 const &part, bool part_first,
+                 std::array<var<T>, 2> &out) {
+  if constexpr (!is_expr_v<E0> || !is_expr_v<E1>) {
+    return false;
+  } else {
+    using M =
+        typename match<typename strip<typename E1::tree_type>::type, typename E0::tree_type>::type;
+    if constexpr (std::is_void_v<M> || !requires(E1 const &e) { e.tree.id; }) {
+      return false;
+    } else {
+      M const *sub = find_subtree<M>(big.tree, part.tree.id);
+      if (!sub)
+        return false;
+      check_versions(big);
+      check_versions(part);
+      if (part_first)
+        out = fused_trees<T>(pol, big.owner(), big.vars, big.tensors,
+                             detail::make_tuple(*sub, big.tree));
+      else
+        out = fused_trees<T>(pol, big.owner(), big.vars, big.tensors,
+                             detail::make_tuple(big.tree, *sub));
+      return true;
     }
-    (std::make_index_sequence<std::size_t(NV)>{}, std::make_index_sequence<std::size_t(NT)>{});
-  };
-  if (identity)
-    return run(std::true_type{});
-  return run(std::false_type{});
+  }
 }
 
 } // namespace detail::lz
@@ -572,7 +668,9 @@ var<T> expr<T, Tree, NV, NT>::eval(policy pol) const {
 }
 
 // Materialises several exprs (or variables) of one tape as ONE fused node with one output each
-// (an LSTM cell's h and c); node by node on a tape with fused == false.
+// (an LSTM cell's h and c); node by node on a tape with fused == false. With two outputs of
+// which one is a subexpression of the other (c2 inside h2 = sigmoid(o) * tanh(c2)), the node's
+// inputs are the larger one's leaves only (no duplicated leaves).
 template <class E0, class... E>
 requires(detail::lz::lazy_operand<E0> &&
          (detail::lz::lazy_operand<E> && ...)) auto eval(policy pol, E0 const &e0, E const &...es) {
@@ -583,6 +681,13 @@ requires(detail::lz::lazy_operand<E0> &&
     std::array<var<T>, 1 + sizeof...(E)> r{detail::lz::eval_eager<T>(e0, memo),
                                            detail::lz::eval_eager<T>(es, memo)...};
     return r;
+  }
+  if constexpr (sizeof...(E) == 1) {
+    std::array<var<T>, 2> shared;
+    auto const &e1 = std::get<0>(std::tie(es...));
+    if (detail::lz::eval_shared<T>(pol, e0, e1, false, shared) ||
+        detail::lz::eval_shared<T>(pol, e1, e0, true, shared))
+      return shared;
   }
   auto r = detail::lz::eval_fused<T>(pol, e0, es...);
   if constexpr (sizeof...(E) == 0)
