@@ -144,7 +144,7 @@ DUALCAST_HD constexpr dual<T, N> operator*(dual<T, N> const &x, dual<T, N> const
 template <class T, int N>
 DUALCAST_HD constexpr dual<T, N> operator/(dual<T, N> const &x, dual<T, N> const &y) {
   T inv = T(1) / y.val;
-  T q = x.val * inv;
+  T q = x.val / y.val; // the value rounds like plain division; inv serves the partials
   dual<T, N> r(q);
   for (int i = 0; i < N; ++i)
     r.d[i] = (x.d[i] - q * y.d[i]) * inv;
