@@ -8,7 +8,7 @@
 //   separate       the same math as one dualcast pass per elementwise operation (unfused)
 //   hand_simd      a hand-written loop over SIMD batches with hand-derived derivatives
 //   hand_scalar    a hand-written scalar loop calling the C library (no -ffast-math)
-//   copy           a 2-array copy, for the bandwidth reference
+//   copy           (first row) a copy between two 256 MiB buffers: the memory-bandwidth reference
 // Output: CSV rows benchmark,variant,size,threads,median_ms,melem_per_s,gb_per_s to stdout.
 #include <dualcast/dualcast.hpp>
 
@@ -197,13 +197,19 @@ void hand_scalar(int threads, arrays &a) {
   }
 }
 
-void copy(int threads, arrays &a) {
-  const long n = a.n;
-  float const *src = a.in[0].data();
-  float *dst = a.h.data();
+// Copy bandwidth between two 256 MiB buffers (far larger than any cache): the memory floor.
+// Returns the median time of one copy.
+double copy_ms(int threads, int reps, long n) {
+  std::vector<float> src(std::size_t(n), 1.0f), dst(std::size_t(n), 0.0f);
+  float const *s = src.data();
+  float *d = dst.data();
+  return median_ms(
+      [&] {
 #pragma omp parallel for schedule(static) num_threads(threads)
-  for (long e = 0; e < n; ++e)
-    dst[e] = src[e];
+        for (long e = 0; e < n; ++e)
+          d[e] = s[e];
+      },
+      reps);
 }
 
 } // namespace
@@ -224,6 +230,12 @@ int main(int argc, char **argv) {
   if (quick)
     sizes = {{256, 256}};
   std::printf("benchmark,variant,size,threads,median_ms,melem_per_s,gb_per_s\n");
+  {
+    const long n = 64L << 20;
+    double ms = copy_ms(threads, reps, n);
+    std::printf("copy,copy_256MiB,%ld,%d,%.3f,%.1f,%.2f\n", n, threads, ms, double(n) / ms / 1e3,
+                8.0 * double(n) / ms / 1e6);
+  }
   dc::cpu ex{threads};
   for (auto [B, H] : sizes) {
     arrays a(B * H);
@@ -249,6 +261,5 @@ int main(int argc, char **argv) {
       v.clear(), v.shrink_to_fit();
     row("hand_simd", median_ms([&] { hand_simd(threads, a); }, reps), fb_bytes);
     row("hand_scalar", median_ms([&] { hand_scalar(threads, a); }, reps), fb_bytes);
-    row("copy", median_ms([&] { copy(threads, a); }, reps), 8.0 * double(a.n));
   }
 }
