@@ -9,80 +9,15 @@
 
 #include <doctest/doctest.h>
 
+#include "tape_support.hpp"
+
 #include <cmath>
 #include <functional>
 #include <random>
 #include <string>
 #include <vector>
 
-namespace dc = dualcast;
-using dc::shape;
-using T64 = dc::tensor<double>;
-using V64 = dc::var<double>;
-
-namespace {
-
-T64 random_tensor(shape const &s, unsigned seed, double lo = -1.0, double hi = 1.0) {
-  std::mt19937 g(seed);
-  std::uniform_real_distribution<double> u(lo, hi);
-  std::vector<double> v(std::size_t(s.size()));
-  for (auto &x : v)
-    x = u(g);
-  return T64::from(s, v);
-}
-
-// A scalar from any output: sum(y * W) with W fixed (a generic seed for non-scalar outputs).
-V64 weigh(V64 const &y) {
-  if (y.size() == 1 && y.rank() == 0)
-    return y;
-  return dc::sum(y * random_tensor(y.dims(), 777u + unsigned(y.size())));
-}
-
-using fn = std::function<V64(std::vector<V64> const &)>;
-
-// Compares the tape's gradients of weigh(f(xs)) with central differences.
-void check_gradients(fn const &f, std::vector<T64> const &xs, double tol = 1e-6) {
-  dc::tape tp;
-  std::vector<V64> vs;
-  for (auto const &x : xs)
-    vs.push_back(tp.variable(x.clone()));
-  V64 loss = weigh(f(vs));
-  tp.backward(loss);
-  auto eval = [&](std::vector<T64> const &in) {
-    dc::tape t2;
-    std::vector<V64> v2;
-    for (auto const &x : in)
-      v2.push_back(t2.variable(x, false));
-    return weigh(f(v2)).item();
-  };
-  for (std::size_t i = 0; i < xs.size(); ++i) {
-    T64 g = vs[i].grad();
-    REQUIRE(g.defined());
-    REQUIRE(g.dims() == xs[i].dims());
-    auto gv = g.to_vector();
-    for (dc::index_t j = 0; j < xs[i].size(); ++j) {
-      std::vector<T64> plus, minus;
-      for (auto const &x : xs)
-        plus.push_back(x.clone()), minus.push_back(x.clone());
-      double h = 1e-6;
-      plus[i].data()[j] += h;
-      minus[i].data()[j] -= h;
-      double fd = (eval(plus) - eval(minus)) / (2 * h);
-      INFO("input " << i << " element " << j);
-      CHECK(gv[std::size_t(j)] == doctest::Approx(fd).epsilon(tol).scale(1.0));
-    }
-  }
-}
-
-std::vector<double> grads_of(V64 const &v) { return v.grad().to_vector(); }
-
-void check_close(std::vector<double> const &a, std::vector<double> const &b, double tol = 1e-12) {
-  REQUIRE(a.size() == b.size());
-  for (std::size_t i = 0; i < a.size(); ++i)
-    CHECK(a[i] == doctest::Approx(b[i]).epsilon(tol).scale(1.0));
-}
-
-} // namespace
+using namespace tape_support;
 
 // ---- elementwise
 // ----------------------------------------------------------------------------------

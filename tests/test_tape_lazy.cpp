@@ -9,34 +9,16 @@
 
 #include <doctest/doctest.h>
 
+#include "tape_support.hpp"
+
 #include <functional>
 #include <random>
 #include <type_traits>
 #include <vector>
 
-namespace dc = dualcast;
-using dc::shape;
-using T64 = dc::tensor<double>;
-using V64 = dc::var<double>;
+using namespace tape_support;
 
 namespace {
-
-T64 random_tensor(shape const &s, unsigned seed, double lo = -1.0, double hi = 1.0) {
-  std::mt19937 g(seed);
-  std::uniform_real_distribution<double> u(lo, hi);
-  std::vector<double> v(std::size_t(s.size()));
-  for (auto &x : v)
-    x = u(g);
-  return T64::from(s, v);
-}
-
-V64 weigh(V64 const &y) {
-  if (y.size() == 1 && y.rank() == 0)
-    return y;
-  return dc::sum(y * random_tensor(y.dims(), 777u + unsigned(y.size())));
-}
-
-using fn = std::function<V64(std::vector<V64> const &)>;
 
 // Gradients of weigh(f(xs)) on a tape (fused or not) and the number of nodes f recorded.
 struct run_result {
@@ -65,22 +47,9 @@ run_result run(fn const &f, std::vector<T64> const &xs, bool fused) {
 run_result check_all(fn const &f, std::vector<T64> const &xs, double tol = 1e-6) {
   auto a = run(f, xs, true), b = run(f, xs, false);
   CHECK(a.value == doctest::Approx(b.value).epsilon(1e-12));
-  auto eval = [&](std::vector<T64> const &in) {
-    dc::tape t2;
-    std::vector<V64> v2;
-    for (auto const &x : in)
-      v2.push_back(t2.variable(x, false));
-    return weigh(f(v2)).item();
-  };
   for (std::size_t i = 0; i < xs.size(); ++i) {
     for (dc::index_t j = 0; j < xs[i].size(); ++j) {
-      std::vector<T64> plus, minus;
-      for (auto const &x : xs)
-        plus.push_back(x.clone()), minus.push_back(x.clone());
-      double h = 1e-6;
-      plus[i].data()[j] += h;
-      minus[i].data()[j] -= h;
-      double fd = (eval(plus) - eval(minus)) / (2 * h);
+      double fd = central_difference(f, xs, i, j);
       INFO("input " << i << " element " << j);
       CHECK(a.grads[i][std::size_t(j)] ==
             doctest::Approx(b.grads[i][std::size_t(j)]).epsilon(1e-12));
