@@ -291,6 +291,21 @@ template <class T, int NI, int NO> struct launch_plan {
   void add_out(view<T> const &v) { align_operand(p.out[no++], v, dims()); }
 };
 
+// The shape of every argument of a call (rank 0 for a scalar), by position.
+template <class... A> std::array<shape, sizeof...(A)> argument_shapes(pack<A...> const &args) {
+  return std::apply(
+      [](auto const &...a) {
+        auto one = [](auto const &x) {
+          if constexpr (is_view_v<decltype(x)>)
+            return x.dims();
+          else
+            return shape{};
+        };
+        return std::array<shape, sizeof...(A)>{one(a)...};
+      },
+      args.items);
+}
+
 // Shapes, fit and aliasing of a call's arguments against its output shape s.
 template <class T, std::size_t NO, class... A>
 void check_call(std::string const &op, std::tuple<A const &...> args,
@@ -450,20 +465,7 @@ void jvp(Ex const &ex, kernel<F, S> const &k, active_set<C, I...>, pack<O...> co
   auto args = std::apply([](auto const &...a) { return std::tie(a...); }, inputs.items);
   detail::check_call(op_name, args, all, roles, idx, s);
   // Each tangent has the shape of its input.
-  shape in_shapes[sizeof...(A)];
-  std::apply(
-      [&](auto const &...a) {
-        int p = 0;
-        ((in_shapes[p++] =
-              [&] {
-                if constexpr (is_view_v<decltype(a)>)
-                  return a.dims();
-                else
-                  return shape{};
-              }()),
-         ...);
-      },
-      inputs.items);
+  auto const in_shapes = detail::argument_shapes(inputs);
   auto tin = std::apply(
       [](auto const &...t) { return std::array<view<T const>, NA>{view<T const>(t)...}; },
       in_tangents.items);
@@ -530,20 +532,7 @@ void vjp(Ex const &ex, kernel<F, S> const &k, active_set<C, I...>, pack<X...> co
                         to_string(yv[k2].dims()) + " does not broadcast with the inputs' shape " +
                         to_string(s_in));
   }
-  shape in_shapes[sizeof...(A)];
-  std::apply(
-      [&](auto const &...a) {
-        int p = 0;
-        ((in_shapes[p++] =
-              [&] {
-                if constexpr (is_view_v<decltype(a)>)
-                  return a.dims();
-                else
-                  return shape{};
-              }()),
-         ...);
-      },
-      inputs.items);
+  auto const in_shapes = detail::argument_shapes(inputs);
   // Input cotangents: the shape of their input; a broadcast input goes through a scratch array.
   bool direct[NA > 0 ? NA : 1];
   for (int a = 0; a < NA; ++a) {
