@@ -15,6 +15,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <cstdlib>
+#include <limits>
 #include <map>
 #include <memory>
 #include <mutex>
@@ -57,8 +58,9 @@ public:
     if (!d.is_host())
       throw device_error("dualcast::host_resource: cannot allocate on " + to_string(d) +
                          " (no CUDA resource is configured)");
-    std::size_t n = (bytes + 63) / 64 * 64;
-    void *p = std::aligned_alloc(64, n > 0 ? n : 64);
+    constexpr std::size_t max = std::numeric_limits<std::size_t>::max();
+    std::size_t n = bytes <= max - 63 ? (bytes + 63) / 64 * 64 : 0; // 0: rounding would overflow
+    void *p = n > 0 || bytes == 0 ? std::aligned_alloc(64, n > 0 ? n : 64) : nullptr;
     if (!p)
       throw allocation_error("dualcast: cannot allocate " + std::to_string(bytes) +
                              " bytes of host memory");
@@ -85,6 +87,10 @@ public:
   pool_resource &operator=(pool_resource const &) = delete;
   ~pool_resource() override { release(); }
 
+  // The largest request the pool serves (its size class still fits a size_t).
+  static constexpr std::size_t max_bytes =
+      std::numeric_limits<std::size_t>::max() / 2 - (std::size_t(1) << 20);
+
   static std::size_t size_class(std::size_t bytes) {
     constexpr std::size_t mib = std::size_t(1) << 20;
     if (bytes <= 64)
@@ -98,6 +104,10 @@ public:
   }
 
   void *allocate(std::size_t bytes, device const &d) override {
+    if (bytes > max_bytes) // its size class would overflow
+      throw allocation_error("dualcast::pool_resource: cannot allocate " + std::to_string(bytes) +
+                             " bytes (more than the largest size class, " +
+                             std::to_string(max_bytes) + " bytes)");
     std::size_t c = size_class(bytes);
     std::lock_guard<std::mutex> lock(m_);
     auto &list = free_[key(c, d)];
@@ -108,7 +118,12 @@ public:
       stats_.bytes_cached -= c;
       ++stats_.reuses;
     } else {
-      p = up().allocate(c, d);
+      try {
+        p = up().allocate(c, d);
+      } catch (std::bad_alloc const &) { // an upstream resource that throws the standard way
+        throw allocation_error("dualcast::pool_resource: cannot allocate " + std::to_string(bytes) +
+                               " bytes");
+      }
       ++stats_.system_allocations;
     }
     stats_.bytes_in_use += c;

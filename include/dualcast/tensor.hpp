@@ -21,6 +21,7 @@
 #include <dualcast/view.hpp>
 
 #include <initializer_list>
+#include <limits>
 #include <memory>
 #include <string>
 #include <type_traits>
@@ -47,7 +48,7 @@ public:
   static tensor empty(shape const &s, device d = device::host(),
                       memory_resource &r = default_pool()) {
     tensor t;
-    t.st_ = storage::allocate(std::size_t(s.size() > 0 ? s.size() : 1) * sizeof(T), d, r);
+    t.st_ = storage::allocate(checked_bytes(s), d, r);
     t.shape_ = s;
     t.set_contiguous_strides();
     return t;
@@ -214,6 +215,27 @@ public:
   }
 
 private:
+  // n * sizeof(T) for the n elements of s (at least one element), or allocation_error when the
+  // element count or the byte count does not fit (checked before s.size() could overflow).
+  static std::size_t checked_bytes(shape const &s) {
+    constexpr std::size_t max = std::numeric_limits<std::size_t>::max();
+    std::size_t n = 1;
+    bool overflow = false;
+    for (int i = 0; i < s.rank; ++i) {
+      std::size_t e = std::size_t(s.ext[i]);
+      if (e == 0)
+        return sizeof(T);
+      overflow = overflow || n > max / e;
+      n = overflow ? n : n * e;
+    }
+    if (overflow || n > std::size_t(std::numeric_limits<index_t>::max()) || n > max / sizeof(T))
+      throw allocation_error(
+          "dualcast::tensor::empty: shape " + to_string(s) + " needs " +
+          (overflow ? std::string("more than ") + std::to_string(max) + " elements"
+                    : std::to_string(n) + " elements of " + std::to_string(sizeof(T)) + " bytes") +
+          ", more than " + std::to_string(max) + " bytes (size overflow)");
+    return n * sizeof(T);
+  }
   tensor with_view(view<T const> const &v) const {
     tensor r = *this;
     r.offset_ = offset_ + (v.data() - static_cast<T const *>(cview().data()));
