@@ -121,6 +121,10 @@ public:
 
   // A leaf variable (requires gradients unless told otherwise).
   template <class T> var<T> variable(tensor<T> value, bool requires_grad = true) {
+    if (!value.dev().is_host())
+      throw device_error("dualcast::tape::variable: tensor on " + to_string(value.dev()) +
+                         ", but the tape computes on host (the tape on CUDA tensors is not "
+                         "implemented yet)");
     if (!requires_grad)
       return var<T>(std::move(value), nullptr, this);
     auto slot = std::make_shared<detail::grad_slot<T>>();

@@ -191,6 +191,7 @@ public:
   // this += src (src broadcast to this shape).
   tensor const &add_(tensor const &src) const {
     check_host("add_");
+    src.check_host("add_ (source)");
     auto w = mview();
     apply(cpu{}, detail::add_kernel, out(w), cview(), src.cview());
     return *this;
@@ -205,6 +206,7 @@ public:
   // Internal: writes src into this without bumping the version (fresh results).
   void assign_raw(tensor const &src) const {
     check_host("copy");
+    src.check_host("copy (source)");
     apply(cpu{}, detail::copy_kernel, out(raw_view()), src.cview());
   }
   void check_host(char const *op) const {

@@ -186,6 +186,23 @@ requires(!detail::expr_like<A> && ...) auto fused(policy pol, kernel<F, S> const
   constexpr int NA = Active::count;
   char const *name = "dualcast::fused";
   tape *tp = detail::tape_of(name, a...);
+  {
+    int p = 0;
+    auto host_only = [&](auto const &x) {
+      if constexpr (is_var_v<decltype(x)> || is_tensor_v<decltype(x)>) {
+        device d;
+        if constexpr (is_var_v<decltype(x)>)
+          d = x.value().dev();
+        else
+          d = x.dev();
+        if (!d.is_host())
+          throw device_error(std::string(name) + ": argument " + std::to_string(p) + " is on " +
+                             to_string(d) + ", but the tape computes on host");
+      }
+      ++p;
+    };
+    (host_only(a), ...);
+  }
 
   auto args = std::make_tuple(detail::as_kernel_arg<T>(a)...);
   shape s = std::apply(
