@@ -97,7 +97,8 @@ DUALCAST_FLATTEN inline void run_row(Op const &op, T const *const *in, index_t c
                                      T *const *out, index_t const *out_stride, index_t n) {
   constexpr int NI = Op::num_in, NO = Op::num_out;
   constexpr int W = sizeof(L) / sizeof(T);
-  L in_l[NI > 0 ? NI : 1], out_l[NO];
+  L stage[(NI > 0 ? NI : 1) + NO + 32]; // oversized on purpose: see run_row_contiguous
+  L *in_l = stage, *out_l = stage + (NI > 0 ? NI : 1);
   for (index_t i = 0; i < n; i += W) {
     int m = static_cast<int>(std::min<index_t>(W, n - i));
     for (int k = 0; k < NI; ++k)
@@ -105,6 +106,27 @@ DUALCAST_FLATTEN inline void run_row(Op const &op, T const *const *in, index_t c
     eval_batch(op, in_l, out_l);
     for (int k = 0; k < NO; ++k)
       store_lanes(out_l[k], out[k] + i * out_stride[k], out_stride[k], m);
+  }
+}
+
+// The common case: every operand contiguous along the row. Full batches only, plain vector loads
+// and stores; the caller hands the remaining tail to run_row.
+template <class L, class T, class Op>
+DUALCAST_FLATTEN inline void run_row_contiguous(Op const &op, T const *const *in, T *const *out,
+                                                index_t n) {
+  constexpr int NI = Op::num_in, NO = Op::num_out;
+  constexpr int W = sizeof(L) / sizeof(T);
+  // The staging area is larger than the operands need: GCC inlines a large kernel body only
+  // while the caller's stack frame grows by less than --param large-stack-frame-growth (1000 %),
+  // and the flattened lambda must be inlined here for the dual arithmetic to stay in registers.
+  L stage[(NI > 0 ? NI : 1) + NO + 32];
+  L *in_l = stage, *out_l = stage + (NI > 0 ? NI : 1);
+  for (index_t i = 0; i + W <= n; i += W) {
+    for (int k = 0; k < NI; ++k)
+      in_l[k] = load_lanes<L>(in[k] + i, 1, W);
+    eval_batch(op, in_l, out_l);
+    for (int k = 0; k < NO; ++k)
+      store_lanes(out_l[k], out[k] + i, 1, W);
   }
 }
 
@@ -119,6 +141,7 @@ void map(cpu const &ex, map_params<T, NI, NO> p, Op const &op) {
   if (total == 0)
     return;
   using L = typename lanes<T, Simd>::type;
+  constexpr int W = lanes<T, Simd>::width;
 
   const int r = p.rank;
   const index_t inner = p.ext[r - 1];
@@ -149,6 +172,22 @@ void map(cpu const &ex, map_params<T, NI, NO> p, Op const &op) {
       in_ptr[k] += begin * in_st[k];
     for (int k = 0; k < NO; ++k)
       out_ptr[k] += begin * out_st[k];
+    bool contiguous = W > 1;
+    for (int k = 0; k < NI; ++k)
+      contiguous = contiguous && in_st[k] == 1;
+    for (int k = 0; k < NO; ++k)
+      contiguous = contiguous && out_st[k] == 1;
+    if (contiguous) {
+      const index_t full = n / W * W;
+      run_row_contiguous<L>(op, in_ptr, out_ptr, full);
+      if (full == n)
+        return;
+      for (int k = 0; k < NI; ++k)
+        in_ptr[k] += full;
+      for (int k = 0; k < NO; ++k)
+        out_ptr[k] += full;
+      n -= full;
+    }
     run_row<L>(op, in_ptr, in_st, out_ptr, out_st, n);
   };
 
