@@ -151,9 +151,9 @@ void map(cpu const &ex, map_params<T, NI, NO> p, Op const &op) {
 
   auto do_task = [&](index_t t) {
     index_t row = t / blocks_per_row, b = t % blocks_per_row;
-    T const *in_ptr[NI > 0 ? NI : 1];
-    T *out_ptr[NO];
-    index_t in_st[NI > 0 ? NI : 1], out_st[NO];
+    T const *in_ptr[NI > 0 ? NI : 1] = {};
+    T *out_ptr[NO] = {};
+    index_t in_st[NI > 0 ? NI : 1] = {}, out_st[NO] = {};
     for (int k = 0; k < NI; ++k)
       in_ptr[k] = p.in[k].ptr, in_st[k] = p.in[k].stride[r - 1];
     for (int k = 0; k < NO; ++k)
