@@ -84,7 +84,10 @@ template <class T> T &at(dc::view<T> const &v, index_t const *idx) {
   return v.data()[off];
 }
 
-template <class T> bool same_bits(T a, T b) { return std::memcmp(&a, &b, sizeof(T)) == 0; }
+// Bit-for-bit equality is the property under test (it tells -0 from +0 and compares NaNs).
+template <class T> bool same_bits(T a, T b) {
+  return std::memcmp(&a, &b, sizeof(T)) == 0; // NOLINT(bugprone-suspicious-memory-comparison)
+}
 
 template <class T> void fill_uniform(std::vector<T> &v, std::mt19937 &rng, double lo, double hi) {
   std::uniform_real_distribution<double> u(lo, hi);

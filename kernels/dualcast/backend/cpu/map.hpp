@@ -30,6 +30,12 @@ template <class T, bool Simd> struct lanes {
 #endif
 };
 
+// Elements per lane value: the batch width, or 1 for a plain number.
+template <class L> inline constexpr int lane_count = 1;
+#if DUALCAST_HAS_SIMD
+template <class T, int W> inline constexpr int lane_count<batch<T, W>> = W;
+#endif
+
 template <class L, class T> inline L load_lanes(T const *p, index_t stride, int n) {
 #if DUALCAST_HAS_SIMD
   if constexpr (is_batch_v<L>) {
@@ -96,7 +102,7 @@ template <class L, class T, class Op>
 DUALCAST_FLATTEN inline void run_row(Op const &op, T const *const *in, index_t const *in_stride,
                                      T *const *out, index_t const *out_stride, index_t n) {
   constexpr int NI = Op::num_in, NO = Op::num_out;
-  constexpr int W = sizeof(L) / sizeof(T);
+  constexpr int W = lane_count<L>;
   L stage[(NI > 0 ? NI : 1) + NO + 32]; // oversized on purpose: see run_row_contiguous
   L *in_l = stage, *out_l = stage + (NI > 0 ? NI : 1);
   for (index_t i = 0; i < n; i += W) {
@@ -115,7 +121,7 @@ template <class L, class T, class Op>
 DUALCAST_FLATTEN inline void run_row_contiguous(Op const &op, T const *const *in, T *const *out,
                                                 index_t n) {
   constexpr int NI = Op::num_in, NO = Op::num_out;
-  constexpr int W = sizeof(L) / sizeof(T);
+  constexpr int W = lane_count<L>;
   // The staging area is larger than the operands need: GCC inlines a large kernel body only
   // while the caller's stack frame grows by less than --param large-stack-frame-growth (1000 %),
   // and the flattened lambda must be inlined here for the dual arithmetic to stay in registers.
