@@ -22,8 +22,8 @@ template <class T, int NI, int NO> struct map_params {
 
 // Merges dimensions that every operand walks contiguously, and drops size-1 dimensions, so the
 // common cases (all contiguous; a bias broadcast over rows) become rank 1 or 2. The innermost
-// dimension of the result is the one backends vectorise along.
-template <class T, int NI, int NO> inline void collapse_dims(map_params<T, NI, NO> &p) {
+// dimension of the result is the one backends vectorise along. Returns the number of elements.
+template <class T, int NI, int NO> inline index_t collapse_dims(map_params<T, NI, NO> &p) {
   // One table of every operand's strides (a conditional p.in[o] / p.out[o - NI] inside the loops
   // below makes GCC assume the loops stop at o == NI: -Waggressive-loop-optimizations).
   constexpr int n_ops = NI + NO;
@@ -60,6 +60,10 @@ template <class T, int NI, int NO> inline void collapse_dims(map_params<T, NI, N
     r = 1;
   }
   p.rank = r;
+  index_t total = 1;
+  for (int d = 0; d < r; ++d)
+    total *= p.ext[d];
+  return total;
 }
 
 } // namespace dualcast::detail

@@ -140,10 +140,7 @@ DUALCAST_FLATTEN inline void run_row_contiguous(Op const &op, T const *const *in
 template <bool Simd, class T, int NI, int NO, class Op>
 void map(cpu const &ex, map_params<T, NI, NO> p, Op const &op) {
   static_assert(Op::num_in == NI && Op::num_out == NO);
-  collapse_dims(p);
-  index_t total = 1;
-  for (int d = 0; d < p.rank; ++d)
-    total *= p.ext[d];
+  const index_t total = collapse_dims(p);
   if (total == 0)
     return;
   using L = typename lanes<T, Simd>::type;

@@ -99,10 +99,7 @@ void map(cuda const &ex, map_params<T, NI, NO> p, Op const &op) {
     require_device_pointer(p.in[k].ptr, "dualcast (CUDA)", k);
   for (int k = 0; k < NO; ++k)
     require_device_pointer(p.out[k].ptr, "dualcast (CUDA)", NI + k);
-  collapse_dims(p);
-  index_t total = 1;
-  for (int d = 0; d < p.rank; ++d)
-    total *= p.ext[d];
+  const index_t total = collapse_dims(p);
   if (total == 0)
     return;
   bool contiguous = p.rank == 1;
