@@ -16,6 +16,10 @@
 #include <cstdint>
 #include <limits>
 
+#if defined(__AVX__)
+#include <immintrin.h>
+#endif
+
 namespace dualcast {
 
 namespace detail {
@@ -32,10 +36,27 @@ template <class T, int W, class F> inline batch<T, W> map_lanes(batch<T, W> x, b
   return r;
 }
 template <class T, int W> inline batch<T, W> blend(mask<T, W> m, batch<T, W> a, batch<T, W> b) {
-  using iv = typename mask<T, W>::vec_t;
-  iv ai = __builtin_bit_cast(iv, a.v), bi = __builtin_bit_cast(iv, b.v);
-  iv r = (ai & m.v) | (bi & ~m.v);
-  return {__builtin_bit_cast(typename batch<T, W>::vec_t, r)};
+  return {m.v ? a.v : b.v}; // the vector conditional: one masked blend (or min/max) instruction
+}
+#if defined(__AVX512F__)
+// The zero-masking forms with every lane selected: the same instruction as the unmasked
+// intrinsics, whose _mm512_undefined_ps() trips g++ 12's -Wmaybe-uninitialized.
+inline constexpr __mmask16 all_lanes16 = 0xffff;
+#endif
+// x clamped to [lo, hi]; NaN passes through. One max and one min instruction on x86 (their
+// operand order returns the second operand, x, when it is NaN).
+template <int W>
+inline batch<float, W> clamp_keep_nan(batch<float, W> x, batch<float, W> lo, batch<float, W> hi) {
+#if defined(__AVX512F__)
+  if constexpr (W == 16)
+    return {_mm512_maskz_min_ps(all_lanes16, hi.v, _mm512_maskz_max_ps(all_lanes16, lo.v, x.v))};
+#endif
+#if defined(__AVX__)
+  if constexpr (W == 8)
+    return {_mm256_min_ps(hi.v, _mm256_max_ps(lo.v, x.v))};
+#endif
+  x = blend(x < lo, lo, x);
+  return blend(x > hi, hi, x);
 }
 // 2^n for integral-valued n in [-126, 127], built from the exponent bits.
 template <int W> inline batch<float, W> exp2_int(batch<float, W> n) {
@@ -46,8 +67,30 @@ template <int W> inline batch<float, W> exp2_int(batch<float, W> n) {
 }
 // Round to nearest integer (|x| < 2^22), branch-free.
 template <int W> inline batch<float, W> round_nearest(batch<float, W> x) {
+#if defined(__AVX512F__)
+  if constexpr (W == 16)
+    return {_mm512_maskz_roundscale_ps(all_lanes16, x.v,
+                                       _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC)};
+#endif
   const batch<float, W> magic(12582912.0f); // 1.5 * 2^23
   return (x + magic) - magic;
+}
+// y * 2^n for integral-valued n in [-150, 128], with overflow to inf and gradual underflow
+// rounded once. AVX-512 has one instruction for it (vscalefps); elsewhere the scaling goes in
+// two steps so that subnormal results and 2^128 still come out right.
+template <int W> inline batch<float, W> scale_by_exp2(batch<float, W> y, batch<float, W> n) {
+#if defined(__AVX512F__)
+  if constexpr (W == 16)
+    return {_mm512_maskz_scalef_ps(all_lanes16, y.v, n.v)};
+#if defined(__AVX512VL__)
+  if constexpr (W == 8)
+    return {_mm256_maskz_scalef_ps(__mmask8(0xff), y.v, n.v)};
+  if constexpr (W == 4)
+    return {_mm_maskz_scalef_ps(__mmask8(0xf), y.v, n.v)};
+#endif
+#endif
+  batch<float, W> n1 = round_nearest(n * 0.5f);
+  return y * exp2_int(n1) * exp2_int(n - n1);
 }
 } // namespace detail
 
@@ -65,7 +108,11 @@ template <class T, int W> inline batch<T, W> select(bool c, batch<T, W> a, batch
   return c ? a : b;
 }
 template <class T, int W> inline batch<T, W> abs(batch<T, W> x) {
-  return select(x < T(0), -x, select(x == T(0), batch<T, W>(T(0)), x));
+  // Clearing the sign bit: |-0| = +0 and NaN stays NaN, like std::fabs, in one instruction.
+  using iv = typename mask<T, W>::vec_t;
+  using I = typename mask<T, W>::int_t;
+  constexpr I magnitude = std::numeric_limits<I>::max();
+  return {__builtin_bit_cast(typename batch<T, W>::vec_t, __builtin_bit_cast(iv, x.v) & magnitude)};
 }
 template <class T, int W> inline batch<T, W> max(batch<T, W> a, batch<T, W> b) {
   return select((a > b) || (a != a), a, b);
@@ -167,8 +214,7 @@ template <class T, int W> inline batch<T, W> exp(batch<T, W> x) {
     // exp(x) = 2^n * exp(r), n = round(x / ln 2), |r| <= ln(2) / 2. Clamping to [-104, 89] makes
     // overflow (2^128 = inf) and underflow (2^-150 rounds to 0) come out of the scaling itself;
     // NaN passes the clamp and propagates.
-    B xc = detail::blend(x < -104.0f, B(-104.0f), x);
-    xc = detail::blend(xc > 89.0f, B(89.0f), xc);
+    B xc = detail::clamp_keep_nan(x, B(-104.0f), B(89.0f));
     B n = detail::round_nearest(xc * 1.44269504088896341f);
     B r = xc - n * 0.693359375f;
     r = r - n * -2.12194440e-4f;
@@ -179,9 +225,7 @@ template <class T, int W> inline batch<T, W> exp(batch<T, W> x) {
     p = p * r + 1.6666665459e-1f;
     p = p * r + 5.0000001201e-1f;
     B y = p * (r * r) + r + 1.0f;
-    // Scale in two steps so that subnormal results and 2^128 (overflow) are right.
-    B n1 = detail::round_nearest(n * 0.5f);
-    return y * detail::exp2_int(n1) * detail::exp2_int(n - n1);
+    return detail::scale_by_exp2(y, n);
   }
 }
 
@@ -269,8 +313,7 @@ template <class T, int W> inline batch<T, W> tanh(batch<T, W> x) {
     // float tanh; tanh(x) = x below 4e-4, and +-1 beyond 13 ln 2 (where tanhf rounds to +-1; the
     // clamped rational is 3 ulp short of 1 when the compiler does not contract it to fma).
     constexpr float bound = 7.99881172180175781f;
-    B xc = detail::blend(x < -bound, B(-bound), x);
-    xc = detail::blend(xc > bound, B(bound), xc);
+    B xc = detail::clamp_keep_nan(x, B(-bound), B(bound));
     B x2 = xc * xc;
     B p(-2.76076847742355e-16f);
     p = p * x2 + 2.00018790482477e-13f;
