@@ -19,13 +19,19 @@
 // Note: BLAS uses its own threads (OPENBLAS_NUM_THREADS), not --threads.
 // tape_bytes: the distinct bytes the tape holds for backward after forward (saved tensors and
 // partial arrays), i.e. the peak of what backward needs.
-// Output: CSV benchmark,variant,size,threads,median_ms,tape_bytes on stdout (bench/run writes it to
-// bench/results/lstm_step.csv). Options: --quick, --threads N, --reps N.
+// The variants run interleaved (each repetition runs all of them), and each variant's time is
+// also compared with unfused within the same repetition: median_saving_vs_unfused_ms is the
+// median of those paired differences, faster_than_unfused counts the repetitions it won.
+// Output: CSV benchmark,variant,size,threads,median_ms,tape_bytes,median_saving_vs_unfused_ms,
+// faster_than_unfused on stdout (bench/run writes it to bench/results/lstm_step.csv).
+// Options: --quick, --threads N, --reps N.
 #include <dualcast/autodiff.hpp>
 #include <dualcast/dualcast.hpp>
 
 #include <algorithm>
+#include <array>
 #include <chrono>
+#include <cmath>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
@@ -138,7 +144,7 @@ std::size_t step(problem &p, int variant, bool gemm, double *checksum) {
 
 int main(int argc, char **argv) {
   bool quick = false;
-  int threads = 0, reps = 15;
+  int threads = 0, reps = 31;
   for (int i = 1; i < argc; ++i) {
     if (!std::strcmp(argv[i], "--quick"))
       quick = true, reps = 5;
@@ -157,25 +163,48 @@ int main(int argc, char **argv) {
   problem p = quick ? problem(64, 128, 256) : problem(256, 512, 1024);
   std::string size = std::to_string(p.B) + "x" + std::to_string(p.I) + "x" + std::to_string(p.H);
   char const *names[] = {"fused_store", "fused_recompute", "unfused", "fused_lazy", "matmuls_only"};
-  std::printf("benchmark,variant,size,threads,median_ms,tape_bytes\n");
+  constexpr int unfused = 2;
+  std::printf("benchmark,variant,size,threads,median_ms,tape_bytes,median_saving_vs_unfused_ms,"
+              "faster_than_unfused\n");
   for (bool gemm : {true, false}) {
     char const *bench = gemm ? "lstm_step" : "lstm_cell_tape";
     std::string sz = gemm ? size : std::to_string(p.B) + "x" + std::to_string(p.H);
+    const int nv = gemm ? 5 : 4;
     double sums[4] = {};
-    for (int v = 0; v < (gemm ? 5 : 4); ++v) {
-      std::size_t bytes = step(p, v, gemm, v < 4 ? &sums[v] : nullptr); // warm-up (fills the pool)
-      std::vector<double> t;
-      for (int r = 0; r < reps; ++r) {
+    std::vector<std::size_t> bytes(static_cast<std::size_t>(nv), 0);
+    for (int v = 0; v < nv; ++v) // warm-up (fills the pool); the checksums compare the variants
+      bytes[std::size_t(v)] = step(p, v, gemm, v < 4 ? &sums[v] : nullptr);
+    // Interleaved: every repetition runs all variants (in a rotating order), so that drifts of
+    // the machine (the gemms vary by a few percent) hit all of them alike; the saving of a
+    // variant is compared with unfused within the same repetition (a paired difference).
+    std::vector<std::vector<double>> t(static_cast<std::size_t>(nv));
+    std::vector<std::vector<double>> saving(static_cast<std::size_t>(nv));
+    for (int r = 0; r < reps; ++r) {
+      std::vector<double> now(static_cast<std::size_t>(nv));
+      for (int k = 0; k < nv; ++k) {
+        int v = (r + k) % nv;
         auto t0 = std::chrono::steady_clock::now();
         step(p, v, gemm, nullptr);
-        t.push_back(std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0)
-                        .count());
+        now[std::size_t(v)] =
+            std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0)
+                .count();
       }
-      std::sort(t.begin(), t.end());
-      std::printf("%s,%s,%s,%d,%.3f,%zu\n", bench, names[v], sz.c_str(), threads, t[t.size() / 2],
-                  bytes);
-      std::fflush(stdout);
+      for (int v = 0; v < nv; ++v) {
+        t[std::size_t(v)].push_back(now[std::size_t(v)]);
+        saving[std::size_t(v)].push_back(now[unfused] - now[std::size_t(v)]);
+      }
     }
+    auto median = [](std::vector<double> x) {
+      std::sort(x.begin(), x.end());
+      return x[x.size() / 2];
+    };
+    for (int v = 0; v < nv; ++v) {
+      auto const &sv = saving[std::size_t(v)];
+      long wins = std::count_if(sv.begin(), sv.end(), [](double d) { return d > 0; });
+      std::printf("%s,%s,%s,%d,%.3f,%zu,%.3f,%ld/%d\n", bench, names[v], sz.c_str(), threads,
+                  median(t[std::size_t(v)]), bytes[std::size_t(v)], median(sv), wins, reps);
+    }
+    std::fflush(stdout);
     for (int v = 1; v < 4; ++v)
       if (std::abs(sums[v] - sums[0]) > 1e-3 * (1 + std::abs(sums[0]))) {
         std::fprintf(stderr, "%s: variant %s disagrees with fused_store (%g vs %g)\n", bench,
