@@ -201,6 +201,36 @@ TEST_CASE("version_error: names the operation; the other tensors are unchanged")
   check_close(grads_of(a), ga);
 }
 
+TEST_CASE("version_error midway through backward: leaf gradients that nodes already reached are "
+          "rolled back") {
+  dc::tape tp;
+  auto A = random_tensor({3, 3}, 12), B = random_tensor({3, 3}, 13), C = random_tensor({3, 3}, 14);
+  auto a = tp.variable(A.clone()), b = tp.variable(B.clone()), c = tp.variable(C.clone());
+  tp.backward(dc::sum(c * c)); // c has a gradient from before: 2 C
+  tp.clear();
+  // backward reaches c (through '*') before 'matmul', whose saved b is modified below
+  auto loss = dc::sum(dc::sin(dc::matmul(a, b)) * c);
+  b.value().scale_(0.5);
+  auto sa = snap(a), sb = snap(b), sc = snap(c);
+  REQUIRE(sc.has_grad);
+  CHECK_THROWS_WITH_AS(tp.backward(loss), Contains("'matmul'"), dc::version_error);
+  check_same(snap(a), sa);
+  check_same(snap(b), sb);
+  check_same(snap(c), sc);
+  // a seed of the wrong shape for the second output changes nothing either
+  tp.clear();
+  V64 y1 = dc::sin(c), y2 = c * c;
+  CHECK_THROWS_WITH_AS(tp.backward(std::vector<V64>{y1, y2},
+                                   std::vector<T64>{T64::full(y1.dims(), 1.0), T64::zeros({3})}),
+                       Contains("seed 1 has shape (3,)"), dc::shape_error);
+  check_same(snap(c), sc);
+  // the tape keeps working: gradients accumulate onto the unchanged ones
+  tp.backward(dc::sum(c));
+  auto g = c.grad().to_vector(), cv = C.to_vector();
+  for (std::size_t i = 0; i < g.size(); ++i)
+    CHECK(g[i] == doctest::Approx(2 * cv[i] + 1));
+}
+
 TEST_CASE("index_error: gather and index_select name the index and the bound") {
   dc::tape tp;
   auto x = tp.variable(random_tensor({4, 3}, 11));

@@ -12,7 +12,10 @@
 // a define-by-run graph. Backward frees the nodes' saved data unless keep_graph is asked for; a
 // second backward through freed nodes throws dualcast::tape_error. Each saved tensor's storage
 // version is recorded; if it changed when backward reaches the node (an in-place write after the
-// save), backward throws dualcast::version_error naming the operation.
+// save), backward throws dualcast::version_error naming the operation. A backward that throws
+// leaves every leaf gradient as it was before it started (each backward writes fresh leaf
+// gradients and adds them to the old ones only when it succeeds); the nodes it had already run
+// are consumed, as they would have been by a successful backward.
 //
 // The tape holds the executor of its operations (the CPU executor now; tensors carry their
 // device, so a CUDA executor slots in next to it).
@@ -51,7 +54,13 @@ template <class T> struct grad_slot {
   tensor<T> grad;
   bool is_leaf = true;
   bool retain = false; // keep an intermediate's gradient after backward
+  bool zero = false;   // grad is all zeros (zero_grad): nothing to add it to
 };
+
+// What backward does with a leaf's gradient: set aside the gradient from before (backward writes
+// a fresh one), then add the two (success) or put the old one back (an exception), so that a
+// backward that throws leaves every leaf gradient as it was.
+enum class leaf_step : std::uint8_t { zero, stash, commit, rollback };
 
 struct saved_tensor {
   std::shared_ptr<storage> st;
@@ -129,13 +138,38 @@ public:
       return var<T>(std::move(value), nullptr, this);
     auto slot = std::make_shared<detail::grad_slot<T>>();
     slot->dims = value.dims();
-    leaves_.push_back([w = std::weak_ptr<detail::grad_slot<T>>(slot)] {
-      if (auto s = w.lock()) {
+    leaves_.push_back([w = std::weak_ptr<detail::grad_slot<T>>(slot), held = tensor<T>{},
+                       held_zero = false](detail::leaf_step step) mutable {
+      auto s = w.lock();
+      if (!s)
+        return false;
+      switch (step) {
+      case detail::leaf_step::zero:
         if (s->grad.defined())
           s->grad.fill_(T(0));
-        return true;
+        s->zero = true;
+        break;
+      case detail::leaf_step::stash:
+        held = std::move(s->grad), held_zero = s->zero;
+        s->grad = tensor<T>{};
+        break;
+      case detail::leaf_step::commit:
+        if (!s->grad.defined()) {
+          s->grad = std::move(held); // not reached by this backward
+        } else {
+          s->zero = false;
+          if (held.defined() && !held_zero)
+            apply(cpu{}, detail::add_kernel, out(s->grad.raw_view()), s->grad.cview(),
+                  held.cview());
+        }
+        held = tensor<T>{};
+        break;
+      case detail::leaf_step::rollback:
+        s->grad = std::move(held), s->zero = held_zero;
+        held = tensor<T>{};
+        break;
       }
-      return false;
+      return true;
     });
     return var<T>(std::move(value), std::move(slot), this);
   }
@@ -200,9 +234,7 @@ public:
     if (outputs.size() != seeds.size())
       throw tape_error("dualcast::tape::backward: " + std::to_string(outputs.size()) +
                        " outputs but " + std::to_string(seeds.size()) + " seeds");
-    for (auto &n : nodes_)
-      if (!n->freed || true)
-        n->clear_outputs();
+    // Every argument is checked before any gradient changes.
     for (std::size_t i = 0; i < outputs.size(); ++i) {
       auto const &o = outputs[i];
       if (o.owner() != this)
@@ -215,41 +247,29 @@ public:
         throw shape_error("dualcast::tape::backward: seed " + std::to_string(i) + " has shape " +
                           to_string(seeds[i].dims()) + " but output " + std::to_string(i) +
                           " has shape " + to_string(o.dims()));
-      accumulate_grad(o.slot(), seeds[i]);
     }
-    for (auto it = nodes_.rbegin(); it != nodes_.rend(); ++it) {
-      detail::node &n = **it;
-      if (!n.reached())
-        continue;
-      if (n.freed)
-        throw tape_error(
-            "dualcast::tape::backward: the graph through '" + n.name +
-            "' was already freed by an earlier backward; pass keep_graph = true to the first "
-            "backward to run backward twice");
-      for (auto const &s : n.saved)
-        if (s.st->version() != s.version)
-          throw version_error("dualcast::tape::backward: " + s.what + " saved by '" + n.name +
-                              "' was modified in place after it was saved (version " +
-                              std::to_string(s.version) + ", now " +
-                              std::to_string(s.st->version()) + ")");
-      n.backward();
-      if (!keep_graph) {
-        n.freed = true;
-        n.backward = nullptr;
-        n.saved.clear();
-      }
-      n.clear_outputs();
+    for (auto &n : nodes_)
+      n->clear_outputs();
+    each_leaf(detail::leaf_step::stash);
+    try {
+      for (std::size_t i = 0; i < outputs.size(); ++i)
+        accumulate_grad(outputs[i].slot(), seeds[i]);
+      for (auto it = nodes_.rbegin(); it != nodes_.rend(); ++it)
+        run_node(**it, keep_graph);
+    } catch (...) {
+      // Nodes already run stay consumed (as after a successful backward: without keep_graph
+      // their saved tensors are freed as backward goes, which bounds its memory), the leaf
+      // gradients go back to what they were and the intermediate ones are dropped.
+      for (auto &n : nodes_)
+        n->clear_outputs();
+      each_leaf(detail::leaf_step::rollback);
+      throw;
     }
+    each_leaf(detail::leaf_step::commit);
   }
 
   // Sets the gradients of all leaves of this tape to zero.
-  void zero_grad() {
-    std::vector<std::function<bool()>> alive;
-    for (auto &f : leaves_)
-      if (f())
-        alive.push_back(std::move(f));
-    leaves_ = std::move(alive);
-  }
+  void zero_grad() { each_leaf(detail::leaf_step::zero); }
   // Forgets all recorded nodes (the next iteration of a training loop). Variables stay valid.
   void clear() { nodes_.clear(); }
 
@@ -291,8 +311,36 @@ public:
   }
 
 private:
+  // One step of backward: the node's gradient if any of its outputs got one.
+  static void run_node(detail::node &n, bool keep_graph) {
+    if (!n.reached())
+      return;
+    if (n.freed)
+      throw tape_error(
+          "dualcast::tape::backward: the graph through '" + n.name +
+          "' was already freed by an earlier backward; pass keep_graph = true to the first "
+          "backward to run backward twice");
+    for (auto const &s : n.saved)
+      if (s.st->version() != s.version)
+        throw version_error("dualcast::tape::backward: " + s.what + " saved by '" + n.name +
+                            "' was modified in place after it was saved (version " +
+                            std::to_string(s.version) + ", now " + std::to_string(s.st->version()) +
+                            ")");
+    n.backward();
+    if (!keep_graph) {
+      n.freed = true;
+      n.backward = nullptr;
+      n.saved.clear();
+    }
+    n.clear_outputs();
+  }
+  // Applies a step to every live leaf and forgets the leaves whose variables are gone.
+  void each_leaf(detail::leaf_step step) {
+    std::erase_if(leaves_, [step](auto &f) { return !f(step); });
+  }
+
   std::vector<std::unique_ptr<detail::node>> nodes_;
-  std::vector<std::function<bool()>> leaves_;
+  std::vector<std::function<bool(detail::leaf_step)>> leaves_;
 };
 
 template <class T>
