@@ -1568,3 +1568,33 @@ TEST_CASE_TEMPLATE("empty arrays do nothing, rank-8 arrays work", T, double, flo
 }
 
 } // namespace
+
+TEST_CASE_TEMPLATE("vjp where a derivative is infinite: unrelated cotangents stay finite", T,
+                   double, float) {
+  // sqrt'(0) = inf must not turn the cotangent of y into inf * 0 = NaN (SIMD and remainder lanes)
+  constexpr auto k = dc::kernel([](auto x, auto y) { return dc::sqrt(x) + y * y; });
+  dc::cpu const ex{2};
+  const index_t n = 37;
+  const auto un = static_cast<std::size_t>(n);
+  std::vector<T> x(un), y(un), ybar(un), xbar(un), gy(un);
+  std::mt19937 rng(97);
+  std::uniform_real_distribution<double> u(0.5, 2.0);
+  for (std::size_t i = 0; i < x.size(); ++i) {
+    x[i] = i % 3 == 0 ? T(0) : T(u(rng));
+    y[i] = T(u(rng) - 1.25);
+    ybar[i] = T(u(rng));
+  }
+  shape const s{n};
+  dc::vjp(ex, k, dc::out(dc::view<T>{xbar.data(), s}, dc::view<T>{gy.data(), s}),
+          dc::in(dc::view<T const>{x.data(), s}, dc::view<T const>{y.data(), s}),
+          dc::in(dc::view<T const>{ybar.data(), s}));
+  for (std::size_t i = 0; i < x.size(); ++i) {
+    CAPTURE(i);
+    CHECK(double(gy[i]) == doctest::Approx(2.0 * double(y[i]) * double(ybar[i])).epsilon(1e-6));
+    if (x[i] == T(0))
+      CHECK(xbar[i] == std::numeric_limits<T>::infinity());
+    else
+      CHECK(double(xbar[i]) ==
+            doctest::Approx(0.5 / std::sqrt(double(x[i])) * double(ybar[i])).epsilon(1e-5));
+  }
+}

@@ -10,6 +10,7 @@
 #include <cmath>
 #include <concepts>
 #include <initializer_list>
+#include <limits>
 #include <type_traits>
 
 namespace dc = dualcast;
@@ -80,10 +81,12 @@ static_assert(dc::value_of(2.5) == 2.5);
 static_assert(std::is_same_v<decltype(dc::value_of(cube_at_3)), double>);
 static_assert(std::is_same_v<decltype(dc::value_of(F2{})), float>);
 
+// Approximately equal, or the same infinity.
+bool near(double a, double b) { return std::isinf(b) ? a == b : a == doctest::Approx(b); }
 template <class D> void check_partials(D const &x, double v, double d0, double d1) {
-  CHECK(x.val == doctest::Approx(v));
-  CHECK(x.d[0] == doctest::Approx(d0));
-  CHECK(x.d[1] == doctest::Approx(d1));
+  CHECK_MESSAGE(near(x.val, v), x.val, " vs ", v);
+  CHECK_MESSAGE(near(x.d[0], d0), x.d[0], " vs ", d0);
+  CHECK_MESSAGE(near(x.d[1], d1), x.d[1], " vs ", d1);
 }
 
 } // namespace
@@ -282,6 +285,50 @@ TEST_CASE("dual: select and where with bool conditions") {
   DD t = dc::select(n > 3, n * n, D1(5.0));
   CHECK(t.val.val == 5.0);
   CHECK(t.d[0].d[0] == 0.0);
+}
+
+TEST_CASE(
+    "dual: where a derivative is infinite, partials of unrelated inputs stay 0 (no inf * 0)") {
+  D2 x = D2::variable(0.0, 0), y = D2::variable(3.0, 1);
+  double const inf = std::numeric_limits<double>::infinity();
+  // d/dy (f(x) + y) = 1 for each f whose derivative at x = 0 (or 1) is infinite
+  check_partials(dc::sqrt(x) + y, 3, inf, 1);
+  check_partials(dc::cbrt(x) + y, 3, inf, 1);
+  check_partials(dc::log(x) + y, -inf, inf, 1);
+  check_partials(dc::pow(x, 0.5) + y, 3, inf, 1);
+  check_partials(dc::pow(x, y * 0.0 + 0.5) + y, 3, inf, 1);
+  D2 one = D2::variable(1.0, 0);
+  CHECK((dc::asin(one) + y).d[1] == 1.0);
+  CHECK((dc::acos(one) + y).d[1] == 1.0);
+  CHECK((dc::atanh(one) + y).d[1] == 1.0);
+  CHECK((dc::acosh(one) + y).d[1] == 1.0);
+  // x / z at z = 0: the partial of y (not involved) stays 1; of z it is -inf or NaN
+  D2 z = D2::variable(0.0, 0);
+  check_partials(2.0 / z + y * 0.0 + y, inf, -inf, 1);
+  D2 q = D2::variable(5.0, 1) / z; // depends on both: 1/z and -5/z^2
+  CHECK(q.d[0] == -inf);
+  CHECK(q.d[1] == inf);
+  D2 w = x / dc::dual<double, 2>(0.0) + y; // 0 / 0: the value is NaN, d/dy is still 1
+  CHECK(std::isnan(w.val));
+  CHECK(w.d[0] == inf);
+  CHECK(w.d[1] == 1.0);
+#if DUALCAST_HAS_SIMD
+  // per lane on SIMD batches: lanes at the singular point and ordinary lanes in one batch
+  using B = dc::batch<double, dc::native_width<double>>;
+  using DB = dual<B, 2>;
+  B xs(0.0);
+  for (int l = 1; l < B::size; l += 2)
+    xs.set(l, 0.25 * l);
+  DB bx = DB::variable(xs, 0), by = DB::variable(B(3.0), 1);
+  DB r = dc::sqrt(bx) + by;
+  for (int l = 0; l < B::size; ++l) {
+    CHECK(r.d[1][l] == 1.0);
+    if (l % 2)
+      CHECK(r.d[0][l] == doctest::Approx(0.5 / std::sqrt(0.25 * l)));
+    else
+      CHECK(r.d[0][l] == inf);
+  }
+#endif
 }
 
 TEST_CASE("mixed plain arguments: literals of another type work on numbers, batches and duals") {

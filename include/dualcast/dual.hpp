@@ -7,6 +7,7 @@
 #pragma once
 
 #include <dualcast/config.hpp>
+#include <dualcast/math/scalar.hpp> // select on plain numbers (batches bring their own)
 
 #include <type_traits>
 
@@ -91,6 +92,51 @@ DUALCAST_HD constexpr dual<T, N> chain2(dual<T, N> const &x, dual<T, N> const &y
     r.d[i] = dfdx * x.d[i] + dfdy * y.d[i];
   return r;
 }
+
+// Whether every lane of v is finite (v - v is 0 only for finite v); nested duals count as finite.
+template <class T> DUALCAST_HD constexpr bool all_finite(T const &v) {
+  if constexpr (is_dual_v<T>) {
+    return true;
+  } else {
+    auto m = (v - v) == T(0);
+    if constexpr (std::is_same_v<decltype(m), bool>)
+      return m;
+    else
+      return m.all();
+  }
+}
+// The chain rule for functions whose derivative is infinite somewhere in their domain (sqrt at 0,
+// log at 0, asin at 1, x / y at y = 0...). A partial with respect to an input the argument does not
+// depend on must stay 0 there, not become inf * 0 = NaN (d/dy of sqrt(x) + y at x = 0 is 1).
+// Checked once per call; the guarded loop runs only where the derivative is not finite.
+// (Nested duals keep the plain rule: their inner partials can be non-zero where the value is 0.)
+template <class T, int N>
+DUALCAST_HD constexpr dual<T, N> chain_checked(dual<T, N> const &x, T const &value,
+                                               T const &deriv) {
+  if constexpr (!is_dual_v<T>) {
+    if (!all_finite(deriv)) {
+      dual<T, N> r(value);
+      for (int i = 0; i < N; ++i)
+        r.d[i] = select(x.d[i] == T(0), T(0), deriv * x.d[i]);
+      return r;
+    }
+  }
+  return chain(x, value, deriv);
+}
+template <class T, int N>
+DUALCAST_HD constexpr dual<T, N> chain2_checked(dual<T, N> const &x, dual<T, N> const &y,
+                                                T const &value, T const &dfdx, T const &dfdy) {
+  if constexpr (!is_dual_v<T>) {
+    if (!all_finite(dfdx) || !all_finite(dfdy)) {
+      dual<T, N> r(value);
+      for (int i = 0; i < N; ++i)
+        r.d[i] = select(x.d[i] == T(0), T(0), dfdx * x.d[i]) +
+                 select(y.d[i] == T(0), T(0), dfdy * y.d[i]);
+      return r;
+    }
+  }
+  return chain2(x, y, value, dfdx, dfdy);
+}
 } // namespace detail
 
 // ---- width mismatch gives a readable error ------------------------------------------------
@@ -145,6 +191,10 @@ template <class T, int N>
 DUALCAST_HD constexpr dual<T, N> operator/(dual<T, N> const &x, dual<T, N> const &y) {
   T inv = T(1) / y.val;
   T q = x.val / y.val; // the value rounds like plain division; inv serves the partials
+  if constexpr (!is_dual_v<T>) {
+    if (!detail::all_finite(inv) || !detail::all_finite(q)) // y == 0: see chain_checked
+      return detail::chain2_checked(x, y, q, inv, -q * inv);
+  }
   dual<T, N> r(q);
   for (int i = 0; i < N; ++i)
     r.d[i] = (x.d[i] - q * y.d[i]) * inv;
@@ -212,10 +262,7 @@ requires detail::constant_for<S, T, N> DUALCAST_HD constexpr dual<T, N>
 operator/(S const &s, dual<T, N> const &x) {
   T inv = T(1) / x.val;
   T q = T(s) * inv;
-  dual<T, N> r(q);
-  for (int i = 0; i < N; ++i)
-    r.d[i] = -q * inv * x.d[i];
-  return r;
+  return detail::chain_checked(x, q, -q * inv);
 }
 
 // ---- comparisons: on values only -----------------------------------------------------------

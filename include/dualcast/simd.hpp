@@ -16,6 +16,10 @@
 #include <cstring>
 #include <type_traits>
 
+#if defined(__SSE2__)
+#include <immintrin.h>
+#endif
+
 namespace dualcast {
 
 namespace detail {
@@ -58,18 +62,42 @@ template <class T, int W> struct mask {
   friend mask operator||(mask a, bool b) { return b ? mask{~(vec_t{} & 0)} : a; }
   friend mask operator||(bool b, mask a) { return a || b; }
 
-  bool all() const {
+  // One bit per lane (lane i -> bit i): a single instruction on x86 (a lane-by-lane loop would
+  // cost a branch per lane in every branch of a kernel and every checked chain rule).
+  std::uint32_t bits() const {
+#if defined(__AVX512F__)
+    if constexpr (sizeof(vec_t) == 64) {
+      auto x = __builtin_bit_cast(__m512i, v);
+      if constexpr (sizeof(int_t) == 4)
+        return _mm512_test_epi32_mask(x, x);
+      else
+        return _mm512_test_epi64_mask(x, x);
+    }
+#endif
+#if defined(__AVX__)
+    if constexpr (sizeof(vec_t) == 32) {
+      if constexpr (sizeof(int_t) == 4)
+        return std::uint32_t(_mm256_movemask_ps(__builtin_bit_cast(__m256, v)));
+      else
+        return std::uint32_t(_mm256_movemask_pd(__builtin_bit_cast(__m256d, v)));
+    }
+#endif
+#if defined(__SSE2__)
+    if constexpr (sizeof(vec_t) == 16) {
+      if constexpr (sizeof(int_t) == 4)
+        return std::uint32_t(_mm_movemask_ps(__builtin_bit_cast(__m128, v)));
+      else
+        return std::uint32_t(_mm_movemask_pd(__builtin_bit_cast(__m128d, v)));
+    }
+#endif
+    std::uint32_t b = 0;
     for (int i = 0; i < W; ++i)
-      if (!v[i])
-        return false;
-    return true;
+      b |= v[i] ? (std::uint32_t(1) << i) : 0u;
+    return b;
   }
-  bool any() const {
-    for (int i = 0; i < W; ++i)
-      if (v[i])
-        return true;
-    return false;
-  }
+  static_assert(W <= 32, "dualcast: a mask holds at most 32 lanes");
+  bool all() const { return bits() == (W == 32 ? ~0u : (std::uint32_t(1) << W) - 1); }
+  bool any() const { return bits() != 0; }
   // Branching on a mask: exact when all lanes agree; otherwise flags the batch for per-element
   // re-evaluation and returns false so that evaluation can finish.
   explicit operator bool() const {
