@@ -73,24 +73,32 @@ template <class L, class T> inline void store_lanes(L const &x, T *p, index_t st
   }
 }
 
+// Re-evaluates a batch lane by lane, every lane holding the same element, which makes every
+// branch uniform. Out of line and cold: it runs only for a batch whose lanes disagreed on a
+// branch, and inlined it would cost the hot loop registers.
+template <class L, class Op>
+[[gnu::noinline, gnu::cold]] void eval_lanes(Op const &op, L const *in, L *out) {
+  constexpr int NI = Op::num_in > 0 ? Op::num_in : 1;
+  L one_in[NI], one_out[Op::num_out];
+  for (int lane = 0; lane < L::size; ++lane) {
+    for (int i = 0; i < Op::num_in; ++i)
+      one_in[i] = L(in[i].v[lane]);
+    op(one_in, one_out);
+    for (int o = 0; o < Op::num_out; ++o)
+      out[o].v[lane] = one_out[o].v[0];
+  }
+}
+
 // Evaluates op on one batch; a batch whose lanes disagreed on a branch is re-evaluated lane by
-// lane with every lane holding the same element, which makes every branch uniform.
+// lane.
 template <class L, class Op> inline void eval_batch(Op const &op, L const *in, L *out) {
   op(in, out);
 #if DUALCAST_HAS_SIMD
   if constexpr (is_batch_v<L>) {
     bool &diverged = simd_divergence_flag();
-    if (diverged) {
+    if (diverged) [[unlikely]] {
       diverged = false;
-      constexpr int NI = Op::num_in > 0 ? Op::num_in : 1;
-      L one_in[NI], one_out[Op::num_out];
-      for (int lane = 0; lane < L::size; ++lane) {
-        for (int i = 0; i < Op::num_in; ++i)
-          one_in[i] = L(in[i].v[lane]);
-        op(one_in, one_out);
-        for (int o = 0; o < Op::num_out; ++o)
-          out[o].v[lane] = one_out[o].v[0];
-      }
+      eval_lanes(op, in, out);
       diverged = false;
     }
   }
