@@ -98,7 +98,7 @@ template <class T> DUALCAST_HD constexpr bool all_finite(T const &v) {
   if constexpr (is_dual_v<T>) {
     return true;
   } else {
-    auto m = (v - v) == T(0);
+    auto m = (v - v) == T(0); // NOLINT(misc-redundant-expression): 0 unless inf or NaN
     if constexpr (std::is_same_v<decltype(m), bool>)
       return m;
     else

@@ -80,10 +80,10 @@ template <std::floating_point T> DUALCAST_HD constexpr T abs(T x) {
 }
 // NaN propagates through min and max (like PyTorch's minimum/maximum, unlike std::fmin).
 template <std::floating_point T> DUALCAST_HD constexpr T max(T a, T b) {
-  return (a > b || a != a) ? a : b;
+  return (a > b || a != a) ? a : b; // NOLINT(misc-redundant-expression): a != a tests for NaN
 }
 template <std::floating_point T> DUALCAST_HD constexpr T min(T a, T b) {
-  return (a < b || a != a) ? a : b;
+  return (a < b || a != a) ? a : b; // NOLINT(misc-redundant-expression): a != a tests for NaN
 }
 template <std::floating_point T> DUALCAST_HD constexpr T clamp(T x, T lo, T hi) {
   return dualcast::min(dualcast::max(x, lo), hi);
