@@ -122,6 +122,15 @@ TEST_CASE("device_error: a cuda:0 tensor used with host tensors names both devic
   CHECK_THROWS_WITH_AS(dc::fused(dc::detail::add_kernel, x, g), Contains("argument 1"),
                        dc::device_error);
   CHECK_THROWS_WITH_AS(dc::fused(dc::detail::add_kernel, x, g), Contains("host"), dc::device_error);
+  CHECK_THROWS_WITH_AS(dc::fused(dc::detail::add_kernel, x, g),
+                       Contains("argument 0 is on host but argument 1 is on cuda:0"),
+                       dc::device_error);
+  // This translation unit is not compiled by nvcc: the CUDA tape path is not here, and says so.
+  CHECK_THROWS_WITH_AS(tp.variable(g), Contains("dualcast::tape::variable"), dc::device_error);
+  CHECK_THROWS_WITH_AS(tp.variable(g), Contains("nvcc"), dc::device_error);
+  CHECK_THROWS_WITH_AS(g.to(dc::device::host()), Contains("dualcast::tensor::to: tensor on cuda:0"),
+                       dc::device_error);
+  CHECK_THROWS_WITH_AS(x.value().to(dc::device::cuda(0)), Contains("cuda:0"), dc::device_error);
   CHECK(tp.node_count() == 0);
   check_same(snap(x), sx);
   auto y = T64::full({2, 3}, 2.0);

@@ -8,6 +8,9 @@
 bool dualcast_gpu_available();
 std::string dualcast_gpu_lstm_case_float();
 std::string dualcast_gpu_lstm_case_double();
+std::string dualcast_gpu_tape_lstm_step_case();
+std::string dualcast_gpu_tape_mlp_case();
+std::string dualcast_gpu_tape_ops_case();
 
 namespace {
 bool skip_without_gpu() {
@@ -28,4 +31,22 @@ TEST_CASE("lstm case on the CUDA backend (double)") {
   if (skip_without_gpu())
     return;
   CHECK(dualcast_gpu_lstm_case_double() == "");
+}
+
+// The tape on CUDA tensors: the bodies of tests/cases/tape_cases.hpp (run on host tensors by
+// case_tests).
+TEST_CASE("tape case on the CUDA backend: LSTM step with matmuls") {
+  if (skip_without_gpu())
+    return;
+  CHECK(dualcast_gpu_tape_lstm_step_case() == "");
+}
+TEST_CASE("tape case on the CUDA backend: MLP with log_softmax and gather") {
+  if (skip_without_gpu())
+    return;
+  CHECK(dualcast_gpu_tape_mlp_case() == "");
+}
+TEST_CASE("tape case on the CUDA backend: reductions, softmax, shape ops, indexing") {
+  if (skip_without_gpu())
+    return;
+  CHECK(dualcast_gpu_tape_ops_case() == "");
 }

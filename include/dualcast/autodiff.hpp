@@ -40,7 +40,8 @@ template <class F> struct value_and_grad_fn {
     else if (y.size() != 1)
       throw tape_error("dualcast::value_and_grad: f must return a single-element variable");
     for (std::size_t i = 0; i < g.size(); ++i)
-      g[i] = v[i].grad().defined() ? v[i].grad() : tensor<T>::zeros(v[i].dims());
+      g[i] =
+          v[i].grad().defined() ? v[i].grad() : tensor<T>::zeros(v[i].dims(), v[i].value().dev());
     return std::pair<T, std::array<tensor<T>, 1 + sizeof...(R)>>{y.item(), g};
   }
 };

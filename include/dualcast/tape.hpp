@@ -17,11 +17,13 @@
 // gradients and adds them to the old ones only when it succeeds); the nodes it had already run
 // are consumed, as they would have been by a successful backward.
 //
-// The tape holds the executor of its operations (the CPU executor now; tensors carry their
-// device, so a CUDA executor slots in next to it).
+// Operations run where their operands live (detail/device_dispatch.hpp): on the tape's CPU
+// executor `ex` for host tensors, on the CUDA executor (default stream) for CUDA tensors in
+// translation units compiled by nvcc. Gradients live on their variable's device.
 #pragma once
 
 #include <dualcast/backend/cpu.hpp>
+#include <dualcast/detail/device_dispatch.hpp>
 #include <dualcast/errors.hpp>
 #include <dualcast/memory.hpp>
 #include <dualcast/tensor.hpp>
@@ -35,8 +37,9 @@
 #include <vector>
 
 namespace dualcast {
-
+inline namespace DUALCAST_TAPE_ABI { // see detail/device_dispatch.hpp
 class tape;
+}
 
 // How a fused elementwise node provides its diagonal Jacobian to backward.
 enum class policy : std::uint8_t {
@@ -46,11 +49,13 @@ enum class policy : std::uint8_t {
 };
 
 namespace detail {
+inline namespace DUALCAST_TAPE_ABI {
 
-// The gradient side of a variable: its shape and (during / after backward) its gradient. Nodes
-// hold slots, never values, so a node keeps alive exactly the tensors it saved.
+// The gradient side of a variable: its shape, device and (during / after backward) its gradient.
+// Nodes hold slots, never values, so a node keeps alive exactly the tensors it saved.
 template <class T> struct grad_slot {
   shape dims;
+  device dev;
   tensor<T> grad;
   bool is_leaf = true;
   bool retain = false; // keep an intermediate's gradient after backward
@@ -77,7 +82,10 @@ struct node {
   bool freed = false;
 };
 
+} // namespace DUALCAST_TAPE_ABI
 } // namespace detail
+
+inline namespace DUALCAST_TAPE_ABI {
 
 // A tensor on a tape: a value and, if it requires gradients, a gradient slot.
 template <class T> class var {
@@ -130,14 +138,13 @@ public:
 
   // A leaf variable (requires gradients unless told otherwise).
   template <class T> var<T> variable(tensor<T> value, bool requires_grad = true) {
-    if (!value.dev().is_host())
-      throw device_error("dualcast::tape::variable: tensor on " + to_string(value.dev()) +
-                         ", but the tape computes on host (the tape on CUDA tensors is not "
-                         "implemented yet)");
+    if (!detail::cuda_tape_available && !value.dev().is_host())
+      detail::no_cuda_here("dualcast::tape::variable", value.dev());
     if (!requires_grad)
       return var<T>(std::move(value), nullptr, this);
     auto slot = std::make_shared<detail::grad_slot<T>>();
     slot->dims = value.dims();
+    slot->dev = value.dev();
     leaves_.push_back([w = std::weak_ptr<detail::grad_slot<T>>(slot), held = tensor<T>{},
                        held_zero = false](detail::leaf_step step) mutable {
       auto s = w.lock();
@@ -159,8 +166,9 @@ public:
         } else {
           s->zero = false;
           if (held.defined() && !held_zero)
-            apply(cpu{}, detail::add_kernel, out(s->grad.raw_view()), s->grad.cview(),
-                  held.cview());
+            detail::on_device("dualcast::tape::backward", s->dev, cpu{}, [&](auto const &ex) {
+              apply(ex, detail::add_kernel, out(s->grad.raw_view()), s->grad.cview(), held.cview());
+            });
         }
         held = tensor<T>{};
         break;
@@ -182,6 +190,7 @@ public:
       return var<T>(std::move(value), nullptr, this);
     auto slot = std::make_shared<detail::grad_slot<T>>();
     slot->dims = value.dims();
+    slot->dev = value.dev();
     slot->is_leaf = false;
     return var<T>(std::move(value), std::move(slot), this);
   }
@@ -220,7 +229,8 @@ public:
     if (loss.size() != 1)
       throw tape_error("dualcast::tape::backward: the output has shape " + to_string(loss.dims()) +
                        "; a non-scalar output needs seeds: backward({outputs}, {seeds})");
-    backward(std::vector<var<T>>{loss}, std::vector<tensor<T>>{tensor<T>::full(loss.dims(), T(1))},
+    backward(std::vector<var<T>>{loss},
+             std::vector<tensor<T>>{tensor<T>::full(loss.dims(), T(1), loss.value().dev())},
              keep_graph);
   }
   // A lazy elementwise expression (ops/expression.hpp) is materialised first.
@@ -247,6 +257,10 @@ public:
         throw shape_error("dualcast::tape::backward: seed " + std::to_string(i) + " has shape " +
                           to_string(seeds[i].dims()) + " but output " + std::to_string(i) +
                           " has shape " + to_string(o.dims()));
+      if (!(seeds[i].dev() == o.value().dev()))
+        throw device_error("dualcast::tape::backward: seed " + std::to_string(i) + " is on " +
+                           to_string(seeds[i].dev()) + " but output " + std::to_string(i) +
+                           " is on " + to_string(o.value().dev()));
     }
     for (auto &n : nodes_)
       n->clear_outputs();
@@ -291,13 +305,13 @@ public:
   template <class T> static std::pair<tensor<T>, bool> grad_target(detail::grad_slot<T> &s) {
     if (s.grad.defined())
       return {s.grad, true};
-    s.grad = tensor<T>::empty(s.dims);
+    s.grad = tensor<T>::empty(s.dims, s.dev);
     return {s.grad, false};
   }
   // The gradient tensor of a slot, zero-initialised if new (for partial writes).
   template <class T> static tensor<T> grad_zeroed(detail::grad_slot<T> &s) {
     if (!s.grad.defined())
-      s.grad = tensor<T>::zeros(s.dims);
+      s.grad = tensor<T>::zeros(s.dims, s.dev);
     return s.grad;
   }
   // grad += g (g broadcast to the slot's shape... or reduced from a broadcast shape).
@@ -307,7 +321,8 @@ public:
   template <class T> static tensor<T> out_grad(std::shared_ptr<detail::grad_slot<T>> const &s) {
     if (s && s->grad.defined())
       return s->grad;
-    return tensor<T>::zeros(shape{}).broadcast_to(s ? s->dims : shape{});
+    return tensor<T>::zeros(shape{}, s ? s->dev : device::host())
+        .broadcast_to(s ? s->dims : shape{});
   }
 
 private:
@@ -347,21 +362,31 @@ template <class T>
 void tape::accumulate_grad(std::shared_ptr<detail::grad_slot<T>> const &s, tensor<T> const &g) {
   if (!s)
     return;
+  char const *op = "dualcast::tape (gradient accumulation)";
+  detail::common_device(op, s->dev, g.dev());
   shape const &d = s->dims;
   if (g.dims() == d) {
-    auto [t, acc] = grad_target(*s);
-    if (acc)
-      apply(cpu{}, detail::add_kernel, out(t.raw_view()), t.cview(), g.cview());
+    // (no structured bindings: clang 14 cannot capture them in the lambdas below)
+    auto const target = grad_target(*s);
+    tensor<T> const &t = target.first;
+    if (target.second)
+      detail::on_device(op, s->dev, cpu{}, [&](auto const &ex) {
+        apply(ex, detail::add_kernel, out(t.raw_view()), t.cview(), g.cview());
+      });
     else
       t.assign_raw(g);
     return;
   }
   // g has a broadcast shape of d: sum over the broadcast dimensions.
   tensor<T> gc = g.contiguous();
-  auto [t, acc] = grad_target(*s);
-  detail::cpu_backend::reduce_broadcast(cpu{}, gc.dims(), static_cast<T const *>(gc.data()),
-                                        t.raw_view(), acc);
+  auto const target = grad_target(*s);
+  detail::on_device(op, s->dev, cpu{}, [&](auto const &ex) {
+    backend_reduce(detail::hook{}, ex, gc.dims(), static_cast<T const *>(gc.data()),
+                   target.first.raw_view(), target.second);
+  });
 }
+
+} // namespace DUALCAST_TAPE_ABI
 
 // Finds the tape of the variables among args (all must share it); nullptr if there are none.
 namespace detail {

@@ -10,10 +10,15 @@
 // offset, a shape and strides in elements. Copies of a tensor and its views share storage and
 // hence the version counter. Every in-place write through the tensor API (fill_, copy_, add_,
 // scale_, mview) bumps the version, which the tape checks for tensors saved for backward.
+//
+// CUDA tensors (device::cuda(i)) live in the CUDA pool; tensor::to copies between devices. Their
+// operations (fill_, copy_, add_, clone, ...) run on the GPU in translation units compiled by
+// nvcc and throw device_error elsewhere (detail/device_dispatch.hpp).
 #pragma once
 
 #include <dualcast/backend/cpu.hpp>
 #include <dualcast/broadcast.hpp>
+#include <dualcast/detail/device_dispatch.hpp>
 #include <dualcast/errors.hpp>
 #include <dualcast/kernel.hpp>
 #include <dualcast/memory.hpp>
@@ -30,10 +35,26 @@
 namespace dualcast {
 
 namespace detail {
-inline constexpr auto copy_kernel = kernel([](auto x) { return x; });
-inline constexpr auto add_kernel = kernel([](auto x, auto y) { return x + y; });
-inline constexpr auto scale_kernel = kernel([](auto x, auto a) { return x * a; });
+// Function objects, not lambdas: nvcc runs them on the GPU too.
+struct copy_fn {
+  template <class X> DUALCAST_HD X operator()(X const &x) const { return x; }
+};
+struct add_fn {
+  template <class X, class Y> DUALCAST_HD auto operator()(X const &x, Y const &y) const {
+    return x + y;
+  }
+};
+struct scale_fn {
+  template <class X, class A> DUALCAST_HD auto operator()(X const &x, A const &a) const {
+    return x * a;
+  }
+};
+inline constexpr kernel<copy_fn> copy_kernel{copy_fn{}};
+inline constexpr kernel<add_fn> add_kernel{add_fn{}};
+inline constexpr kernel<scale_fn> scale_kernel{scale_fn{}};
 } // namespace detail
+
+inline namespace DUALCAST_TAPE_ABI { // see detail/device_dispatch.hpp
 
 template <class T> class tensor {
   static_assert(std::is_same_v<T, float> || std::is_same_v<T, double>,
@@ -44,9 +65,11 @@ public:
 
   tensor() = default;
 
-  // Uninitialised contiguous tensor of shape s.
-  static tensor empty(shape const &s, device d = device::host(),
-                      memory_resource &r = default_pool()) {
+  // Uninitialised contiguous tensor of shape s (memory from the device's default pool, or r).
+  static tensor empty(shape const &s, device d = device::host()) {
+    return empty(s, d, detail::default_resource(d));
+  }
+  static tensor empty(shape const &s, device d, memory_resource &r) {
     tensor t;
     t.st_ = storage::allocate(checked_bytes(s), d, r);
     t.shape_ = s;
@@ -69,7 +92,7 @@ public:
       t.data()[i] = values[std::size_t(i)];
     return t;
   }
-  static tensor scalar(T v) { return full(shape{}, v); }
+  static tensor scalar(T v, device d = device::host()) { return full(shape{}, v, d); }
 
   bool defined() const { return st_ != nullptr; }
   shape const &dims() const { return shape_; }
@@ -107,14 +130,19 @@ public:
     if (size() != 1)
       throw shape_error("dualcast::tensor::item: tensor of shape " + to_string(shape_) +
                         " is not a single element");
-    check_host("item");
+    if (!dev().is_host())
+      return to(device::host(), "dualcast::tensor::item").item();
     return *data();
   }
   std::vector<T> to_vector() const {
-    check_host("to_vector");
-    tensor c = contiguous();
+    tensor c = to(device::host(), "dualcast::tensor::to_vector").contiguous();
     return std::vector<T>(c.data(), c.data() + c.size());
   }
+
+  // ---- devices -------------------------------------------------------------------------------
+  // The same elements on device d: this tensor itself if it is already there, else a contiguous
+  // copy (synchronous: host memory is readable on return).
+  tensor to(device d) const { return to(d, "dualcast::tensor::to"); }
 
   // ---- views ---------------------------------------------------------------------------------
   tensor transposed(int a = 0, int b = 1) const { return with_view(cview().transposed(a, b)); }
@@ -174,12 +202,15 @@ public:
     r.assign_raw(*this);
     return r;
   }
+  // Runs f(executor) on this tensor's device (detail/device_dispatch.hpp).
+  template <class F> decltype(auto) on_device(char const *op, F &&f) const {
+    return detail::on_device(std::string("dualcast::tensor::") + op, dev(), cpu{},
+                             std::forward<F>(f));
+  }
 
   // ---- in place (bump the version) ------------------------------------------------------------
   tensor const &fill_(T v) const {
-    check_host("fill_");
-    auto w = mview();
-    apply(cpu{}, detail::copy_kernel, out(w), v);
+    on_device("fill_", [&](auto const &ex) { apply(ex, detail::copy_kernel, out(mview()), v); });
     return *this;
   }
   // this = src (src broadcast to this shape).
@@ -190,24 +221,33 @@ public:
   }
   // this += src (src broadcast to this shape).
   tensor const &add_(tensor const &src) const {
-    check_host("add_");
-    src.check_host("add_ (source)");
-    auto w = mview();
-    apply(cpu{}, detail::add_kernel, out(w), cview(), src.cview());
+    detail::common_device("dualcast::tensor::add_", dev(), src.dev());
+    on_device("add_", [&](auto const &ex) {
+      apply(ex, detail::add_kernel, out(mview()), cview(), src.cview());
+    });
     return *this;
   }
   tensor const &scale_(T a) const {
-    check_host("scale_");
-    auto w = mview();
-    apply(cpu{}, detail::scale_kernel, out(w), cview(), a);
+    on_device("scale_",
+              [&](auto const &ex) { apply(ex, detail::scale_kernel, out(mview()), cview(), a); });
     return *this;
   }
 
-  // Internal: writes src into this without bumping the version (fresh results).
+  // Internal: writes src (broadcast to this shape, on any device) into this without bumping the
+  // version (fresh results).
   void assign_raw(tensor const &src) const {
-    check_host("copy");
-    src.check_host("copy (source)");
-    apply(cpu{}, detail::copy_kernel, out(raw_view()), src.cview());
+    if (!(src.dev() == dev())) {
+      if (src.size() == size() && src.dims() == dims() && is_contiguous()) {
+        tensor c = src.contiguous();
+        detail::copy_bytes("dualcast::tensor::copy", data(), dev(), c.data(), c.dev(), nbytes());
+        return;
+      }
+      assign_raw(src.to(dev(), "dualcast::tensor::copy"));
+      return;
+    }
+    on_device("copy", [&](auto const &ex) {
+      apply(ex, detail::copy_kernel, out(raw_view()), src.cview());
+    });
   }
   void check_host(char const *op) const {
     if (st_ && !st_->dev().is_host())
@@ -217,6 +257,14 @@ public:
   }
 
 private:
+  tensor to(device d, char const *op) const {
+    if (dev() == d)
+      return *this;
+    tensor c = contiguous(); // on the source device
+    tensor r = empty(shape_, d);
+    detail::copy_bytes(op, r.data(), d, c.data(), c.dev(), nbytes());
+    return r;
+  }
   // n * sizeof(T) for the n elements of s (at least one element), or allocation_error when the
   // element count or the byte count does not fit (checked before s.size() could overflow).
   static std::size_t checked_bytes(shape const &s) {
@@ -259,6 +307,8 @@ private:
   shape shape_{};
   index_t stride_[max_rank] = {};
 };
+
+} // namespace DUALCAST_TAPE_ABI
 
 template <class T> struct is_tensor : std::false_type {};
 template <class T> struct is_tensor<tensor<T>> : std::true_type {};

@@ -54,6 +54,7 @@
 #include <tuple>
 #include <type_traits>
 #include <utility>
+#include <vector>
 
 namespace dualcast {
 
@@ -118,10 +119,19 @@ DUALCAST_HD auto contract_pairs(Y const &y, P const &p, R const &...r) {
   else
     return y * p + contract_pairs(r...);
 }
-inline constexpr auto contract_kernel =
-    kernel([](auto const &...a) { return contract_pairs(a...); });
-inline constexpr auto contract_acc_kernel =
-    kernel([](auto const &x, auto const &...a) { return x + contract_pairs(a...); });
+// Function objects, not lambdas: nvcc runs them on the GPU too.
+struct contract_fn {
+  template <class... A> DUALCAST_HD auto operator()(A const &...a) const {
+    return contract_pairs(a...);
+  }
+};
+struct contract_acc_fn {
+  template <class X, class... A> DUALCAST_HD auto operator()(X const &x, A const &...a) const {
+    return x + contract_pairs(a...);
+  }
+};
+inline constexpr kernel<contract_fn> contract_kernel{contract_fn{}};
+inline constexpr kernel<contract_acc_fn> contract_acc_kernel{contract_acc_fn{}};
 
 // The cost model (see the file comment): true when storing the partials moves fewer bytes.
 inline bool store_is_cheaper(int K, int A, index_t n, std::size_t elem, std::size_t input_bytes) {
@@ -131,8 +141,8 @@ inline bool store_is_cheaper(int K, int A, index_t n, std::size_t elem, std::siz
 }
 
 // xbar (slot of shape xs) += sum_k ybar_k * P_k over the call shape s.
-template <class T, std::size_t K, std::size_t... I>
-void contract_into(cpu const &ex, grad_slot<T> &slot, shape const &s,
+template <class T, std::size_t K, class Ex, std::size_t... I>
+void contract_into(Ex const &ex, grad_slot<T> &slot, shape const &s,
                    std::array<view<T const>, 2 * K> const &v, std::index_sequence<I...>) {
   if (slot.dims == s) {
     auto [g, acc] = tape::grad_target(slot);
@@ -141,10 +151,10 @@ void contract_into(cpu const &ex, grad_slot<T> &slot, shape const &s,
     else
       apply(ex, contract_kernel, out(g.raw_view()), v[I]...);
   } else {
-    tensor<T> tmp = tensor<T>::empty(s);
+    tensor<T> tmp = tensor<T>::empty(s, slot.dev);
     apply(ex, contract_kernel, out(tmp.raw_view()), v[I]...);
     auto [g, acc] = tape::grad_target(slot);
-    cpu_backend::reduce_broadcast(ex, s, static_cast<T const *>(tmp.data()), g.raw_view(), acc);
+    backend_reduce(hook{}, ex, s, static_cast<T const *>(tmp.data()), g.raw_view(), acc);
   }
 }
 
@@ -181,192 +191,196 @@ requires(!detail::expr_like<A> && ...) auto fused(policy pol, kernel<F, S> const
   static_assert(((std::is_void_v<typename detail::elem_of<A>::type> ||
                   std::is_same_v<typename detail::elem_of<A>::type, T>)&&...),
                 "dualcast::fused: all arrays of one call must have the same element type");
-  constexpr int K = detail::check_kernel<F, T, detail::kernel_arg_t<T, A>...>();
+  // static: usable in the nested lambdas below without a capture (g++ 12 wants one otherwise)
+  static constexpr int K = detail::check_kernel<F, T, detail::kernel_arg_t<T, A>...>();
   using Active = detail::active_of<A...>;
-  constexpr int NA = Active::count;
+  static constexpr int NA = Active::count;
   char const *name = "dualcast::fused";
   tape *tp = detail::tape_of(name, a...);
+  device dev;
   {
+    std::vector<std::pair<int, device>> devs;
     int p = 0;
-    auto host_only = [&](auto const &x) {
-      if constexpr (is_var_v<decltype(x)> || is_tensor_v<decltype(x)>) {
-        device d;
-        if constexpr (is_var_v<decltype(x)>)
-          d = x.value().dev();
-        else
-          d = x.dev();
-        if (!d.is_host())
-          throw device_error(std::string(name) + ": argument " + std::to_string(p) + " is on " +
-                             to_string(d) + ", but the tape computes on host");
-      }
-      ++p;
-    };
-    (host_only(a), ...);
-  }
-
-  auto args = std::make_tuple(detail::as_kernel_arg<T>(a)...);
-  shape s = std::apply(
-      [&](auto const &...x) { return detail::broadcast_args(name, std::tie(x...)); }, args);
-  std::array<tensor<T>, K> outs;
-  for (auto &o : outs)
-    o = tensor<T>::empty(s);
-
-  // The slots of the active inputs (null for variables without gradients).
-  std::array<std::shared_ptr<detail::grad_slot<T>>, NA + 1> slots{};
-  std::size_t input_bytes = 0;
-  {
-    int c = 0;
     auto one = [&](auto const &x) {
       if constexpr (is_var_v<decltype(x)>)
-        slots[std::size_t(c++)] = x.slot();
-      if constexpr (is_var_v<decltype(x)> || is_tensor_v<decltype(x)>)
-        input_bytes += std::size_t(x.size()) * sizeof(T);
+        devs.emplace_back(p, x.value().dev());
+      else if constexpr (is_tensor_v<decltype(x)>)
+        devs.emplace_back(p, x.dev());
+      ++p;
     };
     (one(a), ...);
+    dev = detail::common_device(name, devs);
   }
-  int n_req = 0;
-  for (int i = 0; i < NA; ++i)
-    n_req += slots[std::size_t(i)] ? 1 : 0;
-  cpu ex = tp ? tp->ex : cpu{};
+  // The rest runs with the executor of that device (detail/device_dispatch.hpp).
+  return detail::on_device(name, dev, tp ? tp->ex : cpu{}, [&](auto const &ex) {
+    auto args = std::make_tuple(detail::as_kernel_arg<T>(a)...);
+    shape s = std::apply(
+        [&](auto const &...x) { return detail::broadcast_args(name, std::tie(x...)); }, args);
+    std::array<tensor<T>, K> outs;
+    for (auto &o : outs)
+      o = tensor<T>::empty(s, dev);
 
-  auto run_values = [&]<std::size_t... o>(std::index_sequence<o...>) {
-    std::apply([&](auto const &...x) { apply(ex, k, out(outs[o].raw_view()...), x...); }, args);
-  };
-  std::array<var<T>, K> result;
-  if (n_req == 0) {
-    run_values(std::make_index_sequence<K>{});
-    for (int i = 0; i < K; ++i)
-      result[std::size_t(i)] = var<T>(outs[std::size_t(i)], nullptr, tp);
-    return detail::wrap_outputs<T, K, void>(result);
-  }
-
-  if (pol == policy::automatic)
-    pol = tp->default_policy;
-  if (pol == policy::automatic)
-    pol = detail::store_is_cheaper(K, n_req, s.size(), sizeof(T), input_bytes) ? policy::store
-                                                                               : policy::recompute;
-
-  std::array<std::shared_ptr<detail::grad_slot<T>>, K> out_slots;
-  for (int i = 0; i < K; ++i) {
-    result[std::size_t(i)] = tp->make_output(outs[std::size_t(i)], true);
-    out_slots[std::size_t(i)] = result[std::size_t(i)].slot();
-  }
-  std::vector<std::shared_ptr<detail::grad_slot<T>>> out_vec(out_slots.begin(), out_slots.end());
-
-  if (pol == policy::store) {
-    std::array<tensor<T>, std::size_t(K * NA) + 1> parts;
-    for (int i = 0; i < K * NA; ++i)
-      parts[std::size_t(i)] = tensor<T>::empty(s);
-    [&]<std::size_t... o, std::size_t... q>(std::index_sequence<o...>, std::index_sequence<q...>) {
-      std::apply(
-          [&](auto const &...x) {
-            apply(ex, k, Active{}, out(outs[o].raw_view()...), out(parts[q].raw_view()...), x...);
-          },
-          args);
-    }
-    (std::make_index_sequence<K>{}, std::make_index_sequence<std::size_t(K * NA)>{});
-    for (int a2 = 0; a2 < NA; ++a2) // partials of inputs without gradients are not kept
-      if (!slots[std::size_t(a2)])
-        for (int k2 = 0; k2 < K; ++k2)
-          parts[std::size_t(k2 * NA + a2)] = tensor<T>{};
-    auto &n = tp->record<T>("fused elementwise (store)", out_vec, [ex, s, slots, out_slots, parts] {
-      std::array<tensor<T>, K> ybar;
-      for (int k2 = 0; k2 < K; ++k2)
-        ybar[std::size_t(k2)] = tape::out_grad(out_slots[std::size_t(k2)]);
-      for (int a2 = 0; a2 < NA; ++a2) {
-        if (!slots[std::size_t(a2)])
-          continue;
-        std::array<view<T const>, 2 * std::size_t(K)> v;
-        for (int k2 = 0; k2 < K; ++k2) {
-          v[std::size_t(2 * k2)] = ybar[std::size_t(k2)].cview();
-          v[std::size_t(2 * k2 + 1)] = parts[std::size_t(k2 * NA + a2)].cview();
-        }
-        detail::contract_into<T, K>(ex, *slots[std::size_t(a2)], s, v,
-                                    std::make_index_sequence<2 * std::size_t(K)>{});
-      }
-    });
-    for (int i = 0; i < K * NA; ++i)
-      tape::save(n, parts[std::size_t(i)], "partial " + std::to_string(i));
-  } else {
-    run_values(std::make_index_sequence<K>{});
-    // Keeps the array inputs alive (and version-checked) for the re-evaluation.
-    std::vector<tensor<T>> keep;
-    std::vector<std::string> what;
+    // The slots of the active inputs (null for variables without gradients).
+    std::array<std::shared_ptr<detail::grad_slot<T>>, NA + 1> slots{};
+    std::size_t input_bytes = 0;
     {
-      int p = 0;
+      int c = 0;
       auto one = [&](auto const &x) {
         if constexpr (is_var_v<decltype(x)>)
-          keep.push_back(x.value()), what.push_back("argument " + std::to_string(p));
-        if constexpr (is_tensor_v<decltype(x)>)
-          keep.push_back(x), what.push_back("argument " + std::to_string(p));
-        ++p;
+          slots[std::size_t(c++)] = x.slot();
+        if constexpr (is_var_v<decltype(x)> || is_tensor_v<decltype(x)>)
+          input_bytes += std::size_t(x.size()) * sizeof(T);
       };
       (one(a), ...);
     }
-    auto &n = tp->record<T>(
-        "fused elementwise (recompute)", out_vec, [ex, k, slots, out_slots, args, keep] {
-          std::array<tensor<T>, K> ybar;
+    int n_req = 0;
+    for (int i = 0; i < NA; ++i)
+      n_req += slots[std::size_t(i)] ? 1 : 0;
+
+    auto run_values = [&]<std::size_t... o>(std::index_sequence<o...>) {
+      std::apply([&](auto const &...x) { apply(ex, k, out(outs[o].raw_view()...), x...); }, args);
+    };
+    std::array<var<T>, K> result;
+    if (n_req == 0) {
+      run_values(std::make_index_sequence<K>{});
+      for (int i = 0; i < K; ++i)
+        result[std::size_t(i)] = var<T>(outs[std::size_t(i)], nullptr, tp);
+      return detail::wrap_outputs<T, K, void>(result);
+    }
+
+    if (pol == policy::automatic)
+      pol = tp->default_policy;
+    if (pol == policy::automatic)
+      pol = detail::store_is_cheaper(K, n_req, s.size(), sizeof(T), input_bytes)
+                ? policy::store
+                : policy::recompute;
+
+    std::array<std::shared_ptr<detail::grad_slot<T>>, K> out_slots;
+    for (int i = 0; i < K; ++i) {
+      result[std::size_t(i)] = tp->make_output(outs[std::size_t(i)], true);
+      out_slots[std::size_t(i)] = result[std::size_t(i)].slot();
+    }
+    std::vector<std::shared_ptr<detail::grad_slot<T>>> out_vec(out_slots.begin(), out_slots.end());
+
+    if (pol == policy::store) {
+      std::array<tensor<T>, std::size_t(K * NA) + 1> parts;
+      for (int i = 0; i < K * NA; ++i)
+        parts[std::size_t(i)] = tensor<T>::empty(s, dev);
+      [&]<std::size_t... o, std::size_t... q>(std::index_sequence<o...>,
+                                              std::index_sequence<q...>) {
+        std::apply(
+            [&](auto const &...x) {
+              apply(ex, k, Active{}, out(outs[o].raw_view()...), out(parts[q].raw_view()...), x...);
+            },
+            args);
+      }
+      (std::make_index_sequence<K>{}, std::make_index_sequence<std::size_t(K * NA)>{});
+      for (int a2 = 0; a2 < NA; ++a2) // partials of inputs without gradients are not kept
+        if (!slots[std::size_t(a2)])
           for (int k2 = 0; k2 < K; ++k2)
-            ybar[std::size_t(k2)] = tape::out_grad(out_slots[std::size_t(k2)]);
-          // Targets: the slots' gradients; a temporary for inputs without gradients and for
-          // repeated variables (the same variable passed twice), added afterwards.
-          std::array<tensor<T>, NA + 1> target;
-          std::array<bool, NA + 1> temp{};
-          bool any_acc = false, any_fresh_direct = false;
-          std::array<bool, NA + 1> fresh{};
-          for (int a2 = 0; a2 < NA; ++a2) {
-            auto const &sl = slots[std::size_t(a2)];
-            bool repeated = false;
-            for (int b = 0; b < a2; ++b)
-              repeated = repeated || (sl && slots[std::size_t(b)] == sl);
-            if (!sl || repeated) {
-              temp[std::size_t(a2)] = true;
-              continue;
+            parts[std::size_t(k2 * NA + a2)] = tensor<T>{};
+      auto &n =
+          tp->record<T>("fused elementwise (store)", out_vec, [ex, s, slots, out_slots, parts] {
+            std::array<tensor<T>, K> ybar;
+            for (int k2 = 0; k2 < K; ++k2)
+              ybar[std::size_t(k2)] = tape::out_grad(out_slots[std::size_t(k2)]);
+            for (int a2 = 0; a2 < NA; ++a2) {
+              if (!slots[std::size_t(a2)])
+                continue;
+              std::array<view<T const>, 2 * std::size_t(K)> v;
+              for (int k2 = 0; k2 < K; ++k2) {
+                v[std::size_t(2 * k2)] = ybar[std::size_t(k2)].cview();
+                v[std::size_t(2 * k2 + 1)] = parts[std::size_t(k2 * NA + a2)].cview();
+              }
+              detail::contract_into<T, K>(ex, *slots[std::size_t(a2)], s, v,
+                                          std::make_index_sequence<2 * std::size_t(K)>{});
             }
-            auto [g, acc] = tape::grad_target(*sl);
-            target[std::size_t(a2)] = g;
-            fresh[std::size_t(a2)] = !acc;
-            any_acc = any_acc || acc;
-            any_fresh_direct = any_fresh_direct || !acc;
-          }
-          std::array<shape, sizeof...(A)> in_shapes;
-          {
-            int p = 0;
-            std::apply(
-                [&](auto const &...x) {
-                  ((in_shapes[std::size_t(p++)] =
-                        [&] {
-                          if constexpr (is_view_v<decltype(x)>)
-                            return x.dims();
-                          else
-                            return shape{};
-                        }()),
-                   ...);
-                },
-                args);
-          }
-          for (int a2 = 0; a2 < NA; ++a2) {
-            shape const &xs = in_shapes[std::size_t(Active::positions[a2])];
-            if (temp[std::size_t(a2)])
-              target[std::size_t(a2)] = any_acc ? tensor<T>::zeros(xs) : tensor<T>::empty(xs);
-            else if (any_acc && fresh[std::size_t(a2)])
-              target[std::size_t(a2)].assign_raw(tensor<T>::zeros(shape{}));
-          }
-          [&]<std::size_t... q, std::size_t... k2>(std::index_sequence<q...>,
-                                                   std::index_sequence<k2...>) {
-            auto inputs = std::apply([](auto const &...x) { return in(x...); }, args);
-            vjp(ex, k, Active{}, out(target[q].raw_view()...), inputs, in(ybar[k2].cview()...),
-                any_acc);
-          }
-          (std::make_index_sequence<std::size_t(NA)>{}, std::make_index_sequence<std::size_t(K)>{});
-          for (int a2 = 0; a2 < NA; ++a2)
-            if (temp[std::size_t(a2)] && slots[std::size_t(a2)])
-              tape::accumulate_grad(slots[std::size_t(a2)], target[std::size_t(a2)]);
-        });
-    for (std::size_t i = 0; i < keep.size(); ++i)
-      tape::save(n, keep[i], what[i]);
-  }
-  return detail::wrap_outputs<T, K, void>(result);
+          });
+      for (int i = 0; i < K * NA; ++i)
+        tape::save(n, parts[std::size_t(i)], "partial " + std::to_string(i));
+    } else {
+      run_values(std::make_index_sequence<K>{});
+      // Keeps the array inputs alive (and version-checked) for the re-evaluation.
+      std::vector<tensor<T>> keep;
+      std::vector<std::string> what;
+      {
+        int p = 0;
+        auto one = [&](auto const &x) {
+          if constexpr (is_var_v<decltype(x)>)
+            keep.push_back(x.value()), what.push_back("argument " + std::to_string(p));
+          if constexpr (is_tensor_v<decltype(x)>)
+            keep.push_back(x), what.push_back("argument " + std::to_string(p));
+          ++p;
+        };
+        (one(a), ...);
+      }
+      auto &n = tp->record<T>(
+          "fused elementwise (recompute)", out_vec, [ex, dev, k, slots, out_slots, args, keep] {
+            std::array<tensor<T>, K> ybar;
+            for (int k2 = 0; k2 < K; ++k2)
+              ybar[std::size_t(k2)] = tape::out_grad(out_slots[std::size_t(k2)]);
+            // Targets: the slots' gradients; a temporary for inputs without gradients and for
+            // repeated variables (the same variable passed twice), added afterwards.
+            std::array<tensor<T>, NA + 1> target;
+            std::array<bool, NA + 1> temp{};
+            bool any_acc = false, any_fresh_direct = false;
+            std::array<bool, NA + 1> fresh{};
+            for (int a2 = 0; a2 < NA; ++a2) {
+              auto const &sl = slots[std::size_t(a2)];
+              bool repeated = false;
+              for (int b = 0; b < a2; ++b)
+                repeated = repeated || (sl && slots[std::size_t(b)] == sl);
+              if (!sl || repeated) {
+                temp[std::size_t(a2)] = true;
+                continue;
+              }
+              auto [g, acc] = tape::grad_target(*sl);
+              target[std::size_t(a2)] = g;
+              fresh[std::size_t(a2)] = !acc;
+              any_acc = any_acc || acc;
+              any_fresh_direct = any_fresh_direct || !acc;
+            }
+            std::array<shape, sizeof...(A)> in_shapes;
+            {
+              int p = 0;
+              std::apply(
+                  [&](auto const &...x) {
+                    ((in_shapes[std::size_t(p++)] =
+                          [&] {
+                            if constexpr (is_view_v<decltype(x)>)
+                              return x.dims();
+                            else
+                              return shape{};
+                          }()),
+                     ...);
+                  },
+                  args);
+            }
+            for (int a2 = 0; a2 < NA; ++a2) {
+              shape const &xs = in_shapes[std::size_t(Active::positions[a2])];
+              if (temp[std::size_t(a2)])
+                target[std::size_t(a2)] =
+                    any_acc ? tensor<T>::zeros(xs, dev) : tensor<T>::empty(xs, dev);
+              else if (any_acc && fresh[std::size_t(a2)])
+                target[std::size_t(a2)].assign_raw(tensor<T>::zeros(shape{}, dev));
+            }
+            [&]<std::size_t... q, std::size_t... k2>(std::index_sequence<q...>,
+                                                     std::index_sequence<k2...>) {
+              auto inputs = std::apply([](auto const &...x) { return in(x...); }, args);
+              vjp(ex, k, Active{}, out(target[q].raw_view()...), inputs, in(ybar[k2].cview()...),
+                  any_acc);
+            }
+            (std::make_index_sequence<std::size_t(NA)>{},
+             std::make_index_sequence<std::size_t(K)>{});
+            for (int a2 = 0; a2 < NA; ++a2)
+              if (temp[std::size_t(a2)] && slots[std::size_t(a2)])
+                tape::accumulate_grad(slots[std::size_t(a2)], target[std::size_t(a2)]);
+          });
+      for (std::size_t i = 0; i < keep.size(); ++i)
+        tape::save(n, keep[i], what[i]);
+    }
+    return detail::wrap_outputs<T, K, void>(result);
+  });
 }
 
 template <class F, bool S, class... A>

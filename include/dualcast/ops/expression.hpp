@@ -171,7 +171,9 @@ template <bool Direct, int NV, int NT, class... Trees> struct tree_fn {
 
 } // namespace detail::lz
 
+inline namespace DUALCAST_TAPE_ABI { // see detail/device_dispatch.hpp
 template <class T, class Tree, int NV, int NT> class expr;
+}
 
 template <class E> struct is_expr : std::false_type {};
 template <class T, class Tree, int NV, int NT>
@@ -180,6 +182,7 @@ template <class E> inline constexpr bool is_expr_v = is_expr<std::remove_cvref_t
 
 // A lazy elementwise expression over variables (NV leaves), constant tensors (NT leaves) and
 // scalars (in the tree). See the file comment.
+inline namespace DUALCAST_TAPE_ABI {
 template <class T, class Tree, int NV, int NT> class expr {
   static_assert(std::is_trivially_copyable_v<Tree>, "dualcast::expr: the tree must be trivially "
                                                     "copyable (values only, no references)");
@@ -216,6 +219,7 @@ public:
   // Internal: the materialised variable, shared by copies of this expr.
   std::shared_ptr<var<T>> cache_ = std::make_shared<var<T>>();
 };
+} // namespace DUALCAST_TAPE_ABI
 
 namespace detail::lz {
 
@@ -373,10 +377,13 @@ template <class T, class Op, class... X> auto join(char const *op, X const &...x
     auto vs = vars_of<T>(y);
     auto ts = tensors_of<T>(y);
     auto [vv, tv] = versions_of<T>(y);
-    for (std::size_t i = 0; i < vs.size(); ++i)
-      e.vars[iv] = vs[i], e.versions[iv] = vv[i], ++iv;
-    for (std::size_t i = 0; i < ts.size(); ++i)
-      e.tensors[it] = ts[i], tver[it] = tv[i], ++it;
+    // (index loops over std::array<_, 0> are "pointless comparisons" to nvcc: count instead)
+    std::size_t i = 0;
+    for (auto const &v : vs)
+      e.vars[iv] = v, e.versions[iv] = vv[i++], ++iv;
+    i = 0;
+    for (auto const &t : ts)
+      e.tensors[it] = t, tver[it] = tv[i++], ++it;
   };
   (add(x), ...);
   for (int i = 0; i < NT; ++i)
@@ -414,17 +421,21 @@ std::pair<std::array<L, N>, std::array<std::uint8_t, N>> dedup(std::array<L, N> 
                                                                Same same, L const &pad) {
   std::array<L, N> u;
   std::array<std::uint8_t, N> map{};
-  std::size_t n = 0;
-  for (std::size_t i = 0; i < N; ++i) {
-    std::size_t j = 0;
-    while (j < n && !same(u[j], in[i]))
-      ++j;
-    if (j == n)
-      u[n++] = in[i];
-    map[i] = std::uint8_t(j);
+  if constexpr (N > 0) { // (a loop to N = 0 is a "pointless comparison" error to nvcc)
+    std::size_t n = 0;
+    for (std::size_t i = 0; i < N; ++i) {
+      std::size_t j = 0;
+      while (j < n && !same(u[j], in[i]))
+        ++j;
+      if (j == n)
+        u[n++] = in[i];
+      map[i] = std::uint8_t(j);
+    }
+    for (std::size_t i = n; i < N; ++i)
+      u[i] = pad;
+  } else {
+    (void)in, (void)same, (void)pad;
   }
-  for (std::size_t i = n; i < N; ++i)
-    u[i] = pad;
   return {u, map};
 }
 
@@ -485,8 +496,9 @@ template <class T, class E> var<T> eval_eager(E const &e, memo_t<T> &memo) {
     check_versions(e);
     tape *tp = e.owner();
     std::array<var<T>, std::size_t(E::num_tensors)> ts;
-    for (std::size_t i = 0; i < ts.size(); ++i)
-      ts[i] = tp->constant(e.tensors[i]);
+    std::size_t i = 0; // (no index loop: nvcc calls i < 0 a pointless comparison)
+    for (auto const &t : e.tensors)
+      ts[i++] = tp->constant(t);
     return eager(e.tree, e.vars, ts, memo);
   }
 }
@@ -496,8 +508,12 @@ template <class T, std::size_t NV_, std::size_t NT_, class Trees>
 auto fused_trees(policy pol, tape *tp, std::array<var<T>, NV_> const &vars,
                  std::array<tensor<T>, NT_> const &tens, Trees const &trees) {
   constexpr int NV = int(NV_), NT = int(NT_);
-  // Padding for the positions freed by deduplication: a rank-0 constant (no memory traffic).
-  auto pad_t = tensor<T>::zeros(shape{});
+  // Padding for the positions freed by deduplication: a rank-0 constant (no memory traffic) on
+  // the leaves' device.
+  device leaf_dev = device::host();
+  if constexpr (NV > 0)
+    leaf_dev = vars[0].value().dev();
+  auto pad_t = tensor<T>::zeros(shape{}, leaf_dev);
   // (no structured bindings: clang 14 cannot capture them in the lambdas below)
   auto const dv = dedup(
       vars, [](var<T> const &a, var<T> const &b) { return same_var(a, b); },

@@ -1,11 +1,13 @@
-// dualcast/ops/linalg.hpp: matrix products on tape variables (CPU: BLAS gemm).
+// dualcast/ops/linalg.hpp: matrix products on tape variables (CPU: BLAS gemm; CUDA tensors:
+// cuBLAS, backend/cuda/blas.cuh).
 //
 //   auto c = dualcast::matmul(a, b);   // (m, k) @ (k, n), or batched (B, m, k) @ (B, k, n);
 //                                      // a rank-2 operand is shared by every batch entry
 //
 // Operands may be any strided views (transposes are passed to BLAS as transposed operands, other
 // layouts are copied first). Backward: da += dc @ b^T, db += a^T @ dc (summed over the batch for
-// a shared operand). Needs BLAS at link time (cblas_sgemm / cblas_dgemm).
+// a shared operand). Needs BLAS at link time (cblas_sgemm / cblas_dgemm), and cuBLAS for CUDA
+// tensors.
 #pragma once
 
 #include <dualcast/detail/tape_ops.hpp>
@@ -20,47 +22,57 @@ namespace dualcast {
 
 namespace detail {
 
+// Row-major C (m x n) = op(A) op(B) + beta C on the CPU (the CUDA overload: backend/cuda/tape.cuh).
+template <class T>
+void backend_gemm(hook, cpu const &, bool ta, bool tb, int m, int n, int k, T const *a, int lda,
+                  T const *b, int ldb, T beta, T *c, int ldc) {
+  auto tr = [](bool t) { return t ? CblasTrans : CblasNoTrans; };
+  if constexpr (std::is_same_v<T, float>)
+    cblas_sgemm(CblasRowMajor, tr(ta), tr(tb), m, n, k, 1.0f, a, lda, b, ldb, beta, c, ldc);
+  else
+    cblas_dgemm(CblasRowMajor, tr(ta), tr(tb), m, n, k, 1.0, a, lda, b, ldb, beta, c, ldc);
+}
+
 // A 2-D operand as BLAS sees it (row-major): pointer, transpose flag and leading dimension.
 template <class T> struct blas_operand {
   tensor<T> keep; // a contiguous copy when the layout is not BLAS-compatible
   T const *ptr = nullptr;
-  CBLAS_TRANSPOSE trans = CblasNoTrans;
+  bool trans = false;
   int ld = 1;
 };
 template <class T> blas_operand<T> as_blas(tensor<T> const &m) {
   blas_operand<T> o;
   index_t r = m.extent(0), c = m.extent(1);
   if (m.stride(1) == 1 && m.stride(0) >= (c > 1 ? c : 1)) {
-    o.ptr = m.data(), o.trans = CblasNoTrans, o.ld = int(m.stride(0));
+    o.ptr = m.data(), o.trans = false, o.ld = int(m.stride(0) > 1 ? m.stride(0) : 1);
   } else if (m.stride(0) == 1 && m.stride(1) >= (r > 1 ? r : 1)) {
-    o.ptr = m.data(), o.trans = CblasTrans, o.ld = int(m.stride(1));
+    o.ptr = m.data(), o.trans = true, o.ld = int(m.stride(1) > 1 ? m.stride(1) : 1);
   } else {
     o.keep = m.clone();
-    o.ptr = o.keep.data(), o.trans = CblasNoTrans, o.ld = int(c > 1 ? c : 1);
+    o.ptr = o.keep.data(), o.trans = false, o.ld = int(c > 1 ? c : 1);
   }
   return o;
 }
 
-// C (contiguous, m x n) = A @ B + beta * C, all 2-D.
-template <class T> void gemm(tensor<T> const &a, tensor<T> const &b, tensor<T> const &c, T beta) {
+// C (contiguous, m x n) = A @ B + beta * C, all 2-D, on C's device.
+template <class T>
+void gemm(cpu const &host, tensor<T> const &a, tensor<T> const &b, tensor<T> const &c, T beta) {
   int m = int(a.extent(0)), k = int(a.extent(1)), n = int(b.extent(1));
   if (m == 0 || n == 0)
     return;
   if (k == 0) {
     if (beta == T(0))
-      c.assign_raw(tensor<T>::zeros(shape{}));
+      c.assign_raw(tensor<T>::zeros(shape{}, c.dev()));
     return;
   }
   auto A = as_blas(a), B = as_blas(b);
   int ldc = int(c.stride(0) > 0 ? c.stride(0) : 1);
   if (ldc < n)
     ldc = n;
-  if constexpr (std::is_same_v<T, float>)
-    cblas_sgemm(CblasRowMajor, A.trans, B.trans, m, n, k, 1.0f, A.ptr, A.ld, B.ptr, B.ld, beta,
-                c.data(), ldc);
-  else
-    cblas_dgemm(CblasRowMajor, A.trans, B.trans, m, n, k, 1.0, A.ptr, A.ld, B.ptr, B.ld, beta,
-                c.data(), ldc);
+  on_device("dualcast::matmul", c.dev(), host, [&](auto const &ex) {
+    backend_gemm(hook{}, ex, A.trans, B.trans, m, n, k, A.ptr, A.ld, B.ptr, B.ld, beta, c.data(),
+                 ldc);
+  });
 }
 
 template <class T> tensor<T> batch_entry(tensor<T> const &x, index_t i) {
@@ -83,10 +95,12 @@ template <class T> var<T> matmul(var<T> const &a, var<T> const &b) {
     throw shape_error(std::string(op) + ": shapes " + to_string(A.dims()) + " and " +
                       to_string(B.dims()) + " do not match for a matrix product");
   bool batched = ra == 3 || rb == 3;
-  tensor<T> C = tensor<T>::empty(batched ? shape{batch, m, n} : shape{m, n});
+  device dev = detail::device_of(op, a, b);
+  cpu host = tp ? tp->ex : cpu{};
+  tensor<T> C = tensor<T>::empty(batched ? shape{batch, m, n} : shape{m, n}, dev);
   for (index_t i = 0; i < batch; ++i)
-    detail::gemm(detail::batch_entry(A, i), detail::batch_entry(B, i), detail::batch_entry(C, i),
-                 T(0));
+    detail::gemm(host, detail::batch_entry(A, i), detail::batch_entry(B, i),
+                 detail::batch_entry(C, i), T(0));
 
   auto sa = a.slot(), sb = b.slot();
   std::vector<std::pair<tensor<T>, std::string>> saves;
@@ -96,13 +110,14 @@ template <class T> var<T> matmul(var<T> const &a, var<T> const &b) {
     saves.push_back({B, "operand 1 (b)"});
   return detail::record_op<T>(
       "matmul", tp, C, sa || sb,
-      [sa, sb, A = sb ? A : tensor<T>{}, B = sa ? B : tensor<T>{}, batch, ra, rb](tensor<T> gy) {
+      [sa, sb, A = sb ? A : tensor<T>{}, B = sa ? B : tensor<T>{}, batch, ra, rb,
+       host](tensor<T> gy) {
         gy = gy.contiguous();
         if (sa) { // dA = dC @ B^T
           auto [g, acc] = tape::grad_target(*sa);
           for (index_t i = 0; i < batch; ++i) {
             bool accumulate = acc || (ra == 2 && i > 0);
-            detail::gemm(detail::batch_entry(gy, i), detail::batch_entry(B, i).transposed(),
+            detail::gemm(host, detail::batch_entry(gy, i), detail::batch_entry(B, i).transposed(),
                          detail::batch_entry(g, ra == 3 ? i : 0), accumulate ? T(1) : T(0));
           }
         }
@@ -110,7 +125,7 @@ template <class T> var<T> matmul(var<T> const &a, var<T> const &b) {
           auto [g, acc] = tape::grad_target(*sb);
           for (index_t i = 0; i < batch; ++i) {
             bool accumulate = acc || (rb == 2 && i > 0);
-            detail::gemm(detail::batch_entry(A, i).transposed(), detail::batch_entry(gy, i),
+            detail::gemm(host, detail::batch_entry(A, i).transposed(), detail::batch_entry(gy, i),
                          detail::batch_entry(g, rb == 3 ? i : 0), accumulate ? T(1) : T(0));
           }
         }

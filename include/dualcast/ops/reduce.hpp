@@ -6,6 +6,8 @@
 //
 // Axes may be negative; an empty list means all axes. Backward of sum / mean broadcasts the
 // output gradient back; max / min send it to the first extremal element of each reduced group.
+// All of it runs on the operand's device: sums through the backends' broadcast reduction, max /
+// min groups through one function object per group (shared by the CPU and CUDA backends).
 #pragma once
 
 #include <dualcast/backend/cpu.hpp>
@@ -21,17 +23,43 @@ namespace dualcast {
 namespace detail {
 // sum of x over the masked axes, result of keepdims shape.
 template <class T>
-tensor<T> sum_keepdims(cpu const &ex, tensor<T> const &x, std::vector<bool> const &mask) {
+tensor<T> sum_keepdims(cpu const &host, tensor<T> const &x, std::vector<bool> const &mask) {
   tensor<T> xc = x.contiguous();
-  tensor<T> r = tensor<T>::empty(reduced_shape(x.dims(), mask, true));
+  tensor<T> r = tensor<T>::empty(reduced_shape(x.dims(), mask, true), x.dev());
   if (x.size() == 0) {
-    r.assign_raw(tensor<T>::zeros(shape{}));
+    r.assign_raw(tensor<T>::zeros(shape{}, x.dev()));
     return r;
   }
-  cpu_backend::reduce_broadcast(ex, xc.dims(), static_cast<T const *>(xc.data()), r.raw_view(),
-                                false);
+  on_device("dualcast::sum", x.dev(), host, [&](auto const &ex) {
+    backend_reduce(hook{}, ex, xc.dims(), static_cast<T const *>(xc.data()), r.raw_view(), false);
+  });
   return r;
 }
+
+// y[i], arg[i] = the first extremal element of group i (n contiguous elements) and its position.
+template <class T, bool Max> struct extremum_groups {
+  T const *src;
+  T *y;
+  index_t *arg;
+  index_t n;
+  DUALCAST_HD void operator()(index_t i) const {
+    T const *g = src + i * n;
+    index_t best = 0;
+    for (index_t j = 1; j < n; ++j)
+      if (Max ? g[j] > g[best] : g[j] < g[best])
+        best = j;
+    arg[i] = best;
+    y[i] = g[best];
+  }
+};
+// The adjoint: group i of gx (zero elsewhere) receives gy[i] at its extremal position.
+template <class T> struct extremum_scatter {
+  T const *gy;
+  index_t const *arg;
+  T *gx;
+  index_t n;
+  DUALCAST_HD void operator()(index_t i) const { gx[i * n + arg[i]] = gy[i]; }
+};
 } // namespace detail
 
 template <class T>
@@ -69,32 +97,33 @@ var<T> extremum(char const *op, var<T> const &x, std::vector<int> const &axes, b
   if (n_red == 0)
     throw shape_error(std::string(op) + ": cannot reduce over an empty axis of shape " +
                       to_string(x.dims()));
-  tensor<T> y = tensor<T>::empty(kd);
-  auto arg = std::make_shared<std::vector<index_t>>(std::size_t(n_out));
-  T const *src = xp.data();
-  for (index_t i = 0; i < n_out; ++i) {
-    index_t best = 0;
-    for (index_t j = 1; j < n_red; ++j) {
-      T v = src[i * n_red + j], b = src[i * n_red + best];
-      if (Max ? v > b : v < b)
-        best = j;
-    }
-    (*arg)[std::size_t(i)] = best;
-    y.data()[i] = src[i * n_red + best];
-  }
+  device dev = x.value().dev();
+  tensor<T> y = tensor<T>::empty(kd, dev);
+  // The positions, in a block of the device's memory (shared with the backward closure).
+  auto arg = storage::allocate(std::size_t(n_out) * sizeof(index_t), dev, default_resource(dev));
+  cpu host = tp ? tp->ex : cpu{};
+  on_device(op, dev, host, [&](auto const &ex) {
+    parallel_for(
+        ex, n_out, n_red,
+        extremum_groups<T, Max>{xp.data(), y.data(), static_cast<index_t *>(arg->data()), n_red});
+  });
   if (!keepdims)
     y = y.reshape(reduced_shape(x.dims(), mask, false));
   auto sx = x.slot();
   shape ps = xp.dims();
-  return record_op<T>(Max ? "max" : "min", tp, y, bool(sx),
-                      [sx, arg, perm, ps, n_out, n_red](tensor<T> gy) {
-                        tensor<T> g = gy.contiguous();
-                        tensor<T> gp = tensor<T>::zeros(ps);
-                        for (index_t i = 0; i < n_out; ++i)
-                          gp.data()[i * n_red + (*arg)[std::size_t(i)]] = g.data()[i];
-                        tensor<T> target = tape::grad_zeroed(*sx).permuted(perm);
-                        add_into(target.raw_view(), gp.cview());
-                      });
+  std::string name = Max ? "max" : "min";
+  return record_op<T>(
+      name, tp, y, bool(sx), [sx, arg, perm, ps, n_out, n_red, host, name](tensor<T> gy) {
+        tensor<T> g = gy.contiguous();
+        tensor<T> gp = tensor<T>::zeros(ps, sx->dev);
+        on_device("dualcast::" + name, sx->dev, host, [&](auto const &ex) {
+          parallel_for(ex, n_out, 1,
+                       extremum_scatter<T>{g.data(), static_cast<index_t const *>(arg->data()),
+                                           gp.data(), n_red});
+        });
+        tensor<T> target = tape::grad_zeroed(*sx).permuted(perm);
+        add_into(target, gp);
+      });
 }
 } // namespace detail
 

@@ -1,6 +1,7 @@
 // dualcast/ops/shape_ops.hpp: transpose, permute, reshape, slice, concat and broadcast_to on tape
 // variables. Transposes, permutations, slices and broadcasts are views (no copy; they share the
-// input's storage and version counter); reshape is a view when the input is contiguous.
+// input's storage and version counter); reshape is a view when the input is contiguous. Copies
+// (concat, reshape of a non-contiguous input) and the adjoints run on the operand's device.
 #pragma once
 
 #include <dualcast/detail/tape_ops.hpp>
@@ -40,7 +41,7 @@ var<T> slice(var<T> const &x, int d, index_t begin, index_t end, index_t step = 
   return detail::record_op<T>("slice", x.owner(), x.value().slice(d, begin, end, step), bool(sx),
                               [sx, d, begin, end, step](tensor<T> gy) {
                                 tensor<T> g = tape::grad_zeroed(*sx).slice(d, begin, end, step);
-                                detail::add_into(g.raw_view(), gy.cview());
+                                detail::add_into(g, gy);
                               });
 }
 
@@ -60,7 +61,9 @@ template <class T> var<T> concat(std::vector<var<T>> const &xs, int axis = 0) {
   tape *tp = nullptr;
   bool needs = false;
   index_t total = 0;
+  std::vector<std::pair<int, device>> devs;
   for (std::size_t i = 0; i < xs.size(); ++i) {
+    devs.emplace_back(int(i), xs[i].value().dev());
     shape si = xs[i].dims();
     bool ok = si.rank == s.rank;
     for (int d = 0; ok && d < s.rank; ++d)
@@ -78,7 +81,7 @@ template <class T> var<T> concat(std::vector<var<T>> const &xs, int axis = 0) {
     total += si.ext[ax];
   }
   s.ext[ax] = total;
-  tensor<T> y = tensor<T>::empty(s);
+  tensor<T> y = tensor<T>::empty(s, detail::common_device(op, devs));
   std::vector<std::shared_ptr<detail::grad_slot<T>>> slots;
   std::vector<index_t> starts;
   index_t at = 0;

@@ -4,10 +4,12 @@
 //   log_softmax(x, axis)  y = x - logsumexp(x)
 //   logsumexp(x, axis, keepdims)  m + log(sum exp(x - m))
 // Backward: softmax gx = y * (gy - sum(gy * y)); log_softmax gx = gy - softmax(x) * sum(gy);
-// logsumexp gx = gy * exp(x - y). Rows are processed in parallel (OpenMP).
+// logsumexp gx = gy * exp(x - y). One row is one call of a function object shared by the CPU
+// backend (rows in parallel with OpenMP) and the CUDA backend (one thread per row).
 #pragma once
 
 #include <dualcast/detail/tape_ops.hpp>
+#include <dualcast/math.hpp>
 #include <dualcast/tape.hpp>
 #include <dualcast/tensor.hpp>
 
@@ -42,29 +44,57 @@ template <class T> tensor<T> from_rows(tensor<T> const &t, std::vector<int> cons
   return t.permuted(inverse_perm(perm));
 }
 
-// mode 0: softmax, 1: log_softmax, 2: logsumexp (out has one value per row).
-template <class T> void softmax_rows(T const *x, T *out, index_t rows, index_t n, int mode) {
-#if defined(_OPENMP)
-#pragma omp parallel for schedule(static) if (rows * n > (index_t(1) << 15))
-#endif
-  for (index_t r = 0; r < rows; ++r) {
+// Row r of x (n contiguous values). mode 0: softmax, 1: log_softmax, 2: logsumexp (out has one
+// value per row).
+template <class T> struct softmax_row {
+  T const *x;
+  T *out;
+  index_t n;
+  int mode;
+  DUALCAST_HD void operator()(index_t r) const {
     T const *xr = x + r * n;
     T m = xr[0];
     for (index_t j = 1; j < n; ++j)
       m = xr[j] > m ? xr[j] : m;
     T s = 0;
     for (index_t j = 0; j < n; ++j)
-      s += std::exp(xr[j] - m);
-    T lse = m + std::log(s);
+      s += dualcast::exp(xr[j] - m);
+    T lse = m + dualcast::log(s);
     if (mode == 2) {
       out[r] = lse;
     } else {
       T *o = out + r * n;
       for (index_t j = 0; j < n; ++j)
-        o[j] = mode == 0 ? std::exp(xr[j] - lse) : xr[j] - lse;
+        o[j] = mode == 0 ? dualcast::exp(xr[j] - lse) : xr[j] - lse;
     }
   }
-}
+};
+// The adjoint of row r: G the output gradient (one value per row for logsumexp), Y the result,
+// X the input (logsumexp only), O the input gradient.
+template <class T> struct softmax_row_backward {
+  T const *Y, *G, *X;
+  T *O;
+  index_t n;
+  int mode;
+  DUALCAST_HD void operator()(index_t r) const {
+    if (mode == 0) {
+      T dot = 0;
+      for (index_t j = 0; j < n; ++j)
+        dot += G[r * n + j] * Y[r * n + j];
+      for (index_t j = 0; j < n; ++j)
+        O[r * n + j] = Y[r * n + j] * (G[r * n + j] - dot);
+    } else if (mode == 1) {
+      T s = 0;
+      for (index_t j = 0; j < n; ++j)
+        s += G[r * n + j];
+      for (index_t j = 0; j < n; ++j)
+        O[r * n + j] = G[r * n + j] - dualcast::exp(Y[r * n + j]) * s;
+    } else {
+      for (index_t j = 0; j < n; ++j)
+        O[r * n + j] = G[r] * dualcast::exp(X[r * n + j] - Y[r]);
+    }
+  }
+};
 
 template <class T>
 var<T> softmax_like(char const *op, var<T> const &x, int axis, int mode, bool keepdims = false) {
@@ -73,10 +103,14 @@ var<T> softmax_like(char const *op, var<T> const &x, int axis, int mode, bool ke
   shape ys = ps;
   if (mode == 2)
     ys.ext[ys.rank - 1] = 1;
-  tensor<T> yp = tensor<T>::empty(ys);
+  device dev = x.value().dev();
+  tensor<T> yp = tensor<T>::empty(ys, dev);
   if (rv.n == 0)
     throw shape_error(std::string(op) + ": the axis is empty in shape " + to_string(x.dims()));
-  softmax_rows(rv.data.data(), yp.data(), rv.rows, rv.n, mode);
+  cpu host = x.owner() ? x.owner()->ex : cpu{};
+  on_device(op, dev, host, [&](auto const &ex) {
+    parallel_for(ex, rv.rows, 4 * rv.n, softmax_row<T>{rv.data.data(), yp.data(), rv.n, mode});
+  });
   tensor<T> y = from_rows(yp, rv.perm);
   if (mode == 2 && !keepdims) {
     int ax = normalize_axis(op, axis, x.rank());
@@ -98,33 +132,15 @@ var<T> softmax_like(char const *op, var<T> const &x, int axis, int mode, bool ke
       : mode == 1 ? "log_softmax"
                   : "logsumexp",
       x.owner(), y, bool(sx),
-      [sx, yp, xp, rows, n, perm, mode](tensor<T> gy) {
+      [sx, yp, xp, rows, n, perm, mode, host, op](tensor<T> gy) {
         // gy in the permuted contiguous layout
         shape gs = yp.dims();
         tensor<T> g = mode == 2 ? gy.contiguous().reshape(gs) : gy.permuted(perm).contiguous();
-        tensor<T> gx = tensor<T>::empty(xp.defined() ? xp.dims() : yp.dims());
-        T const *Y = yp.data();
-        T const *G = g.data();
-        T *O = gx.data();
-        for (index_t r = 0; r < rows; ++r) {
-          if (mode == 0) {
-            T dot = 0;
-            for (index_t j = 0; j < n; ++j)
-              dot += G[r * n + j] * Y[r * n + j];
-            for (index_t j = 0; j < n; ++j)
-              O[r * n + j] = Y[r * n + j] * (G[r * n + j] - dot);
-          } else if (mode == 1) {
-            T s = 0;
-            for (index_t j = 0; j < n; ++j)
-              s += G[r * n + j];
-            for (index_t j = 0; j < n; ++j)
-              O[r * n + j] = G[r * n + j] - std::exp(Y[r * n + j]) * s;
-          } else {
-            T const *X = xp.data();
-            for (index_t j = 0; j < n; ++j)
-              O[r * n + j] = G[r] * std::exp(X[r * n + j] - Y[r]);
-          }
-        }
+        tensor<T> gx = tensor<T>::empty(xp.defined() ? xp.dims() : yp.dims(), sx->dev);
+        on_device(op, sx->dev, host, [&](auto const &ex) {
+          parallel_for(ex, rows, 4 * n,
+                       softmax_row_backward<T>{yp.data(), g.data(), xp.data(), gx.data(), n, mode});
+        });
         tape::accumulate_grad(sx, from_rows(gx, perm));
       },
       saves);

@@ -1,0 +1,135 @@
+// dualcast/detail/device_dispatch.hpp: which executor a tape operation runs on.
+//
+// Tensors carry their device; an operation looks at its operands' device and runs its body (a
+// generic lambda taking the executor) on the CPU executor for host tensors and on the CUDA
+// executor for CUDA tensors. The CUDA executor exists only in translation units compiled by nvcc:
+// there this header pulls in the CUDA tape layer (kernels/dualcast/backend/cuda/tape.cuh); in a
+// host-compiler translation unit a CUDA tensor reaching an operation throws device_error naming
+// the operation and the device.
+//
+// One program may contain both kinds of translation units. The tape's classes (tensor, var, tape,
+// expr) live in an inline namespace whose name says which kind compiled them (DUALCAST_TAPE_ABI),
+// so the inline functions of the two kinds have different symbols and the linker cannot merge a
+// host-only instantiation with a CUDA-capable one. The price: a tensor of an nvcc translation
+// unit is another type than one of a g++ translation unit (pass raw data or views between them).
+#pragma once
+
+#include <dualcast/backend/cpu.hpp>
+#include <dualcast/errors.hpp>
+#include <dualcast/memory.hpp>
+#include <dualcast/shape.hpp>
+
+#include <cstring>
+#include <string>
+#include <utility>
+#include <vector>
+
+#if defined(__CUDACC__)
+#define DUALCAST_TAPE_ABI tape_cuda
+#include <dualcast/backend/cuda/tape.cuh>
+#else
+#define DUALCAST_TAPE_ABI tape_host
+#endif
+
+namespace dualcast::detail {
+inline namespace DUALCAST_TAPE_ABI {
+
+// Whether this translation unit can run tape operations on CUDA tensors.
+#if defined(__CUDACC__)
+inline constexpr bool cuda_tape_available = true;
+#else
+inline constexpr bool cuda_tape_available = false;
+#endif
+
+// The memory resource tensors on d use unless told otherwise: the host pool, or the CUDA pool in
+// nvcc translation units (elsewhere the host pool's upstream rejects CUDA devices with
+// device_error).
+inline memory_resource &default_resource(device const &d) {
+#if defined(__CUDACC__)
+  if (!d.is_host())
+    return cuda_backend::cuda_pool();
+#else
+  (void)d;
+#endif
+  return default_pool();
+}
+
+[[noreturn]] inline void no_cuda_here(std::string const &op, device const &d) {
+  throw device_error(op + ": tensor on " + to_string(d) +
+                     ", but this translation unit computes on host only: tape operations on CUDA "
+                     "tensors run in .cu files compiled by nvcc (include <dualcast/cuda.cuh>)");
+}
+
+// Runs f(ex) with the executor of device d: `host` for host tensors; for CUDA tensors a CUDA
+// executor on the default stream (all tape work on one stream: the CUDA pool relies on stream
+// order), with d's GPU current.
+template <class F>
+decltype(auto) on_device(std::string const &op, device const &d, cpu const &host, F &&f) {
+  if (d.is_host())
+    return std::forward<F>(f)(host);
+#if defined(__CUDACC__)
+  (void)op;
+  cuda_backend::device_guard guard(d.index);
+  return std::forward<F>(f)(cuda{});
+#else
+  no_cuda_here(op, d);
+#endif
+}
+
+// Copies n bytes between (possibly different) devices; the destination is ready on return.
+inline void copy_bytes(std::string const &op, void *dst, device const &dd, void const *src,
+                       device const &sd, std::size_t n) {
+  if (dd.is_host() && sd.is_host()) {
+    if (n > 0)
+      std::memcpy(dst, src, n);
+    return;
+  }
+#if defined(__CUDACC__)
+  (void)op;
+  cuda_backend::copy_bytes(dst, dd, src, sd, n);
+#else
+  no_cuda_here(op, dd.is_host() ? sd : dd);
+#endif
+}
+
+} // namespace DUALCAST_TAPE_ABI
+
+// f(i) for i in [0, n), in parallel; `cost` estimates the work of one index (OpenMP starts
+// threads only for enough work). f is a function object with a DUALCAST_HD call operator, so
+// the CUDA backend runs the same code (backend/cuda/for_each.cuh).
+template <class F> void backend_for_each(hook, cpu const &ex, index_t n, index_t cost, F const &f) {
+#if defined(_OPENMP)
+#pragma omp parallel for schedule(static)                                                          \
+    num_threads(ex.thread_count()) if (n * cost > (index_t(1) << 15))
+#else
+  (void)ex, (void)cost;
+#endif
+  for (index_t i = 0; i < n; ++i)
+    f(i);
+}
+template <class Ex, class F> void parallel_for(Ex const &ex, index_t n, index_t cost, F const &f) {
+  backend_for_each(hook{}, ex, n, cost, f);
+}
+
+// Every array operand of one operation on one device; else device_error naming the positions.
+// `devs` holds (argument position, device) of the array operands, in order.
+inline device common_device(std::string const &op,
+                            std::vector<std::pair<int, device>> const &devs) {
+  for (std::size_t i = 1; i < devs.size(); ++i)
+    if (!(devs[i].second == devs[0].second))
+      throw device_error(op + ": argument " + std::to_string(devs[0].first) + " is on " +
+                         to_string(devs[0].second) + " but argument " +
+                         std::to_string(devs[i].first) + " is on " + to_string(devs[i].second) +
+                         " (all arrays of one operation must be on one device; move them with "
+                         "tensor::to)");
+  return !devs.empty() ? devs[0].second : device::host();
+}
+// The same for two operands (argument positions 0 and 1).
+inline device common_device(std::string const &op, device const &a, device const &b) {
+  std::vector<std::pair<int, device>> devs;
+  devs.emplace_back(0, a);
+  devs.emplace_back(1, b);
+  return common_device(op, devs);
+}
+
+} // namespace dualcast::detail

@@ -1,0 +1,66 @@
+// dualcast/backend/cuda/blas.cuh: row-major matrix products through cuBLAS (link CUDA::cublas).
+//
+// cuBLAS is column-major. A row-major matrix with leading dimension ld is, read column-major,
+// its transpose with the same ld, so row-major C = op(A) op(B) is column-major
+// C^T = op(B)^T op(A)^T: the same call with the operands swapped and m, n exchanged.
+#pragma once
+
+#include <dualcast/backend/cuda/check.cuh>
+#include <dualcast/backend/cuda/executor.cuh>
+#include <dualcast/errors.hpp>
+
+#include <cublas_v2.h>
+
+#include <map>
+#include <string>
+#include <type_traits>
+
+namespace dualcast::detail::cuda_backend {
+
+inline void check_blas(cublasStatus_t status, char const *what) {
+  if (status != CUBLAS_STATUS_SUCCESS)
+    throw cuda_error(std::string("dualcast: ") + what +
+                     " failed: " + cublasGetStatusString(status));
+}
+
+// One handle per thread and GPU (cuBLAS handles must not be shared between threads that use
+// them concurrently); destroyed at thread exit.
+inline cublasHandle_t blas_handle() {
+  struct handles {
+    std::map<int, cublasHandle_t> by_device;
+    ~handles() {
+      for (auto &[d, h] : by_device)
+        (void)cublasDestroy(h);
+    }
+  };
+  thread_local handles hs;
+  int d = 0;
+  check(cudaGetDevice(&d), "cudaGetDevice");
+  auto it = hs.by_device.find(d);
+  if (it != hs.by_device.end())
+    return it->second;
+  cublasHandle_t h = nullptr;
+  check_blas(cublasCreate(&h), "cublasCreate");
+  hs.by_device.emplace(d, h);
+  return h;
+}
+
+// Row-major C (m x n, leading dimension ldc) = op(A) op(B) + beta C on the executor's stream;
+// op(A) is m x k, op(B) is k x n; ta / tb: the operand is stored transposed.
+template <class T>
+void gemm(cuda const &ex, bool ta, bool tb, int m, int n, int k, T const *a, int lda, T const *b,
+          int ldb, T beta, T *c, int ldc) {
+  static_assert(std::is_same_v<T, float> || std::is_same_v<T, double>);
+  cublasHandle_t h = blas_handle();
+  check_blas(cublasSetStream(h, ex.stream), "cublasSetStream");
+  const T one = T(1);
+  cublasOperation_t opb = tb ? CUBLAS_OP_T : CUBLAS_OP_N, opa = ta ? CUBLAS_OP_T : CUBLAS_OP_N;
+  if constexpr (std::is_same_v<T, float>)
+    check_blas(cublasSgemm(h, opb, opa, n, m, k, &one, b, ldb, a, lda, &beta, c, ldc),
+               "cublasSgemm");
+  else
+    check_blas(cublasDgemm(h, opb, opa, n, m, k, &one, b, ldb, a, lda, &beta, c, ldc),
+               "cublasDgemm");
+}
+
+} // namespace dualcast::detail::cuda_backend
