@@ -82,7 +82,12 @@ public:
     std::size_t bytes_cached = 0; // held in free lists
   };
 
-  explicit pool_resource(memory_resource *upstream = nullptr) : upstream_(upstream) {}
+  // The default upstream (the system allocator) is created here, before the pool is complete, so
+  // that it is destroyed after the pool: the pool's destructor still returns its cached blocks to
+  // it (a function-local static created at the first allocation died first, and the pool's
+  // destructor called a pure virtual function at exit in unoptimised builds).
+  explicit pool_resource(memory_resource *upstream = nullptr)
+      : upstream_(upstream ? upstream : &system_host()) {}
   pool_resource(pool_resource const &) = delete;
   pool_resource &operator=(pool_resource const &) = delete;
   ~pool_resource() override { release(); }
@@ -172,10 +177,11 @@ private:
     }
   };
   static std::pair<std::size_t, device> key(std::size_t c, device const &d) { return {c, d}; }
-  memory_resource &up() {
+  static host_resource &system_host() {
     static host_resource host;
-    return upstream_ ? *upstream_ : host;
+    return host;
   }
+  memory_resource &up() { return *upstream_; }
   memory_resource *upstream_;
   mutable std::mutex m_;
   std::map<std::pair<std::size_t, device>, std::vector<void *>, dev_less> free_;

@@ -1,12 +1,10 @@
 // The backend-independent test bodies of tests/cases/, run on the CUDA backend. Compiled by nvcc
 // into a small library that tests/test_gpu.cpp (host code, doctest) calls; those tests report
-// "skipped" when no GPU exists. The tape cases instantiate the whole tape on CUDA tensors
-// (fused nodes, lazy expressions, unfused mode, reductions, shape ops, softmax, indexing and
-// cuBLAS matmuls).
+// "skipped" when no GPU exists. (The tape cases are in tape_cases_gpu.cu: a second translation
+// unit, so that the two compile in parallel.)
 #include <dualcast/cuda.cuh>
 
 #include "../cases/lstm_case.hpp"
-#include "../cases/tape_cases.hpp"
 
 #include <string>
 #include <vector>
@@ -42,14 +40,4 @@ std::string dualcast_gpu_lstm_case_float() {
 std::string dualcast_gpu_lstm_case_double() {
   device_memory<double> mem;
   return dualcast_tests::check_lstm_case<double>(dualcast::cuda{}, mem, 300, 131);
-}
-
-std::string dualcast_gpu_tape_lstm_step_case() {
-  return dualcast_tests::lstm_step_case(dualcast::device::cuda(0));
-}
-std::string dualcast_gpu_tape_mlp_case() {
-  return dualcast_tests::mlp_case(dualcast::device::cuda(0));
-}
-std::string dualcast_gpu_tape_ops_case() {
-  return dualcast_tests::ops_case(dualcast::device::cuda(0));
 }

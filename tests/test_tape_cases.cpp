@@ -1,0 +1,18 @@
+// The tape cases (tests/cases/tape_cases.hpp) on host tensors; the same bodies run on CUDA
+// tensors in tests/cuda/tape_cases_gpu.cu.
+#include "cases/tape_cases.hpp"
+
+#include <doctest/doctest.h>
+
+namespace dc = dualcast;
+using namespace dualcast_tests;
+
+TEST_CASE("tape case on the CPU backend: LSTM step with matmuls") {
+  CHECK(lstm_step_case(dc::device::host()) == "");
+}
+TEST_CASE("tape case on the CPU backend: MLP with log_softmax and gather") {
+  CHECK(mlp_case(dc::device::host()) == "");
+}
+TEST_CASE("tape case on the CPU backend: reductions, softmax, shape ops, indexing") {
+  CHECK(ops_case(dc::device::host()) == "");
+}
