@@ -59,7 +59,6 @@ template <class T> struct grad_slot {
   tensor<T> grad;
   bool is_leaf = true;
   bool retain = false; // keep an intermediate's gradient after backward
-  bool zero = false;   // grad is all zeros (zero_grad): nothing to add it to
 };
 
 // What backward does with a leaf's gradient: set aside the gradient from before (backward writes
@@ -145,8 +144,10 @@ public:
     auto slot = std::make_shared<detail::grad_slot<T>>();
     slot->dims = value.dims();
     slot->dev = value.dev();
+    // held: the gradient from before the running backward; zeroed: the gradient is all zeros
+    // (zero_grad), so a backward that reaches the leaf has nothing to add it to.
     leaves_.push_back([w = std::weak_ptr<detail::grad_slot<T>>(slot), held = tensor<T>{},
-                       held_zero = false](detail::leaf_step step) mutable {
+                       zeroed = false](detail::leaf_step step) mutable {
       auto s = w.lock();
       if (!s)
         return false;
@@ -154,26 +155,24 @@ public:
       case detail::leaf_step::zero:
         if (s->grad.defined())
           s->grad.fill_(T(0));
-        s->zero = true;
+        zeroed = true;
         break;
       case detail::leaf_step::stash:
-        held = std::move(s->grad), held_zero = s->zero;
+        held = std::move(s->grad);
         s->grad = tensor<T>{};
         break;
       case detail::leaf_step::commit:
         if (!s->grad.defined()) {
           s->grad = std::move(held); // not reached by this backward
         } else {
-          s->zero = false;
-          if (held.defined() && !held_zero)
-            detail::on_device("dualcast::tape::backward", s->dev, cpu{}, [&](auto const &ex) {
-              apply(ex, detail::add_kernel, out(s->grad.raw_view()), s->grad.cview(), held.cview());
-            });
+          if (held.defined() && !zeroed)
+            detail::add_into(s->grad, held);
+          zeroed = false;
         }
         held = tensor<T>{};
         break;
       case detail::leaf_step::rollback:
-        s->grad = std::move(held), s->zero = held_zero;
+        s->grad = std::move(held);
         held = tensor<T>{};
         break;
       }
@@ -366,13 +365,9 @@ void tape::accumulate_grad(std::shared_ptr<detail::grad_slot<T>> const &s, tenso
   detail::common_device(op, s->dev, g.dev());
   shape const &d = s->dims;
   if (g.dims() == d) {
-    // (no structured bindings: clang 14 cannot capture them in the lambdas below)
-    auto const target = grad_target(*s);
-    tensor<T> const &t = target.first;
-    if (target.second)
-      detail::on_device(op, s->dev, cpu{}, [&](auto const &ex) {
-        apply(ex, detail::add_kernel, out(t.raw_view()), t.cview(), g.cview());
-      });
+    auto [t, acc] = grad_target(*s);
+    if (acc)
+      detail::add_into(t, g);
     else
       t.assign_raw(g);
     return;

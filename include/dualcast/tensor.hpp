@@ -310,6 +310,18 @@ private:
 
 } // namespace DUALCAST_TAPE_ABI
 
+namespace detail {
+// dst += src (src broadcast to dst), without touching versions (gradient buffers); on their
+// device.
+template <class T> void add_into(tensor<T> const &dst, tensor<T> const &src) {
+  char const *op = "dualcast::tape (gradient accumulation)";
+  common_device(op, dst.dev(), src.dev());
+  on_device(op, dst.dev(), cpu{}, [&](auto const &ex) {
+    apply(ex, add_kernel, out(dst.raw_view()), dst.cview(), src.cview());
+  });
+}
+} // namespace detail
+
 template <class T> struct is_tensor : std::false_type {};
 template <class T> struct is_tensor<tensor<T>> : std::true_type {};
 template <class T> inline constexpr bool is_tensor_v = is_tensor<std::remove_cvref_t<T>>::value;

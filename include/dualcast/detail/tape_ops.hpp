@@ -29,16 +29,6 @@ var<T> record_op(std::string name, tape *tp, tensor<T> y, bool needs, Bwd bwd,
   return r;
 }
 
-// dst += src (src broadcast to dst), without touching versions (gradient buffers); on their
-// device.
-template <class T> void add_into(tensor<T> const &dst, tensor<T> const &src) {
-  char const *op = "dualcast::tape (gradient accumulation)";
-  common_device(op, dst.dev(), src.dev());
-  on_device(op, dst.dev(), cpu{}, [&](auto const &ex) {
-    apply(ex, add_kernel, out(dst.raw_view()), dst.cview(), src.cview());
-  });
-}
-
 // The device of the variables (one operation's array operands); device_error naming the
 // positions when they differ.
 template <class... V> device device_of(std::string const &op, V const &...v) {
