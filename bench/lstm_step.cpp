@@ -6,7 +6,9 @@
 //   backward from seeds (dh2, dc2) into Wx, Wh, b, h, c
 //
 // Variants:
-//   fused_store      both elementwise kernels fused nodes, partials stored
+//   fused_store      the cell one fused node that stores its partials (policy::store); the gate
+//                    sum one fused node with the cost model's policy (recompute: storing the
+//                    three all-ones partials of a sum would add 12 MB)
 //   fused_recompute  both fused nodes, nothing stored beyond the inputs (vjp re-evaluates)
 //   unfused          the same lambdas evaluated operation by operation (one node per operation)
 //   fused_lazy       the cell written with plain operators on variables (lazy expressions,
@@ -16,15 +18,20 @@
 // variable (no matmuls): the elementwise part alone, which the matmuls hide in lstm_step (at
 // 256x512x1024 the gemms are ~10 GFLOP forward + backward: matmuls_only is ~51 of ~55 ms, so
 // the variants differ by noise there; lstm_cell_tape shows fused 1.3x faster than unfused).
-// Note: BLAS uses its own threads (OPENBLAS_NUM_THREADS), not --threads.
+// BLAS: OpenBLAS is told to use --threads threads too (openblas_set_num_threads, when the BLAS
+// is OpenBLAS). The gate slices' gradients are views of the gates' gradient (no scatter).
 // tape_bytes: the distinct bytes the tape holds for backward after forward (saved tensors and
 // partial arrays), i.e. the peak of what backward needs.
 // The variants run interleaved (each repetition runs all of them), and each variant's time is
 // also compared with unfused within the same repetition: median_saving_vs_unfused_ms is the
-// median of those paired differences, faster_than_unfused counts the repetitions it won.
+// median of those paired differences, faster_than_unfused counts the repetitions it won and
+// sign_test_p is the one-sided sign test's p-value of that count (the chance of winning at
+// least that often if the variant were no faster than unfused; below 0.05: faster).
 // Output: CSV benchmark,variant,size,threads,median_ms,tape_bytes,median_saving_vs_unfused_ms,
-// faster_than_unfused on stdout (bench/run writes it to bench/results/lstm_step.csv).
-// Options: --quick, --threads N, --reps N.
+// faster_than_unfused,sign_test_p on stdout (bench/run writes it to
+// bench/results/lstm_step.csv).
+// Options: --quick, --threads N, --reps N, --only VARIANT (runs that variant of lstm_step alone,
+// repeatedly, printing its median: for profilers).
 #include <dualcast/autodiff.hpp>
 #include <dualcast/dualcast.hpp>
 
@@ -41,6 +48,9 @@
 #if defined(_OPENMP)
 #include <omp.h>
 #endif
+
+// OpenBLAS's thread count (absent from other BLAS libraries: a weak reference, null then).
+extern "C" void openblas_set_num_threads(int) __attribute__((weak));
 
 namespace dc = dualcast;
 using F32 = dc::tensor<float>;
@@ -113,8 +123,7 @@ std::size_t step(problem &p, int variant, bool gemm, double *checksum) {
     else if (variant == 2)
       gs = slices(dc::unfused(gate_sum, mx, mh, b));
     else
-      gs = slices(
-          dc::fused(variant == 0 ? dc::policy::store : dc::policy::recompute, gate_sum, mx, mh, b));
+      gs = slices(dc::fused(gate_sum, mx, mh, b)); // the cost model: recompute
   }
   auto [i, f, g, o] = gs;
   if (variant == 3) { // plain operators
@@ -145,6 +154,7 @@ std::size_t step(problem &p, int variant, bool gemm, double *checksum) {
 int main(int argc, char **argv) {
   bool quick = false;
   int threads = 0, reps = 31;
+  std::string only;
   for (int i = 1; i < argc; ++i) {
     if (!std::strcmp(argv[i], "--quick"))
       quick = true, reps = 5;
@@ -152,6 +162,8 @@ int main(int argc, char **argv) {
       threads = std::atoi(argv[++i]);
     else if (!std::strcmp(argv[i], "--reps") && i + 1 < argc)
       reps = std::atoi(argv[++i]);
+    else if (!std::strcmp(argv[i], "--only") && i + 1 < argc)
+      only = argv[++i];
   }
 #if defined(_OPENMP)
   if (threads > 0)
@@ -160,12 +172,34 @@ int main(int argc, char **argv) {
 #else
   threads = 1;
 #endif
+  if (openblas_set_num_threads)
+    openblas_set_num_threads(threads);
   problem p = quick ? problem(64, 128, 256) : problem(256, 512, 1024);
   std::string size = std::to_string(p.B) + "x" + std::to_string(p.I) + "x" + std::to_string(p.H);
   char const *names[] = {"fused_store", "fused_recompute", "unfused", "fused_lazy", "matmuls_only"};
   constexpr int unfused = 2;
+  if (!only.empty()) {
+    auto it =
+        std::find_if(std::begin(names), std::end(names), [&](char const *n) { return only == n; });
+    if (it == std::end(names)) {
+      std::fprintf(stderr, "--only: no variant %s\n", only.c_str());
+      return 2;
+    }
+    int v = int(it - std::begin(names));
+    std::vector<double> t;
+    for (int r = 0; r <= reps; ++r) {
+      auto t0 = std::chrono::steady_clock::now();
+      step(p, v, true, nullptr);
+      if (r > 0) // the first run fills the pool
+        t.push_back(std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0)
+                        .count());
+    }
+    std::sort(t.begin(), t.end());
+    std::printf("lstm_step,%s,%s,%d,%.3f\n", only.c_str(), size.c_str(), threads, t[t.size() / 2]);
+    return 0;
+  }
   std::printf("benchmark,variant,size,threads,median_ms,tape_bytes,median_saving_vs_unfused_ms,"
-              "faster_than_unfused\n");
+              "faster_than_unfused,sign_test_p\n");
   for (bool gemm : {true, false}) {
     char const *bench = gemm ? "lstm_step" : "lstm_cell_tape";
     std::string sz = gemm ? size : std::to_string(p.B) + "x" + std::to_string(p.H);
@@ -198,11 +232,24 @@ int main(int argc, char **argv) {
       std::sort(x.begin(), x.end());
       return x[x.size() / 2];
     };
+    // P(at least `wins` of `reps` fair coin flips), summed in logs (reps may be large).
+    auto sign_test = [](long wins, int n) {
+      double p = 0;
+      for (long k = wins; k <= n; ++k)
+        p += std::exp(std::lgamma(n + 1.0) - std::lgamma(k + 1.0) - std::lgamma(n - k + 1.0) -
+                      n * std::log(2.0));
+      return std::min(p, 1.0);
+    };
     for (int v = 0; v < nv; ++v) {
       auto const &sv = saving[std::size_t(v)];
       long wins = std::count_if(sv.begin(), sv.end(), [](double d) { return d > 0; });
-      std::printf("%s,%s,%s,%d,%.3f,%zu,%.3f,%ld/%d\n", bench, names[v], sz.c_str(), threads,
-                  median(t[std::size_t(v)]), bytes[std::size_t(v)], median(sv), wins, reps);
+      if (v == unfused)
+        std::printf("%s,%s,%s,%d,%.3f,%zu,0,-,-\n", bench, names[v], sz.c_str(), threads,
+                    median(t[std::size_t(v)]), bytes[std::size_t(v)]);
+      else
+        std::printf("%s,%s,%s,%d,%.3f,%zu,%.3f,%ld/%d,%.2g\n", bench, names[v], sz.c_str(), threads,
+                    median(t[std::size_t(v)]), bytes[std::size_t(v)], median(sv), wins, reps,
+                    sign_test(wins, reps));
     }
     std::fflush(stdout);
     for (int v = 1; v < 4; ++v)

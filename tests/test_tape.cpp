@@ -112,6 +112,60 @@ TEST_CASE("shape operations: transpose, permute, reshape, slice, concat, broadca
   CHECK_THROWS_AS(dc::concat(std::vector<V64>{tp.variable(x), tp.variable(z)}, 0), dc::shape_error);
 }
 
+// A slice's gradient is a view of its base's gradient (tape::make_view_output): consumers write
+// into the base's gradient in place. Overlapping and interleaved slices, slices of slices, the
+// base used directly too, and every kind of consumer (fused elementwise, matmul into a strided
+// view, reductions, indexing).
+TEST_CASE("slices: gradients written into the base's gradient") {
+  auto x = random_tensor({4, 6}, 54), w = random_tensor({3, 5}, 55), u = random_tensor({4, 3}, 56);
+  // the LSTM pattern: disjoint column slices, each consumed by an elementwise node
+  check_gradients(
+      [](auto const &v) {
+        return dc::slice(v[0], 1, 0, 2) * dc::sigmoid(dc::slice(v[0], 1, 2, 4)) +
+               dc::tanh(dc::slice(v[0], 1, 4, 6));
+      },
+      {x});
+  // overlapping slices, and the base used directly as well
+  check_gradients(
+      [](auto const &v) {
+        return dc::sum(dc::slice(v[0], 0, 0, 3) * dc::slice(v[0], 0, 1, 4), {0}) +
+               dc::sum(v[0] * v[0], {0});
+      },
+      {x});
+  // interleaved (step 2) slices, a slice of a slice, a matmul writing a strided gradient
+  check_gradients(
+      [](auto const &v) {
+        auto even = dc::slice(v[0], 1, 0, 6, 2), odd = dc::slice(v[0], 1, 1, 6, 2);
+        auto inner = dc::slice(dc::slice(v[0], 0, 1, 4), 1, 1, 6, 2); // (3, 3)
+        return dc::sum(dc::matmul(even, v[1]) + dc::matmul(odd * 2.0, v[1]), {1}) +
+               dc::sum(dc::matmul(inner, dc::slice(v[1], 1, 0, 3)));
+      },
+      {x, w});
+  // reductions and indexing consuming slices
+  check_gradients(
+      [](auto const &v) {
+        auto a = dc::slice(v[0], 1, 1, 4);
+        return dc::max(a, {1}, true) * dc::slice(v[1], 1, 0, 1) +
+               dc::index_select(dc::slice(v[0], 1, 3, 6), 1, {2, 0, 2});
+      },
+      {x, u});
+}
+
+TEST_CASE("slices: a kept slice gradient is this backward's, the base's accumulates") {
+  dc::tape tp;
+  auto x = tp.variable(T64::full({2, 4}, 1.0));
+  for (int round = 1; round <= 2; ++round) {
+    auto s = dc::slice(x, 1, 1, 3);
+    s.retain_grad();
+    tp.backward(dc::sum(s * 3.0));
+    auto gs = s.grad().to_vector(), gx = x.grad().to_vector();
+    for (double g : gs)
+      CHECK(g == 3.0);
+    for (int j = 0; j < 8; ++j)
+      CHECK(gx[std::size_t(j)] == ((j % 4 == 1 || j % 4 == 2) ? 3.0 * round : 0.0));
+  }
+}
+
 // ---- softmax family
 // -------------------------------------------------------------------------------------
 TEST_CASE("softmax, log_softmax, logsumexp: stable and match finite differences") {

@@ -59,6 +59,11 @@ template <class T> struct grad_slot {
   tensor<T> grad;
   bool is_leaf = true;
   bool retain = false; // keep an intermediate's gradient after backward
+  // A view variable (a slice): its gradient is the same view of its base's gradient, so the
+  // operations that consume the view write into the base's gradient directly, instead of into
+  // a gradient of their own that the slice's backward would add into a zero-filled one.
+  std::shared_ptr<grad_slot> base;
+  std::function<tensor<T>(tensor<T> const &)> view_of_base;
 };
 
 // What backward does with a leaf's gradient: set aside the gradient from before (backward writes
@@ -76,8 +81,9 @@ struct node {
   std::string name;
   std::vector<saved_tensor> saved;
   std::function<void()> backward;
-  std::function<bool()> reached;       // does any output have a gradient?
-  std::function<void()> clear_outputs; // drops the outputs' gradients (intermediates)
+  std::function<bool()> reached; // does any output have a gradient?
+  // Drops the outputs' gradients (intermediates); kept ones (retain_grad) only if `kept_too`.
+  std::function<void(bool kept_too)> clear_outputs;
   bool freed = false;
 };
 
@@ -101,7 +107,8 @@ public:
   bool is_leaf() const { return !slot_ || slot_->is_leaf; }
   // The accumulated gradient (undefined tensor if none has reached this variable).
   tensor<T> grad() const { return slot_ ? slot_->grad : tensor<T>{}; }
-  // Keep this intermediate's gradient after backward (leaves always keep theirs).
+  // Keep this intermediate's gradient after backward, until the next backward starts (leaves
+  // keep theirs and accumulate).
   var const &retain_grad() const {
     if (slot_)
       slot_->retain = true;
@@ -193,6 +200,16 @@ public:
     slot->is_leaf = false;
     return var<T>(std::move(value), std::move(slot), this);
   }
+  // An output that is a view of the variable with slot `base` (same elements, no copy): its
+  // gradient will be view_of_base(base's gradient).
+  template <class T, class View>
+  var<T> make_view_output(tensor<T> value, std::shared_ptr<detail::grad_slot<T>> base,
+                          View view_of_base) {
+    var<T> r = make_output(std::move(value), true);
+    r.slot()->base = std::move(base);
+    r.slot()->view_of_base = std::move(view_of_base);
+    return r;
+  }
   // Records a node. `outs` are its output slots; backward runs only if one of them got a gradient.
   template <class T>
   detail::node &record(std::string name, std::vector<std::shared_ptr<detail::grad_slot<T>>> outs,
@@ -206,12 +223,12 @@ public:
           return true;
       return false;
     };
-    n->clear_outputs =
-        [w = std::vector<std::weak_ptr<detail::grad_slot<T>>>(outs.begin(), outs.end())] {
-          for (auto const &ws : w)
-            if (auto s = ws.lock(); s && !s->retain)
-              s->grad = tensor<T>{};
-        };
+    n->clear_outputs = [w = std::vector<std::weak_ptr<detail::grad_slot<T>>>(
+                            outs.begin(), outs.end())](bool kept_too) {
+      for (auto const &ws : w)
+        if (auto s = ws.lock(); s && (kept_too || !s->retain))
+          s->grad = tensor<T>{};
+    };
     nodes_.push_back(std::move(n));
     return *nodes_.back();
   }
@@ -261,8 +278,10 @@ public:
                            to_string(seeds[i].dev()) + " but output " + std::to_string(i) +
                            " is on " + to_string(o.value().dev()));
     }
+    // An intermediate's kept gradient is that of the last backward: a gradient left from an
+    // earlier one must not make its (possibly freed) node look reached.
     for (auto &n : nodes_)
-      n->clear_outputs();
+      n->clear_outputs(true);
     each_leaf(detail::leaf_step::stash);
     try {
       for (std::size_t i = 0; i < outputs.size(); ++i)
@@ -274,7 +293,7 @@ public:
       // their saved tensors are freed as backward goes, which bounds its memory), the leaf
       // gradients go back to what they were and the intermediate ones are dropped.
       for (auto &n : nodes_)
-        n->clear_outputs();
+        n->clear_outputs(true);
       each_leaf(detail::leaf_step::rollback);
       throw;
     }
@@ -300,17 +319,22 @@ public:
 
   // ---- gradient helpers (used by operations' backward) ----------------------------------------
   // The gradient tensor of a slot for an operation that writes EVERY element: returns it and
-  // whether to accumulate (false: freshly allocated, uninitialised, overwrite it).
+  // whether to accumulate (false: its elements are free to overwrite -- freshly allocated, or a
+  // view into a base gradient that was just created as zeros). The tensor may be a strided view
+  // (the gradient of a slice).
   template <class T> static std::pair<tensor<T>, bool> grad_target(detail::grad_slot<T> &s) {
     if (s.grad.defined())
       return {s.grad, true};
-    s.grad = tensor<T>::empty(s.dims, s.dev);
-    return {s.grad, false};
+    if (!s.base) {
+      s.grad = tensor<T>::empty(s.dims, s.dev);
+      return {s.grad, false};
+    }
+    bool zeros = ensure_grad(s);
+    return {s.grad, !zeros};
   }
   // The gradient tensor of a slot, zero-initialised if new (for partial writes).
   template <class T> static tensor<T> grad_zeroed(detail::grad_slot<T> &s) {
-    if (!s.grad.defined())
-      s.grad = tensor<T>::zeros(s.dims, s.dev);
+    ensure_grad(s);
     return s.grad;
   }
   // grad += g (g broadcast to the slot's shape... or reduced from a broadcast shape).
@@ -325,6 +349,20 @@ public:
   }
 
 private:
+  // Creates s's gradient if it has none: zeros, or for a view the view of its base's gradient
+  // (created the same way). true: it was created now and is all zeros.
+  template <class T> static bool ensure_grad(detail::grad_slot<T> &s) {
+    if (s.grad.defined())
+      return false;
+    bool zeros = true;
+    if (s.base) {
+      zeros = ensure_grad(*s.base);
+      s.grad = s.view_of_base(s.base->grad);
+    } else {
+      s.grad = tensor<T>::zeros(s.dims, s.dev);
+    }
+    return zeros;
+  }
   // One step of backward: the node's gradient if any of its outputs got one.
   static void run_node(detail::node &n, bool keep_graph) {
     if (!n.reached())
@@ -346,7 +384,7 @@ private:
       n.backward = nullptr;
       n.saved.clear();
     }
-    n.clear_outputs();
+    n.clear_outputs(false);
   }
   // Applies a step to every live leaf and forgets the leaves whose variables are gone.
   void each_leaf(detail::leaf_step step) {

@@ -319,8 +319,9 @@ requires(!detail::expr_like<A> && ...) auto fused(policy pol, kernel<F, S> const
             std::array<tensor<T>, K> ybar;
             for (int k2 = 0; k2 < K; ++k2)
               ybar[std::size_t(k2)] = tape::out_grad(out_slots[std::size_t(k2)]);
-            // Targets: the slots' gradients; a temporary for inputs without gradients and for
-            // repeated variables (the same variable passed twice), added afterwards.
+            // Targets: the slots' gradients; a temporary for inputs without gradients, for
+            // repeated variables (the same variable passed twice) and for gradients that overlap
+            // an earlier target (overlapping slices of one variable), added afterwards.
             std::array<tensor<T>, NA + 1> target;
             std::array<bool, NA + 1> temp{};
             bool any_acc = false, any_fresh_direct = false;
@@ -335,6 +336,15 @@ requires(!detail::expr_like<A> && ...) auto fused(policy pol, kernel<F, S> const
                 continue;
               }
               auto [g, acc] = tape::grad_target(*sl);
+              bool overlapping = false;
+              for (int b = 0; b < a2; ++b)
+                overlapping =
+                    overlapping || (!temp[std::size_t(b)] &&
+                                    detail::overlaps(target[std::size_t(b)].cview(), g.cview()));
+              if (overlapping) {
+                temp[std::size_t(a2)] = true;
+                continue;
+              }
               target[std::size_t(a2)] = g;
               fresh[std::size_t(a2)] = !acc;
               any_acc = any_acc || acc;

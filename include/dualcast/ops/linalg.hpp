@@ -54,12 +54,23 @@ template <class T> blas_operand<T> as_blas(tensor<T> const &m) {
   return o;
 }
 
-// C (contiguous, m x n) = A @ B + beta * C, all 2-D, on C's device.
+// C (m x n) = A @ B + beta * C (beta 0 or 1), all 2-D, on C's device. C is written in place
+// when its rows are BLAS-compatible (unit column stride), else through a contiguous temporary
+// (a gradient that is a strided slice of a larger one).
 template <class T>
 void gemm(cpu const &host, tensor<T> const &a, tensor<T> const &b, tensor<T> const &c, T beta) {
   int m = int(a.extent(0)), k = int(a.extent(1)), n = int(b.extent(1));
   if (m == 0 || n == 0)
     return;
+  if (n > 1 && c.stride(1) != 1) {
+    tensor<T> tmp = tensor<T>::empty(c.dims(), c.dev());
+    gemm(host, a, b, tmp, T(0));
+    if (beta == T(0))
+      c.assign_raw(tmp);
+    else
+      add_into(c, tmp);
+    return;
+  }
   if (k == 0) {
     if (beta == T(0))
       c.assign_raw(tensor<T>::zeros(shape{}, c.dev()));

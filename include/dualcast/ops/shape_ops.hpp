@@ -35,14 +35,28 @@ template <class T> var<T> reshape(var<T> const &x, shape const &s) {
       [sx](tensor<T> gy) { tape::accumulate_grad(sx, gy.reshape(sx->dims)); });
 }
 
+// The slice's gradient is the same slice of x's gradient (tape::make_view_output): the
+// operations that consume the slice accumulate into x's gradient in place, so the slice's own
+// backward has nothing left to do (an LSTM's four gate slices cost no zero-filled copy and no
+// scatter).
 template <class T>
 var<T> slice(var<T> const &x, int d, index_t begin, index_t end, index_t step = 1) {
+  tensor<T> y = x.value().slice(d, begin, end, step);
   auto sx = x.slot();
-  return detail::record_op<T>("slice", x.owner(), x.value().slice(d, begin, end, step), bool(sx),
-                              [sx, d, begin, end, step](tensor<T> gy) {
-                                tensor<T> g = tape::grad_zeroed(*sx).slice(d, begin, end, step);
-                                detail::add_into(g, gy);
-                              });
+  tape *tp = x.owner();
+  if (!tp || !sx)
+    return var<T>(std::move(y), nullptr, tp);
+  var<T> r = tp->make_view_output(std::move(y), sx, [d, begin, end, step](tensor<T> const &g) {
+    return g.slice(d, begin, end, step);
+  });
+  auto slot = r.slot();
+  tp->record<T>("slice", {slot}, [w = std::weak_ptr<detail::grad_slot<T>>(slot)] {
+    // A kept gradient must not change when x's gradient changes later (a leaf's gradient is
+    // added to its earlier value at the end of backward): keep a copy.
+    if (auto s = w.lock(); s && s->retain && s->grad.defined())
+      s->grad = s->grad.clone();
+  });
+  return r;
 }
 
 template <class T> var<T> broadcast_to(var<T> const &x, shape const &s) {
