@@ -31,7 +31,7 @@
 // faster_than_unfused,sign_test_p on stdout (bench/run writes it to
 // bench/results/lstm_step.csv).
 // Options: --quick, --threads N, --reps N, --only VARIANT (runs that variant of lstm_step alone,
-// repeatedly, printing its median: for profilers).
+// repeatedly, printing its median and 10 % / 90 % quantiles: for profilers).
 #include <dualcast/autodiff.hpp>
 #include <dualcast/dualcast.hpp>
 
@@ -195,7 +195,9 @@ int main(int argc, char **argv) {
                         .count());
     }
     std::sort(t.begin(), t.end());
-    std::printf("lstm_step,%s,%s,%d,%.3f\n", only.c_str(), size.c_str(), threads, t[t.size() / 2]);
+    auto q = [&](double f) { return t[std::size_t(f * double(t.size() - 1))]; };
+    std::printf("lstm_step,%s,%s,%d,median %.3f (10%%: %.3f, 90%%: %.3f)\n", only.c_str(),
+                size.c_str(), threads, q(0.5), q(0.1), q(0.9));
     return 0;
   }
   std::printf("benchmark,variant,size,threads,median_ms,tape_bytes,median_saving_vs_unfused_ms,"

@@ -132,6 +132,17 @@ TEST_CASE("slices: gradients written into the base's gradient") {
                dc::sum(v[0] * v[0], {0});
       },
       {x});
+  // overlapping slices consumed by separate nodes (the second must add to what the first wrote),
+  // a slice of a slice written before and after its base slice
+  check_gradients(
+      [](auto const &v) {
+        V64 a = (dc::slice(v[0], 1, 0, 4) * 2.0).eval(),
+            b = (dc::slice(v[0], 1, 2, 6) * 3.0).eval();
+        V64 c = (dc::exp(dc::slice(dc::slice(v[0], 1, 1, 5), 1, 1, 3))).eval();
+        V64 d = (dc::slice(v[0], 1, 1, 5) * 0.5).eval();
+        return dc::sum(a * b, {1}) + dc::sum(c, {1}) + dc::sum(d * d, {1});
+      },
+      {x});
   // interleaved (step 2) slices, a slice of a slice, a matmul writing a strided gradient
   check_gradients(
       [](auto const &v) {

@@ -23,6 +23,7 @@
 #pragma once
 
 #include <dualcast/backend/cpu.hpp>
+#include <dualcast/broadcast.hpp>
 #include <dualcast/detail/device_dispatch.hpp>
 #include <dualcast/errors.hpp>
 #include <dualcast/memory.hpp>
@@ -64,6 +65,10 @@ template <class T> struct grad_slot {
   // a gradient of their own that the slice's backward would add into a zero-filled one.
   std::shared_ptr<grad_slot> base;
   std::function<tensor<T>(tensor<T> const &)> view_of_base;
+  // A base's gradient just created as zeros, and the regions handed out to its views since then:
+  // a view disjoint from all of them still holds zeros, so its first writer may overwrite it.
+  bool zeros_outside_views = false;
+  std::vector<view<T const>> handed;
 };
 
 // What backward does with a leaf's gradient: set aside the gradient from before (backward writes
@@ -323,18 +328,23 @@ public:
   // view into a base gradient that was just created as zeros). The tensor may be a strided view
   // (the gradient of a slice).
   template <class T> static std::pair<tensor<T>, bool> grad_target(detail::grad_slot<T> &s) {
-    if (s.grad.defined())
-      return {s.grad, true};
     if (!s.base) {
+      s.zeros_outside_views = false; // written everywhere now
+      if (s.grad.defined())
+        return {s.grad, true};
       s.grad = tensor<T>::empty(s.dims, s.dev);
       return {s.grad, false};
     }
+    if (s.grad.defined())
+      return {s.grad, true};
     bool zeros = ensure_grad(s);
     return {s.grad, !zeros};
   }
   // The gradient tensor of a slot, zero-initialised if new (for partial writes).
   template <class T> static tensor<T> grad_zeroed(detail::grad_slot<T> &s) {
     ensure_grad(s);
+    if (!s.base)
+      s.zeros_outside_views = false;
     return s.grad;
   }
   // grad += g (g broadcast to the slot's shape... or reduced from a broadcast shape).
@@ -350,18 +360,29 @@ public:
 
 private:
   // Creates s's gradient if it has none: zeros, or for a view the view of its base's gradient
-  // (created the same way). true: it was created now and is all zeros.
+  // (created the same way). true: it was created now, holds zeros and no other view of the same
+  // base shares an element with it (so that its first writer may overwrite it).
   template <class T> static bool ensure_grad(detail::grad_slot<T> &s) {
     if (s.grad.defined())
       return false;
-    bool zeros = true;
-    if (s.base) {
-      zeros = ensure_grad(*s.base);
-      s.grad = s.view_of_base(s.base->grad);
-    } else {
+    if (!s.base) {
       s.grad = tensor<T>::zeros(s.dims, s.dev);
+      s.zeros_outside_views = true;
+      s.handed.clear();
+      return true;
     }
-    return zeros;
+    ensure_grad(*s.base);
+    s.grad = s.view_of_base(s.base->grad);
+    detail::grad_slot<T> *root = s.base.get();
+    while (root->base)
+      root = root->base.get();
+    if (!root->zeros_outside_views)
+      return false;
+    bool disjoint = true;
+    for (auto const &h : root->handed)
+      disjoint = disjoint && !detail::overlaps(h, s.grad.cview());
+    root->handed.push_back(s.grad.cview());
+    return disjoint;
   }
   // One step of backward: the node's gradient if any of its outputs got one.
   static void run_node(detail::node &n, bool keep_graph) {

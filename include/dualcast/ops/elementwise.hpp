@@ -133,6 +133,35 @@ struct contract_acc_fn {
 inline constexpr kernel<contract_fn> contract_kernel{contract_fn{}};
 inline constexpr kernel<contract_acc_fn> contract_acc_kernel{contract_acc_fn{}};
 
+// All input cotangents of a store node in one pass, reading each output cotangent once:
+//   xbar_a = [xbar_a +] sum_k ybar_k * P[k, a],  a = 0 .. NA - 1.
+// Arguments: the NA current gradients (if Acc), ybar_0 .. ybar_{K-1}, then P in k-major order.
+template <std::size_t I, class X, class... R> DUALCAST_HD X const &pick(X const &x, R const &...r) {
+  if constexpr (I == 0)
+    return x;
+  else
+    return pick<I - 1>(r...);
+}
+template <int K, int NA, bool Acc> struct contract_all_fn {
+  static constexpr std::size_t first_ybar = Acc ? NA : 0;
+  template <std::size_t A, std::size_t... k, class... X>
+  DUALCAST_HD static auto term(std::index_sequence<k...>, X const &...x) {
+    // the same order of operations as contract_pairs
+    auto s = ((pick<first_ybar + k>(x...) * pick<first_ybar + K + k * NA + A>(x...)) + ...);
+    if constexpr (Acc)
+      return pick<A>(x...) + s;
+    else
+      return s;
+  }
+  template <std::size_t... A, class... X>
+  DUALCAST_HD static auto all(std::index_sequence<A...>, X const &...x) {
+    return outputs(term<A>(std::make_index_sequence<K>{}, x...)...);
+  }
+  template <class... X> DUALCAST_HD auto operator()(X const &...x) const {
+    return all(std::make_index_sequence<NA>{}, x...);
+  }
+};
+
 // The cost model (see the file comment): true when storing the partials moves fewer bytes.
 inline bool store_is_cheaper(int K, int A, index_t n, std::size_t elem, std::size_t input_bytes) {
   double store = 2.0 * K * A * double(n) * double(elem);
@@ -156,6 +185,51 @@ void contract_into(Ex const &ex, grad_slot<T> &slot, shape const &s,
     auto [g, acc] = tape::grad_target(slot);
     backend_reduce(hook{}, ex, s, static_cast<T const *>(tmp.data()), g.raw_view(), acc);
   }
+}
+
+// The backward of a store node when every input has a gradient of the call's shape (no
+// broadcast, no repeated variable): all cotangents in one pass (contract_all_fn). false: not
+// applicable -- the caller contracts input by input (the gradients are then defined, zeroed
+// where they were fresh).
+template <class T, int K, int NA, class Ex, class Slots, std::size_t... a, std::size_t... k,
+          std::size_t... p>
+bool contract_all(Ex const &ex, Slots const &slots, shape const &s,
+                  std::array<tensor<T>, K> const &ybar, std::array<tensor<T>, K * NA + 1> const &P,
+                  std::index_sequence<a...>, std::index_sequence<k...>, std::index_sequence<p...>) {
+  for (int i = 0; i < NA; ++i) {
+    auto const &sl = slots[std::size_t(i)];
+    if (!sl || !(sl->dims == s))
+      return false;
+    for (int j = 0; j < i; ++j)
+      if (slots[std::size_t(j)] == sl)
+        return false;
+  }
+  std::array<tensor<T>, NA> g;
+  std::array<bool, NA> fresh{};
+  bool any_acc = false;
+  for (int i = 0; i < NA; ++i) {
+    auto [t, acc] = tape::grad_target(*slots[std::size_t(i)]);
+    g[std::size_t(i)] = t;
+    fresh[std::size_t(i)] = !acc;
+    any_acc = any_acc || acc;
+  }
+  bool overlap = false; // slices of one variable that share elements
+  for (int i = 0; i < NA; ++i)
+    for (int j = 0; j < i; ++j)
+      overlap = overlap || overlaps(g[std::size_t(i)].cview(), g[std::size_t(j)].cview());
+  if (overlap || any_acc)
+    for (int i = 0; i < NA; ++i)
+      if (fresh[std::size_t(i)])
+        g[std::size_t(i)].assign_raw(tensor<T>::zeros(shape{}, g[std::size_t(i)].dev()));
+  if (overlap)
+    return false;
+  if (any_acc)
+    apply(ex, kernel<contract_all_fn<K, NA, true>>{{}}, out(g[a].raw_view()...), g[a].cview()...,
+          ybar[k].cview()..., P[p].cview()...);
+  else
+    apply(ex, kernel<contract_all_fn<K, NA, false>>{{}}, out(g[a].raw_view()...),
+          ybar[k].cview()..., P[p].cview()...);
+  return true;
 }
 
 template <class T, std::size_t K, class R> auto wrap_outputs(std::array<var<T>, K> const &v) {
@@ -284,6 +358,12 @@ requires(!detail::expr_like<A> && ...) auto fused(policy pol, kernel<F, S> const
             std::array<tensor<T>, K> ybar;
             for (int k2 = 0; k2 < K; ++k2)
               ybar[std::size_t(k2)] = tape::out_grad(out_slots[std::size_t(k2)]);
+            if constexpr (NA > 1)
+              if (detail::contract_all<T, K, NA>(ex, slots, s, ybar, parts,
+                                                 std::make_index_sequence<std::size_t(NA)>{},
+                                                 std::make_index_sequence<std::size_t(K)>{},
+                                                 std::make_index_sequence<std::size_t(K * NA)>{}))
+                return;
             for (int a2 = 0; a2 < NA; ++a2) {
               if (!slots[std::size_t(a2)])
                 continue;
