@@ -28,8 +28,9 @@
 // sign_test_p is the one-sided sign test's p-value of that count (the chance of winning at
 // least that often if the variant were no faster than unfused; below 0.05: faster).
 // Output: CSV benchmark,variant,size,threads,median_ms,tape_bytes,median_saving_vs_unfused_ms,
-// faster_than_unfused,sign_test_p on stdout (bench/run writes it to
-// bench/results/lstm_step.csv).
+// faster_than_unfused,sign_test_p,blas on stdout (bench/run writes it to
+// bench/results/lstm_step.csv); blas: openblas-openmp, openblas-pthreads, openblas-serial or
+// other.
 // Options: --quick, --threads N, --reps N, --only VARIANT (runs that variant of lstm_step alone,
 // repeatedly, printing its median and 10 % / 90 % quantiles: for profilers).
 #include <dualcast/autodiff.hpp>
@@ -49,8 +50,10 @@
 #include <omp.h>
 #endif
 
-// OpenBLAS's thread count (absent from other BLAS libraries: a weak reference, null then).
+// OpenBLAS's thread count and threading model (absent from other BLAS libraries: weak
+// references, null then).
 extern "C" void openblas_set_num_threads(int) __attribute__((weak));
+extern "C" int openblas_get_parallel() __attribute__((weak));
 
 namespace dc = dualcast;
 using F32 = dc::tensor<float>;
@@ -174,6 +177,11 @@ int main(int argc, char **argv) {
 #endif
   if (openblas_set_num_threads)
     openblas_set_num_threads(threads);
+  char const *blas = "other";
+  if (openblas_get_parallel)
+    blas = openblas_get_parallel() == 2   ? "openblas-openmp"
+           : openblas_get_parallel() == 1 ? "openblas-pthreads"
+                                          : "openblas-serial";
   problem p = quick ? problem(64, 128, 256) : problem(256, 512, 1024);
   std::string size = std::to_string(p.B) + "x" + std::to_string(p.I) + "x" + std::to_string(p.H);
   char const *names[] = {"fused_store", "fused_recompute", "unfused", "fused_lazy", "matmuls_only"};
@@ -201,7 +209,7 @@ int main(int argc, char **argv) {
     return 0;
   }
   std::printf("benchmark,variant,size,threads,median_ms,tape_bytes,median_saving_vs_unfused_ms,"
-              "faster_than_unfused,sign_test_p\n");
+              "faster_than_unfused,sign_test_p,blas\n");
   for (bool gemm : {true, false}) {
     char const *bench = gemm ? "lstm_step" : "lstm_cell_tape";
     std::string sz = gemm ? size : std::to_string(p.B) + "x" + std::to_string(p.H);
@@ -246,12 +254,12 @@ int main(int argc, char **argv) {
       auto const &sv = saving[std::size_t(v)];
       long wins = std::count_if(sv.begin(), sv.end(), [](double d) { return d > 0; });
       if (v == unfused)
-        std::printf("%s,%s,%s,%d,%.3f,%zu,0,-,-\n", bench, names[v], sz.c_str(), threads,
-                    median(t[std::size_t(v)]), bytes[std::size_t(v)]);
+        std::printf("%s,%s,%s,%d,%.3f,%zu,0,-,-,%s\n", bench, names[v], sz.c_str(), threads,
+                    median(t[std::size_t(v)]), bytes[std::size_t(v)], blas);
       else
-        std::printf("%s,%s,%s,%d,%.3f,%zu,%.3f,%ld/%d,%.2g\n", bench, names[v], sz.c_str(), threads,
-                    median(t[std::size_t(v)]), bytes[std::size_t(v)], median(sv), wins, reps,
-                    sign_test(wins, reps));
+        std::printf("%s,%s,%s,%d,%.3f,%zu,%.3f,%ld/%d,%.2g,%s\n", bench, names[v], sz.c_str(),
+                    threads, median(t[std::size_t(v)]), bytes[std::size_t(v)], median(sv), wins,
+                    reps, sign_test(wins, reps), blas);
     }
     std::fflush(stdout);
     for (int v = 1; v < 4; ++v)
