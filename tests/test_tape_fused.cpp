@@ -117,6 +117,14 @@ TEST_CASE("fused: store == recompute == unfused == finite differences on random 
           return weigh(r[0]) + dc::sum(r[1] * r[1]);
         },
         {a, b, c});
+    // the inputs used again by a later node: backward reaches the store node with their
+    // gradients already started, so it accumulates into them
+    check_gradients(
+        [](auto const &v) {
+          auto r = dc::fused(dc::policy::store, cell, v[0], v[1] * 2.0, v[2]);
+          return weigh(r[0]) + dc::sum(r[1] * r[1]) + dc::sum(dc::sin(v[0]) * v[2]);
+        },
+        {a, b, c});
   }
 }
 
