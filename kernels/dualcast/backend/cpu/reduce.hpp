@@ -56,7 +56,8 @@ void reduce_broadcast(cpu const &ex, shape const &s, T const *src, view<T> dst, 
   };
   auto do_block = [&](index_t b) {
     index_t first = b * block, n = std::min(block, n_kept - first);
-    index_t src_base[block], dst_off[block];
+    // (zero-initialised: g++ cannot see that n >= 1 and warns about src_base[n - 1] below)
+    index_t src_base[block] = {}, dst_off[block];
     T acc[block];
     for (index_t k = 0; k < n; ++k) {
       src_base[k] = decode(first + k, kept, nk_dims, src_stride);
