@@ -39,6 +39,15 @@ template <class... T> DUALCAST_HD constexpr tuple<std::decay_t<T>...> make_tuple
   return {{{static_cast<T &&>(x)}...}};
 }
 
+// The I-th of a pack of arguments (a reference to it).
+template <std::size_t I, class X, class... R>
+DUALCAST_HD constexpr decltype(auto) nth(X const &x, R const &...r) {
+  if constexpr (I == 0)
+    return x;
+  else
+    return nth<I - 1>(r...);
+}
+
 template <class T> struct is_tuple : std::false_type {};
 template <class... T> struct is_tuple<tuple<T...>> : std::true_type {};
 

@@ -136,20 +136,14 @@ inline constexpr kernel<contract_acc_fn> contract_acc_kernel{contract_acc_fn{}};
 // All input cotangents of a store node in one pass, reading each output cotangent once:
 //   xbar_a = [xbar_a +] sum_k ybar_k * P[k, a],  a = 0 .. NA - 1.
 // Arguments: the NA current gradients (if Acc), ybar_0 .. ybar_{K-1}, then P in k-major order.
-template <std::size_t I, class X, class... R> DUALCAST_HD X const &pick(X const &x, R const &...r) {
-  if constexpr (I == 0)
-    return x;
-  else
-    return pick<I - 1>(r...);
-}
 template <int K, int NA, bool Acc> struct contract_all_fn {
   static constexpr std::size_t first_ybar = Acc ? NA : 0;
   template <std::size_t A, std::size_t... k, class... X>
   DUALCAST_HD static auto term(std::index_sequence<k...>, X const &...x) {
     // the same order of operations as contract_pairs
-    auto s = ((pick<first_ybar + k>(x...) * pick<first_ybar + K + k * NA + A>(x...)) + ...);
+    auto s = ((nth<first_ybar + k>(x...) * nth<first_ybar + K + k * NA + A>(x...)) + ...);
     if constexpr (Acc)
-      return pick<A>(x...) + s;
+      return nth<A>(x...) + s;
     else
       return s;
   }

@@ -123,14 +123,6 @@ template <class V, class C, int NV, int NT, bool Direct> struct context {
   std::uint8_t const *tmap;
 };
 
-template <std::size_t I, class X, class... R>
-DUALCAST_HD decltype(auto) nth(X const &x, R const &...r) {
-  if constexpr (I == 0)
-    return x;
-  else
-    return nth<I - 1>(r...);
-}
-
 template <class V, class... C> struct tensor_type { using type = std::common_type_t<C...>; };
 template <class V> struct tensor_type<V> { using type = V; };
 
