@@ -134,8 +134,10 @@ std::size_t step(problem &p, int variant, bool gemm, double *checksum) {
     r = dc::eval(dc::sigmoid(o) * dc::tanh(c2), c2);
   } else if (variant == 2) {
     r = dc::unfused(cell, i, f, g, o, c);
+  } else if (variant == 0) {
+    r = dc::fused(dc::policy::store, cell, i, f, g, o, c);
   } else {
-    r = dc::fused(variant == 0 ? dc::policy::store : dc::policy::recompute, cell, i, f, g, o, c);
+    r = dc::fused(dc::policy::recompute, cell, i, f, g, o, c);
   }
   std::size_t bytes = tp.saved_bytes();
   tp.backward(std::vector<V32>{r[0], r[1]}, std::vector<F32>{p.dh, p.dc2});

@@ -116,7 +116,7 @@ TEST_CASE("lazy: the same leaf used twice is one input") {
   auto a = random_tensor({4, 3}, 10, 0.2, 0.9);
   auto r = check_all([](auto const &v) { return V64(v[0] * v[0] + dc::sin(v[0]) * v[0]); }, {a});
   CHECK(r.nodes == 1);
-  for (auto pol : {dc::policy::recompute, dc::policy::store}) {
+  auto run = [&](auto pol) {
     dc::tape tp;
     auto x = tp.variable(a);
     auto y = (x * x * x).eval(pol); // three leaves, one input
@@ -129,7 +129,9 @@ TEST_CASE("lazy: the same leaf used twice is one input") {
     auto g = x.grad().to_vector(), av = a.to_vector();
     for (std::size_t i = 0; i < g.size(); ++i)
       CHECK(g[i] == doctest::Approx(3 * av[i] * av[i]).epsilon(1e-12));
-  }
+  };
+  run(dc::policy::recompute);
+  run(dc::policy::store);
   // The same tensor view is one constant leaf too; two different views of it are two.
   auto k = random_tensor({4, 3}, 11);
   check_all(

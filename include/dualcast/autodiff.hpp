@@ -10,6 +10,7 @@
 // argument (zeros for arguments f does not depend on).
 #pragma once
 
+#include <dualcast/custom_op.hpp>
 #include <dualcast/memory.hpp>
 #include <dualcast/ops/elementwise.hpp>
 #include <dualcast/ops/indexing.hpp>
@@ -17,6 +18,7 @@
 #include <dualcast/ops/reduce.hpp>
 #include <dualcast/ops/shape_ops.hpp>
 #include <dualcast/ops/softmax.hpp>
+#include <dualcast/policy.hpp>
 #include <dualcast/tape.hpp>
 #include <dualcast/tensor.hpp>
 

@@ -11,18 +11,23 @@
 // Arguments are views (dualcast::view) or plain scalars. Inputs broadcast against each other and
 // to the outputs' shape by numpy's rules. Only active inputs (argument positions; default: every
 // array) become duals, so a mask or constant takes exactly the branch its value says. Every
-// check (shapes, aliasing) happens before anything is written.
+// check (shapes, aliasing) happens before anything is written (detail/call_checks.hpp); then one
+// call of the backend's map hook (backend/seam.hpp) runs the element operation of the mode
+// (detail/element_ops.hpp) over the whole iteration space.
 #pragma once
 
+#include <dualcast/backend/seam.hpp>
+#include <dualcast/detail/call_checks.hpp>
 #include <dualcast/detail/element_ops.hpp>
-#include <dualcast/detail/operand.hpp>
+#include <dualcast/detail/kernel_checks.hpp>
+#include <dualcast/detail/launch_plan.hpp>
 #include <dualcast/errors.hpp>
 #include <dualcast/kernel.hpp>
 #include <dualcast/shape.hpp>
 #include <dualcast/view.hpp>
+#include <dualcast/view_overlap.hpp>
 
 #include <array>
-#include <cstdint>
 #include <string>
 #include <tuple>
 #include <type_traits>
@@ -37,290 +42,6 @@ template <class... V> pack<std::decay_t<V>...> in(V &&...v) { return {{static_ca
 
 namespace detail {
 
-template <class A> struct element_of { using type = void; };
-template <class T> struct element_of<view<T>> { using type = std::remove_cv_t<T>; };
-
-// The element type shared by all arrays of a call.
-template <class... V> struct common_element { using type = void; };
-template <class V, class... Rest> struct common_element<V, Rest...> {
-  using first = typename element_of<std::decay_t<V>>::type;
-  using rest = typename common_element<Rest...>::type;
-  using type = std::conditional_t<std::is_void_v<first>, rest, first>;
-};
-template <class T, class... V>
-inline constexpr bool
-    all_arrays_of = ((std::is_void_v<typename element_of<std::decay_t<V>>::type> ||
-                      std::is_same_v<typename element_of<std::decay_t<V>>::type, T>)&&...);
-
-// What the lambda receives for argument A when it runs on plain numbers of type T.
-template <class A, class T>
-using scalar_arg_t = std::conditional_t<is_view_v<A>, T, std::decay_t<A>>;
-
-template <class F, class T, class... A>
-using scalar_result_t =
-    decltype(as_outputs(std::declval<F const &>()(std::declval<scalar_arg_t<A, T>>()...)));
-
-template <class R, std::size_t... k> constexpr bool outputs_are_numbers(std::index_sequence<k...>) {
-  return (is_number<std::decay_t<decltype(get<k>(std::declval<R>()))>>::value && ...);
-}
-
-// Compile-time checks shared by every mode; gives readable messages instead of template errors.
-template <class F, class T, class... A> constexpr int check_kernel() {
-  static_assert(std::is_same_v<T, float> || std::is_same_v<T, double>,
-                "dualcast: arrays passed to a kernel must hold float or double");
-  static_assert(((is_view_v<A> || std::is_arithmetic_v<std::decay_t<A>>)&&...),
-                "dualcast: kernel arguments must be dualcast::view arrays or arithmetic scalars");
-  static_assert(std::is_invocable_v<F const &, scalar_arg_t<A, T>...>,
-                "dualcast: the kernel's lambda cannot be called with this number of arguments "
-                "(check the kernel's arity against the arguments passed)");
-  using R = scalar_result_t<F, T, A...>;
-  static_assert(outputs_are_numbers<R>(std::make_index_sequence<R::size>{}),
-                "dualcast: every output of a kernel must be a number or a dual number");
-  return static_cast<int>(R::size);
-}
-
-template <class Layout, class Active> constexpr bool active_positions_valid() {
-  for (int a = 0; a < Active::count; ++a) {
-    int p = Active::positions[a];
-    if (p < 0 || p >= Layout::arity || !Layout::is_array[p])
-      return false;
-    for (int b = 0; b < a; ++b)
-      if (Active::positions[b] == p)
-        return false;
-  }
-  return true;
-}
-
-template <int C, class Layout, int P = 0, int... Acc> constexpr auto all_arrays_active() {
-  if constexpr (P == Layout::arity)
-    return active_set<C, Acc...>{};
-  else if constexpr (Layout::is_array[P])
-    return all_arrays_active<C, Layout, P + 1, Acc..., P>();
-  else
-    return all_arrays_active<C, Layout, P + 1, Acc...>();
-}
-
-template <class A> auto scalar_slot(A const &a) {
-  if constexpr (is_view_v<A>)
-    return array_marker{};
-  else
-    return a;
-}
-
-// ---- run-time checks ---------------------------------------------------------------------------
-struct extent_range {
-  std::uintptr_t lo, hi; // bytes [lo, hi)
-};
-template <class T> extent_range memory_range(view<T> const &v) {
-  index_t lo = 0, hi = 0;
-  for (int d = 0; d < v.rank(); ++d) {
-    index_t span = (v.extent(d) - 1) * v.stride(d);
-    (span < 0 ? lo : hi) += span;
-  }
-  auto base = reinterpret_cast<std::uintptr_t>(v.data());
-  return {base + static_cast<std::uintptr_t>(lo * index_t(sizeof(T))),
-          base + static_cast<std::uintptr_t>((hi + 1) * index_t(sizeof(T)))};
-}
-// Do two views with the same strides, origins `delta` elements apart, share an element? They do
-// iff delta = sum_d c_d * stride_d for integers c_d in [-(eb_d - 1), ea_d - 1]; searched from
-// the largest stride down, each level keeping only the c_d whose remainder the smaller strides
-// can still reach (one or two values for the strides of slices of one tensor). Gives up (true:
-// may overlap) after `budget` steps.
-struct lattice_dim {
-  index_t stride, lo, hi;
-};
-inline bool lattice_hits(lattice_dim const *d, int n, index_t r, int &budget) {
-  if (n == 0)
-    return r == 0;
-  if (--budget < 0)
-    return true;
-  index_t rest_lo = 0, rest_hi = 0;
-  for (int j = 1; j < n; ++j)
-    rest_lo += d[j].lo * d[j].stride, rest_hi += d[j].hi * d[j].stride;
-  auto floor_div = [](index_t x, index_t y) { return x / y - ((x % y != 0) && (x < 0)); };
-  index_t s = d[0].stride;
-  index_t c_lo = -floor_div(-(r - rest_hi), s), c_hi = floor_div(r - rest_lo, s);
-  c_lo = c_lo < d[0].lo ? d[0].lo : c_lo;
-  c_hi = c_hi > d[0].hi ? d[0].hi : c_hi;
-  for (index_t c = c_lo; c <= c_hi; ++c)
-    if (lattice_hits(d + 1, n - 1, r - c * s, budget))
-      return true;
-  return false;
-}
-template <class T> bool same_stride_overlap(view<T> const &a, view<T> const &b) {
-  lattice_dim d[max_rank];
-  int n = 0;
-  index_t oa = 0, ob = 0; // origins relative to a.data(), after making the strides positive
-  index_t delta_bytes =
-      reinterpret_cast<char const *>(b.data()) - reinterpret_cast<char const *>(a.data());
-  if (delta_bytes % index_t(sizeof(T)) != 0)
-    return true;
-  ob = delta_bytes / index_t(sizeof(T));
-  for (int k = 0; k < a.rank(); ++k) {
-    index_t ea = a.extent(k), eb = b.extent(k);
-    index_t st = ea > 1 ? a.stride(k) : b.stride(k);
-    if (ea > 1 && eb > 1 && a.stride(k) != b.stride(k))
-      return true; // different layouts: not decided here
-    if (st == 0 || (ea == 1 && eb == 1))
-      continue;
-    if (st < 0) {
-      oa += (ea - 1) * st, ob += (eb - 1) * st;
-      st = -st;
-    }
-    d[n++] = {st, -(eb - 1), ea - 1};
-  }
-  for (int i = 1; i < n; ++i) // largest stride first
-    for (int j = i; j > 0 && d[j].stride > d[j - 1].stride; --j)
-      std::swap(d[j], d[j - 1]);
-  int budget = 4096;
-  return lattice_hits(d, n, ob - oa, budget);
-}
-// Do two views share an element? Exact for views with the same strides (slices of one tensor,
-// e.g. the gradients of an LSTM's four gate slices), else by their address ranges.
-template <class T, class U> bool overlaps(view<T> const &a, view<U> const &b) {
-  if (a.size() == 0 || b.size() == 0)
-    return false;
-  auto x = memory_range(a), y = memory_range(b);
-  if (!(x.lo < y.hi && y.lo < x.hi))
-    return false;
-  using A = std::remove_const_t<T>;
-  using B = std::remove_const_t<U>;
-  if constexpr (std::is_same_v<A, B>) {
-    if (a.rank() == b.rank())
-      return same_stride_overlap(view<A const>(a), view<A const>(b));
-  }
-  return true;
-}
-template <class T, class U> bool same_elements(view<T> const &a, view<U> const &b, shape const &s) {
-  // a (an output of shape s) and b (an input broadcast to s) address the same element everywhere.
-  if (static_cast<void const *>(a.data()) != static_cast<void const *>(b.data()) ||
-      b.rank() > s.rank)
-    return false;
-  for (int d = 0; d < s.rank; ++d) {
-    int j = b.rank() - s.rank + d;
-    index_t bs = (j < 0 || b.extent(j) == 1) ? 0 : b.stride(j);
-    if (s.ext[d] != 1 && a.stride(d) != bs)
-      return false;
-  }
-  return true;
-}
-
-inline std::string role_name(char const *role, int i) {
-  return std::string(role) + " " + std::to_string(i);
-}
-
-// Strides of view v aligned to shape s (right-aligned, 0 on broadcast dimensions).
-template <class T, class P> void align_operand(operand<P> &o, view<T> const &v, shape const &s) {
-  o.ptr = v.data();
-  for (int d = 0; d < s.rank; ++d) {
-    int j = v.rank() - s.rank + d;
-    o.stride[d] = (j < 0 || v.extent(j) == 1) ? 0 : v.stride(j);
-  }
-}
-
-template <class T>
-void check_output(std::string const &op, char const *role, int i, view<T> const &v,
-                  shape const &s) {
-  if (!(v.dims() == s))
-    throw shape_error(op + ": " + role_name(role, i) + " has shape " + to_string(v.dims()) +
-                      " but the call's shape is " + to_string(s));
-  // (An empty array writes nothing; its row-major strides may be 0 before a zero extent.)
-  for (int d = 0; d < v.rank() && v.size() > 0; ++d)
-    if (v.extent(d) > 1 && v.stride(d) == 0)
-      throw aliasing_error(op + ": " + role_name(role, i) + " has stride 0 in dimension " +
-                           std::to_string(d) +
-                           ", so several elements would be written to one place");
-}
-
-// The broadcast shape of the array arguments, then fitted to the outputs' shape.
-template <class... A> shape broadcast_args(std::string const &op, std::tuple<A const &...> args) {
-  shape shapes[sizeof...(A) + 1];
-  int pos[sizeof...(A) + 1] = {};
-  int n = 0;
-  std::apply(
-      [&](auto const &...a) {
-        int p = 0;
-        auto add = [&](auto const &x) {
-          if constexpr (is_view_v<decltype(x)>) {
-            shapes[n] = x.dims();
-            pos[n++] = p;
-          }
-          ++p;
-        };
-        (add(a), ...);
-      },
-      args);
-  return broadcast_shapes(op, shapes, pos, n);
-}
-
-template <class... A>
-void check_fits(std::string const &op, std::tuple<A const &...> args, shape const &s_in,
-                shape const &s) {
-  bool ok = true;
-  shape b = broadcast_pair(s_in, s, ok);
-  if (ok && b == s)
-    return;
-  std::apply(
-      [&](auto const &...a) {
-        int p = 0;
-        auto test = [&](auto const &x) {
-          if constexpr (is_view_v<decltype(x)>) {
-            bool fits = true;
-            shape bx = broadcast_pair(x.dims(), s, fits);
-            if (!fits || !(bx == s))
-              throw shape_error(op + ": argument " + std::to_string(p) + " of shape " +
-                                to_string(x.dims()) + " does not broadcast to the output shape " +
-                                to_string(s));
-          }
-          ++p;
-        };
-        (test(a), ...);
-      },
-      args);
-}
-
-// Outputs must not overlap each other, nor overlap an input unless they are that same input.
-template <class T, class... A>
-void check_aliasing(std::string const &op, view<T> const *outs, char const *const *roles,
-                    int const *idx, std::size_t n_out, std::tuple<A const &...> args,
-                    shape const &s) {
-  for (std::size_t i = 0; i < n_out; ++i) {
-    for (std::size_t j = 0; j < i; ++j)
-      if (overlaps(outs[i], outs[j]))
-        throw aliasing_error(op + ": " + role_name(roles[i], idx[i]) + " overlaps " +
-                             role_name(roles[j], idx[j]));
-    std::apply(
-        [&](auto const &...a) {
-          int p = 0;
-          auto test = [&](auto const &x) {
-            if constexpr (is_view_v<decltype(x)>) {
-              if (overlaps(outs[i], x) && !same_elements(outs[i], x, s))
-                throw aliasing_error(op + ": " + role_name(roles[i], idx[i]) +
-                                     " overlaps argument " + std::to_string(p) +
-                                     " without being the same elements; write to separate memory");
-            }
-            ++p;
-          };
-          (test(a), ...);
-        },
-        args);
-  }
-}
-
-template <class T, class... A>
-void align_inputs(operand<T const> *ops, std::tuple<A const &...> args, shape const &s) {
-  std::apply(
-      [&](auto const &...a) {
-        int n = 0;
-        auto add = [&](auto const &x) {
-          if constexpr (is_view_v<decltype(x)>)
-            align_operand(ops[n++], view<T const>(x), s);
-        };
-        (add(a), ...);
-      },
-      args);
-}
-
 template <class T, class... V>
 std::array<view<T>, sizeof...(V)> views_of(pack<V...> const &p, char const *what) {
   static_assert((std::is_same_v<V, view<T>> && ...),
@@ -329,32 +50,6 @@ std::array<view<T>, sizeof...(V)> views_of(pack<V...> const &p, char const *what
   return std::apply([](auto const &...v) { return std::array<view<T>, sizeof...(V)>{v...}; },
                     p.items);
 }
-
-template <class T, int NI, int NO> struct launch_plan {
-  map_params<T, NI, NO> p{};
-  int ni = 0, no = 0;
-  explicit launch_plan(shape const &s) {
-    p.rank = s.rank;
-    for (int d = 0; d < s.rank; ++d)
-      p.ext[d] = s.ext[d];
-  }
-  shape dims() const {
-    shape s;
-    s.rank = p.rank;
-    for (int d = 0; d < p.rank; ++d)
-      s.ext[d] = p.ext[d];
-    return s;
-  }
-  void add_in(view<T const> const &v) { align_operand(p.in[ni++], v, dims()); }
-  void add_zero_in() { // an input that reads 0 everywhere
-    static const T zero{};
-    p.in[ni].ptr = &zero;
-    for (int d = 0; d < max_rank; ++d)
-      p.in[ni].stride[d] = 0;
-    ++ni;
-  }
-  void add_out(view<T> const &v) { align_operand(p.out[no++], v, dims()); }
-};
 
 // The shape of every argument of a call (rank 0 for a scalar), by position.
 template <class... A> std::array<shape, sizeof...(A)> argument_shapes(pack<A...> const &args) {
@@ -371,39 +66,6 @@ template <class... A> std::array<shape, sizeof...(A)> argument_shapes(pack<A...>
       args.items);
 }
 
-// Shapes, fit and aliasing of a call's arguments against its output shape s.
-template <class T, std::size_t NO, class... A>
-void check_call(std::string const &op, std::tuple<A const &...> args,
-                std::array<view<T>, NO> const &outs, char const *const (&roles)[NO],
-                int const (&idx)[NO], shape const &s) {
-  shape s_in = broadcast_args(op, args);
-  check_fits(op, args, s_in, s);
-  for (std::size_t i = 0; i < NO; ++i)
-    check_output(op, roles[i], idx[i], outs[i], s);
-  check_aliasing(op, outs.data(), roles, idx, NO, args, s);
-}
-
-template <class T, int NI, int NO, class... A>
-void add_array_args(launch_plan<T, NI, NO> &plan, std::tuple<A const &...> args) {
-  std::apply(
-      [&](auto const &...a) {
-        auto add = [&](auto const &x) {
-          if constexpr (is_view_v<decltype(x)>)
-            plan.add_in(view<T const>(x));
-        };
-        (add(a), ...);
-      },
-      args);
-}
-
-template <class F, class... A> auto scalar_table(A const &...args) {
-  return typename arg_layout<A...>::scalars{make_tuple(scalar_slot(args)...)};
-}
-
-template <class Tuple, std::size_t... I>
-auto positions_of(Tuple const &t, std::index_sequence<I...>) {
-  return std::array<shape, sizeof...(I)>{std::get<I>(t).dims()...};
-}
 
 // The fused pass of vjp: contributions go straight into the cotangents of inputs that are not
 // broadcast, and into scratch arrays (reduced afterwards) for those that are.
@@ -458,8 +120,7 @@ void apply(Ex const &ex, kernel<F, S> const &k, pack<O...> const &outs, A const 
   backend_map<S>(detail::hook{}, ex, plan.p, op);
 }
 
-// ---- values and partials d out_k / d in_a (partials given output-major: k * A + a)
-// ----------------
+// ---- values and partials d out_k / d in_a (partials given output-major: k * A + a) ------------
 template <class Ex, class F, bool S, int C, int... I, class... O, class... P, class... A>
 void apply(Ex const &ex, kernel<F, S> const &k, active_set<C, I...>, pack<O...> const &outs,
            pack<P...> const &partials, A const &...args) {
@@ -496,8 +157,7 @@ void apply(Ex const &ex, kernel<F, S> const &k, active_set<C, I...>, pack<O...> 
   backend_map<S>(detail::hook{}, ex, plan.p, op);
 }
 
-// ---- JVP: values and output tangents from input tangents
-// -------------------------------------------
+// ---- JVP: values and output tangents from input tangents ---------------------------------------
 template <class Ex, class F, bool S, int C, int... I, class... O, class... TO, class... A,
           class... TI>
 void jvp(Ex const &ex, kernel<F, S> const &k, active_set<C, I...>, pack<O...> const &outs,
@@ -561,8 +221,8 @@ void jvp(Ex const &ex, kernel<F, S> const &k, active_set<C, I...>, pack<O...> co
   backend_map<S>(detail::hook{}, ex, plan.p, op);
 }
 
-// ---- VJP: input cotangents from output cotangents (duals re-evaluated; nothing stored)
-// -------------- With accumulate = true the input cotangents are added to (xbar += ...), else
+// ---- VJP: input cotangents from output cotangents (duals re-evaluated; nothing stored) ---------
+// With accumulate = true the input cotangents are added to (xbar += ...), else
 // overwritten. Inputs broadcast along some dimensions get their cotangents summed over those
 // dimensions.
 template <class Ex, class F, bool S, int C, int... I, class... X, class... A, class... Y>
@@ -650,12 +310,7 @@ void vjp(Ex const &ex, kernel<F, S> const &k, active_set<C, I...>, pack<X...> co
                      accumulate);
 }
 
-// ---- defaults: every array argument active
-// ---------------------------------------------------------
-namespace detail {
-template <class... A>
-using default_active_t = decltype(all_arrays_active<default_chunk, arg_layout<A...>>());
-}
+// ---- defaults: every array argument active ----------------------------------------------------
 
 template <class Ex, class F, bool S, class... X, class... A, class... Y>
 void vjp(Ex const &ex, kernel<F, S> const &k, pack<X...> const &in_cotangents,

@@ -4,6 +4,9 @@
 #define DUALCAST_VERSION_MAJOR 0
 #define DUALCAST_VERSION_MINOR 1
 #define DUALCAST_VERSION_PATCH 0
+// The inline namespace of dualcast's __global__ functions (backend/cuda/launch.cuh); changes with
+// every version whose kernels change.
+#define DUALCAST_KERNEL_ABI kernels_v0_1_0
 
 #if defined(__CUDACC__)
 #define DUALCAST_HOST __host__

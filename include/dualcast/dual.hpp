@@ -7,7 +7,6 @@
 #pragma once
 
 #include <dualcast/config.hpp>
-#include <dualcast/math/scalar.hpp> // select on plain numbers (batches bring their own)
 
 #include <type_traits>
 
@@ -93,6 +92,15 @@ DUALCAST_HD constexpr dual<T, N> chain2(dual<T, N> const &x, dual<T, N> const &y
   return r;
 }
 
+// c ? a : b per lane: a ternary on plain numbers; on SIMD batches their select, found by
+// argument-dependent lookup (math/simd.hpp), so that this header needs no math library.
+template <class C, class T> DUALCAST_HD constexpr T pick(C const &c, T const &a, T const &b) {
+  if constexpr (std::is_same_v<C, bool>)
+    return c ? a : b;
+  else
+    return select(c, a, b);
+}
+
 // Whether every lane of v is finite (v - v is 0 only for finite v); nested duals count as finite.
 template <class T> DUALCAST_HD constexpr bool all_finite(T const &v) {
   if constexpr (is_dual_v<T>) {
@@ -117,7 +125,7 @@ DUALCAST_HD constexpr dual<T, N> chain_checked(dual<T, N> const &x, T const &val
     if (!all_finite(deriv)) {
       dual<T, N> r(value);
       for (int i = 0; i < N; ++i)
-        r.d[i] = select(x.d[i] == T(0), T(0), deriv * x.d[i]);
+        r.d[i] = pick(x.d[i] == T(0), T(0), deriv * x.d[i]);
       return r;
     }
   }
@@ -130,8 +138,8 @@ DUALCAST_HD constexpr dual<T, N> chain2_checked(dual<T, N> const &x, dual<T, N> 
     if (!all_finite(dfdx) || !all_finite(dfdy)) {
       dual<T, N> r(value);
       for (int i = 0; i < N; ++i)
-        r.d[i] = select(x.d[i] == T(0), T(0), dfdx * x.d[i]) +
-                 select(y.d[i] == T(0), T(0), dfdy * y.d[i]);
+        r.d[i] = pick(x.d[i] == T(0), T(0), dfdx * x.d[i]) +
+                 pick(y.d[i] == T(0), T(0), dfdy * y.d[i]);
       return r;
     }
   }

@@ -1,4 +1,4 @@
-// dualcast/memory.hpp: devices, memory resources and a caching pool for tensor storage.
+// dualcast/memory.hpp: host memory, a caching pool for tensor storage, and storage blocks.
 //
 //   dualcast::pool_resource& pool = dualcast::default_pool();
 //   auto s = dualcast::storage::allocate(bytes, dualcast::device::host(), pool);
@@ -6,10 +6,10 @@
 // A training loop allocates the same sizes every step; the pool keeps freed blocks in per-size
 // free lists (sizes rounded up to a size class) and hands them out again, so after the first
 // step no call reaches the system allocator. A device is a kind plus an index so that CUDA
-// memory (cudaMallocAsync / a CUDA pool) can be added as another resource later; the host pool
-// only serves device::host().
+// memory is another resource (backend/cuda/memory.cuh) behind a pool of its own.
 #pragma once
 
+#include <dualcast/backend/device.hpp>
 #include <dualcast/errors.hpp>
 
 #include <cstddef>
@@ -24,32 +24,6 @@
 #include <vector>
 
 namespace dualcast {
-
-// Where memory lives.
-struct device {
-  enum class kind : std::uint8_t { host, cuda };
-  kind type = kind::host;
-  int index = 0;
-
-  static constexpr device host() { return {}; }
-  static constexpr device cuda(int i = 0) { return {kind::cuda, i}; }
-  bool is_host() const { return type == kind::host; }
-  friend constexpr bool operator==(device const &a, device const &b) {
-    return a.type == b.type && (a.type == kind::host || a.index == b.index);
-  }
-};
-
-inline std::string to_string(device const &d) {
-  return d.is_host() ? std::string("host") : "cuda:" + std::to_string(d.index);
-}
-
-// Allocates and frees raw memory on one device.
-class memory_resource {
-public:
-  virtual ~memory_resource() = default;
-  virtual void *allocate(std::size_t bytes, device const &d) = 0;
-  virtual void deallocate(void *p, std::size_t bytes, device const &d) noexcept = 0;
-};
 
 // The system allocator for host memory, 64-byte aligned.
 class host_resource final : public memory_resource {

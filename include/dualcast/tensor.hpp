@@ -16,7 +16,6 @@
 // nvcc and throw device_error elsewhere (detail/device_dispatch.hpp).
 #pragma once
 
-#include <dualcast/backend/cpu.hpp>
 #include <dualcast/broadcast.hpp>
 #include <dualcast/detail/device_dispatch.hpp>
 #include <dualcast/errors.hpp>

@@ -47,7 +47,8 @@ enum class tape_mode { store, recompute, unfused };
 inline double run_tape_case(tape_fn const &f, std::vector<tensor64> const &xs, dc::device d,
                             tape_mode mode, std::vector<std::vector<double>> *grads) {
   dc::tape tp;
-  tp.default_policy = mode == tape_mode::store ? dc::policy::store : dc::policy::recompute;
+  tp.default_policy =
+      mode == tape_mode::store ? dc::policy_kind::store : dc::policy_kind::recompute;
   tp.fused = mode != tape_mode::unfused;
   std::vector<var64> vs;
   for (auto const &x : xs)

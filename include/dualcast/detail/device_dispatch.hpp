@@ -2,10 +2,11 @@
 //
 // Tensors carry their device; an operation looks at its operands' device and runs its body (a
 // generic lambda taking the executor) on the CPU executor for host tensors and on the CUDA
-// executor for CUDA tensors. The CUDA executor exists only in translation units compiled by nvcc:
-// there this header pulls in the CUDA tape layer (kernels/dualcast/backend/cuda/tape.cuh); in a
-// host-compiler translation unit a CUDA tensor reaching an operation throws device_error naming
-// the operation and the device.
+// executor for CUDA tensors. This is the one header of the tape that binds devices to backends:
+// the CPU backend always, the CUDA backend (and the pool of CUDA memory) in translation units
+// compiled by nvcc; in a host-compiler translation unit a CUDA tensor reaching an operation
+// throws device_error naming the operation and the device. The operations themselves call only
+// the hooks of the backend seam (backend/seam.hpp) on the executor they are given.
 //
 // One program may contain both kinds of translation units. The tape's classes (tensor, var, tape,
 // expr) live in an inline namespace whose name says which kind compiled them (DUALCAST_TAPE_ABI),
@@ -15,6 +16,7 @@
 #pragma once
 
 #include <dualcast/backend/cpu.hpp>
+#include <dualcast/backend/seam.hpp>
 #include <dualcast/errors.hpp>
 #include <dualcast/memory.hpp>
 #include <dualcast/shape.hpp>
@@ -26,7 +28,8 @@
 
 #if defined(__CUDACC__)
 #define DUALCAST_TAPE_ABI tape_cuda
-#include <dualcast/backend/cuda/tape.cuh>
+#include <dualcast/backend/cuda.cuh>
+#include <dualcast/backend/cuda/memory.cuh>
 #else
 #define DUALCAST_TAPE_ABI tape_host
 #endif
@@ -41,13 +44,25 @@ inline constexpr bool cuda_tape_available = true;
 inline constexpr bool cuda_tape_available = false;
 #endif
 
+#if defined(__CUDACC__)
+// The pool CUDA tensors use unless told otherwise (one per process, all GPUs). It hands freed
+// blocks to later requests without synchronising. That is safe because the tape issues all its
+// work on one stream: a kernel that reuses a block runs after every kernel that used it before,
+// in stream order. Work on other streams must not outlive its tensors.
+inline pool_resource &cuda_pool() {
+  static cuda_backend::cuda_resource upstream;
+  static pool_resource pool(&upstream);
+  return pool;
+}
+#endif
+
 // The memory resource tensors on d use unless told otherwise: the host pool, or the CUDA pool in
 // nvcc translation units (elsewhere the host pool's upstream rejects CUDA devices with
 // device_error).
 inline memory_resource &default_resource(device const &d) {
 #if defined(__CUDACC__)
   if (!d.is_host())
-    return cuda_backend::cuda_pool();
+    return cuda_pool();
 #else
   (void)d;
 #endif
@@ -62,7 +77,7 @@ inline memory_resource &default_resource(device const &d) {
 
 // Runs f(ex) with the executor of device d: `host` for host tensors; for CUDA tensors a CUDA
 // executor on the default stream (all tape work on one stream: the CUDA pool relies on stream
-// order), with d's GPU current.
+// order), with d's GPU current. Tensors know their device, so its launches skip the pointer checks.
 template <class F>
 decltype(auto) on_device(std::string const &op, device const &d, cpu const &host, F &&f) {
   if (d.is_host())
@@ -70,7 +85,9 @@ decltype(auto) on_device(std::string const &op, device const &d, cpu const &host
 #if defined(__CUDACC__)
   (void)op;
   cuda_backend::device_guard guard(d.index);
-  return std::forward<F>(f)(cuda{});
+  cuda ex;
+  ex.operands_on_device = true;
+  return std::forward<F>(f)(ex);
 #else
   no_cuda_here(op, d);
 #endif
@@ -94,19 +111,9 @@ inline void copy_bytes(std::string const &op, void *dst, device const &dd, void 
 
 } // namespace DUALCAST_TAPE_ABI
 
-// f(i) for i in [0, n), in parallel; `cost` estimates the work of one index (OpenMP starts
-// threads only for enough work). f is a function object with a DUALCAST_HD call operator, so
-// the CUDA backend runs the same code (backend/cuda/for_each.cuh).
-template <class F> void backend_for_each(hook, cpu const &ex, index_t n, index_t cost, F const &f) {
-#if defined(_OPENMP)
-#pragma omp parallel for schedule(static)                                                          \
-    num_threads(ex.thread_count()) if (n * cost > (index_t(1) << 15))
-#else
-  (void)ex, (void)cost;
-#endif
-  for (index_t i = 0; i < n; ++i)
-    f(i);
-}
+// f(i) for i in [0, n) on the executor's device (the for_each hook, backend/seam.hpp); `cost`
+// estimates the work of one index. f is a function object with a DUALCAST_HD call operator, so
+// every backend runs the same code.
 template <class Ex, class F> void parallel_for(Ex const &ex, index_t n, index_t cost, F const &f) {
   backend_for_each(hook{}, ex, n, cost, f);
 }

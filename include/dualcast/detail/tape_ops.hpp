@@ -1,8 +1,7 @@
-// dualcast/detail/tape_ops.hpp: helpers shared by the whole-array operations on tape variables.
+// dualcast/detail/tape_ops.hpp: helpers shared by the whole-array operations on tape variables:
+// devices of operands, axes and the shapes of reductions.
 #pragma once
 
-#include <dualcast/backend/cpu.hpp>
-#include <dualcast/broadcast.hpp>
 #include <dualcast/detail/device_dispatch.hpp>
 #include <dualcast/errors.hpp>
 #include <dualcast/tape.hpp>
@@ -13,21 +12,6 @@
 #include <vector>
 
 namespace dualcast::detail {
-
-// Records a one-output operation. bwd(gy) runs in backward with the output's gradient and
-// accumulates into the inputs' slots. `saves` are version-checked and counted as tape bytes.
-template <class T, class Bwd>
-var<T> record_op(std::string name, tape *tp, tensor<T> y, bool needs, Bwd bwd,
-                 std::vector<std::pair<tensor<T>, std::string>> const &saves = {}) {
-  if (!tp || !needs)
-    return var<T>(std::move(y), nullptr, tp);
-  var<T> r = tp->make_output(std::move(y), true);
-  auto slot = r.slot();
-  auto &n = tp->record<T>(name, {slot}, [slot, bwd] { bwd(tensor<T>(slot->grad)); });
-  for (auto const &[t, what] : saves)
-    tape::save(n, t, what);
-  return r;
-}
 
 // The device of the variables (one operation's array operands); device_error naming the
 // positions when they differ.
@@ -75,6 +59,14 @@ inline std::vector<int> inverse_perm(std::vector<int> const &p) {
   for (std::size_t i = 0; i < p.size(); ++i)
     q[std::size_t(p[i])] = int(i);
   return q;
+}
+// The extents of s in the order perm gives.
+inline shape permuted_shape(shape const &s, std::vector<int> const &perm) {
+  shape r;
+  r.rank = s.rank;
+  for (int i = 0; i < s.rank; ++i)
+    r.ext[i] = s.ext[perm[std::size_t(i)]];
+  return r;
 }
 // Shape with the reduced axes set to 1 (keepdims) or removed.
 inline shape reduced_shape(shape const &s, std::vector<bool> const &mask, bool keepdims) {

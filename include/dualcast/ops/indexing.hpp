@@ -9,6 +9,7 @@
 // scatter-adds without atomics (index_lines below).
 #pragma once
 
+#include <dualcast/custom_op.hpp>
 #include <dualcast/detail/tape_ops.hpp>
 #include <dualcast/tape.hpp>
 #include <dualcast/tensor.hpp>
@@ -108,30 +109,36 @@ void run_index_lines(char const *op, cpu const &host, tensor<T> const &x, tensor
 }
 } // namespace detail
 
-template <class T>
-var<T> index_select(var<T> const &x, int axis, std::vector<index_t> const &indices) {
+template <var_like X>
+auto index_select(X const &xin, int axis, std::vector<index_t> const &indices) {
+  using T = typename detail::var_of_t<X>::value_type;
   char const *op = "dualcast::index_select";
+  auto const &x = detail::as_var(xin);
   int ax = detail::normalize_axis(op, axis, x.rank());
   index_t bound = x.dims().ext[ax];
   for (std::size_t i = 0; i < indices.size(); ++i)
     detail::check_index(op, indices[i], index_t(i), bound, ax);
   shape s = x.dims();
   s.ext[ax] = index_t(indices.size());
-  device dev = x.value().dev();
-  tensor<T> y = tensor<T>::empty(s, dev);
-  auto idx = detail::upload_indices(op, indices, dev);
-  cpu host = x.owner() ? x.owner()->ex : cpu{};
-  detail::run_index_lines<false>(op, host, x.value(), y, ax, *idx, false);
-  auto sx = x.slot();
-  return detail::record_op<T>("index_select", x.owner(), y, bool(sx),
-                              [sx, ax, idx, host, op](tensor<T> gy) {
-                                tensor<T> g = tape::grad_zeroed(*sx);
-                                detail::run_index_lines<true>(op, host, g, gy, ax, *idx, false);
-                              });
+  auto idx = detail::upload_indices(op, indices, x.value().dev());
+  return custom_op(
+      "index_select",
+      [&](auto const &, auto &ctx, tensor<T> const &xv) {
+        tensor<T> y = tensor<T>::empty(s, xv.dev());
+        detail::run_index_lines<false>(op, ctx.host(), xv, y, ax, *idx, false);
+        return y;
+      },
+      [ax, idx, op](auto const &, auto const &, auto &g) {
+        if (g.needs(0))
+          detail::run_index_lines<true>(op, g.host(), g.zeroed(0), g.out(0), ax, *idx, false);
+      },
+      x);
 }
 
-template <class T> var<T> gather(var<T> const &x, int axis, index_array const &index) {
+template <var_like X> auto gather(X const &xin, int axis, index_array const &index) {
+  using T = typename detail::var_of_t<X>::value_type;
   char const *op = "dualcast::gather";
+  auto const &x = detail::as_var(xin);
   int ax = detail::normalize_axis(op, axis, x.rank());
   if (index.dims.rank != x.rank() || index_t(index.values.size()) != index.dims.size())
     throw shape_error(std::string(op) + ": index of shape " + to_string(index.dims) + " (" +
@@ -145,17 +152,19 @@ template <class T> var<T> gather(var<T> const &x, int axis, index_array const &i
   index_t bound = x.dims().ext[ax];
   for (std::size_t i = 0; i < index.values.size(); ++i)
     detail::check_index(op, index.values[i], index_t(i), bound, ax);
-  device dev = x.value().dev();
-  tensor<T> y = tensor<T>::empty(index.dims, dev);
-  auto idx = detail::upload_indices(op, index.values, dev);
-  cpu host = x.owner() ? x.owner()->ex : cpu{};
-  detail::run_index_lines<false>(op, host, x.value(), y, ax, *idx, true);
-  auto sx = x.slot();
-  return detail::record_op<T>("gather", x.owner(), y, bool(sx),
-                              [sx, ax, idx, host, op](tensor<T> gy) {
-                                tensor<T> g = tape::grad_zeroed(*sx);
-                                detail::run_index_lines<true>(op, host, g, gy, ax, *idx, true);
-                              });
+  auto idx = detail::upload_indices(op, index.values, x.value().dev());
+  return custom_op(
+      "gather",
+      [&](auto const &, auto &ctx, tensor<T> const &xv) {
+        tensor<T> y = tensor<T>::empty(index.dims, xv.dev());
+        detail::run_index_lines<false>(op, ctx.host(), xv, y, ax, *idx, true);
+        return y;
+      },
+      [ax, idx, op](auto const &, auto const &, auto &g) {
+        if (g.needs(0))
+          detail::run_index_lines<true>(op, g.host(), g.zeroed(0), g.out(0), ax, *idx, true);
+      },
+      x);
 }
 
 } // namespace dualcast

@@ -10,28 +10,17 @@
 // tensors.
 #pragma once
 
+#include <dualcast/custom_op.hpp>
+#include <dualcast/detail/gemm_backends.hpp>
 #include <dualcast/detail/tape_ops.hpp>
 #include <dualcast/tape.hpp>
 #include <dualcast/tensor.hpp>
-
-#include <cblas.h>
 
 #include <string>
 
 namespace dualcast {
 
 namespace detail {
-
-// Row-major C (m x n) = op(A) op(B) + beta C on the CPU (the CUDA overload: backend/cuda/tape.cuh).
-template <class T>
-void backend_gemm(hook, cpu const &, bool ta, bool tb, int m, int n, int k, T const *a, int lda,
-                  T const *b, int ldb, T beta, T *c, int ldc) {
-  auto tr = [](bool t) { return t ? CblasTrans : CblasNoTrans; };
-  if constexpr (std::is_same_v<T, float>)
-    cblas_sgemm(CblasRowMajor, tr(ta), tr(tb), m, n, k, 1.0f, a, lda, b, ldb, beta, c, ldc);
-  else
-    cblas_dgemm(CblasRowMajor, tr(ta), tr(tb), m, n, k, 1.0, a, lda, b, ldb, beta, c, ldc);
-}
 
 // A 2-D operand as BLAS sees it (row-major): pointer, transpose flag and leading dimension.
 template <class T> struct blas_operand {
@@ -92,56 +81,59 @@ template <class T> tensor<T> batch_entry(tensor<T> const &x, index_t i) {
 
 } // namespace detail
 
-template <class T> var<T> matmul(var<T> const &a, var<T> const &b) {
+template <var_like XA, var_like XB> auto matmul(XA const &a_in, XB const &b_in) {
+  using T = typename detail::var_of_t<XA>::value_type;
   char const *op = "dualcast::matmul";
-  tape *tp = detail::tape_of(op, a, b);
-  tensor<T> A = a.value(), B = b.value();
-  int ra = A.rank(), rb = B.rank();
+  auto const &a = detail::as_var(a_in);
+  auto const &b = detail::as_var(b_in);
+  shape const sa = a.dims(), sb = b.dims();
+  int ra = sa.rank, rb = sb.rank;
   if (ra < 2 || ra > 3 || rb < 2 || rb > 3)
     throw shape_error(std::string(op) + ": operands must have rank 2 or 3, got shapes " +
-                      to_string(A.dims()) + " and " + to_string(B.dims()));
-  index_t m = A.extent(ra - 2), k = A.extent(ra - 1), k2 = B.extent(rb - 2), n = B.extent(rb - 1);
-  index_t batch = ra == 3 ? A.extent(0) : (rb == 3 ? B.extent(0) : 1);
-  if (k != k2 || (ra == 3 && rb == 3 && A.extent(0) != B.extent(0)))
-    throw shape_error(std::string(op) + ": shapes " + to_string(A.dims()) + " and " +
-                      to_string(B.dims()) + " do not match for a matrix product");
+                      to_string(sa) + " and " + to_string(sb));
+  index_t m = sa.ext[ra - 2], k = sa.ext[ra - 1], k2 = sb.ext[rb - 2], n = sb.ext[rb - 1];
+  index_t batch = ra == 3 ? sa.ext[0] : (rb == 3 ? sb.ext[0] : 1);
+  if (k != k2 || (ra == 3 && rb == 3 && sa.ext[0] != sb.ext[0]))
+    throw shape_error(std::string(op) + ": shapes " + to_string(sa) + " and " + to_string(sb) +
+                      " do not match for a matrix product");
   bool batched = ra == 3 || rb == 3;
-  device dev = detail::device_of(op, a, b);
-  cpu host = tp ? tp->ex : cpu{};
-  tensor<T> C = tensor<T>::empty(batched ? shape{batch, m, n} : shape{m, n}, dev);
-  for (index_t i = 0; i < batch; ++i)
-    detail::gemm(host, detail::batch_entry(A, i), detail::batch_entry(B, i),
-                 detail::batch_entry(C, i), T(0));
-
-  auto sa = a.slot(), sb = b.slot();
-  std::vector<std::pair<tensor<T>, std::string>> saves;
-  if (sb)
-    saves.push_back({A, "operand 0 (a)"});
-  if (sa)
-    saves.push_back({B, "operand 1 (b)"});
-  return detail::record_op<T>(
-      "matmul", tp, C, sa || sb,
-      [sa, sb, A = sb ? A : tensor<T>{}, B = sa ? B : tensor<T>{}, batch, ra, rb,
-       host](tensor<T> gy) {
-        gy = gy.contiguous();
-        if (sa) { // dA = dC @ B^T
-          auto [g, acc] = tape::grad_target(*sa);
+  return custom_op(
+      "matmul",
+      [&](auto const &, auto &ctx, tensor<T> const &A, tensor<T> const &B) {
+        tensor<T> C = tensor<T>::empty(batched ? shape{batch, m, n} : shape{m, n}, A.dev());
+        for (index_t i = 0; i < batch; ++i)
+          detail::gemm(ctx.host(), detail::batch_entry(A, i), detail::batch_entry(B, i),
+                       detail::batch_entry(C, i), T(0));
+        // dA needs B, dB needs A
+        ctx.save(b.requires_grad() ? A : tensor<T>{}, "operand 0 (a)");
+        ctx.save(a.requires_grad() ? B : tensor<T>{}, "operand 1 (b)");
+        return C;
+      },
+      [batch, ra, rb, ga = a.requires_grad()](auto const &, auto const &ctx, auto &g) {
+        tensor<T> gy = g.out(0).contiguous();
+        std::size_t next = 0;
+        tensor<T> A = g.needs(1) ? ctx.saved(next++) : tensor<T>{};
+        tensor<T> B = ga ? ctx.saved(next) : tensor<T>{};
+        if (g.needs(0)) { // dA = dC @ B^T
+          auto [t, acc] = g.target(0);
           for (index_t i = 0; i < batch; ++i) {
             bool accumulate = acc || (ra == 2 && i > 0);
-            detail::gemm(host, detail::batch_entry(gy, i), detail::batch_entry(B, i).transposed(),
-                         detail::batch_entry(g, ra == 3 ? i : 0), accumulate ? T(1) : T(0));
+            detail::gemm(g.host(), detail::batch_entry(gy, i),
+                         detail::batch_entry(B, i).transposed(),
+                         detail::batch_entry(t, ra == 3 ? i : 0), accumulate ? T(1) : T(0));
           }
         }
-        if (sb) { // dB = A^T @ dC
-          auto [g, acc] = tape::grad_target(*sb);
+        if (g.needs(1)) { // dB = A^T @ dC
+          auto [t, acc] = g.target(1);
           for (index_t i = 0; i < batch; ++i) {
             bool accumulate = acc || (rb == 2 && i > 0);
-            detail::gemm(host, detail::batch_entry(A, i).transposed(), detail::batch_entry(gy, i),
-                         detail::batch_entry(g, rb == 3 ? i : 0), accumulate ? T(1) : T(0));
+            detail::gemm(g.host(), detail::batch_entry(A, i).transposed(),
+                         detail::batch_entry(gy, i), detail::batch_entry(t, rb == 3 ? i : 0),
+                         accumulate ? T(1) : T(0));
           }
         }
       },
-      saves);
+      a, b);
 }
 
 } // namespace dualcast

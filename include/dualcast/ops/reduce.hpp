@@ -10,11 +10,13 @@
 // min groups through one function object per group (shared by the CPU and CUDA backends).
 #pragma once
 
-#include <dualcast/backend/cpu.hpp>
+#include <dualcast/backend/seam.hpp>
+#include <dualcast/custom_op.hpp>
 #include <dualcast/detail/tape_ops.hpp>
 #include <dualcast/tape.hpp>
 #include <dualcast/tensor.hpp>
 
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -22,17 +24,15 @@ namespace dualcast {
 
 namespace detail {
 // sum of x over the masked axes, result of keepdims shape.
-template <class T>
-tensor<T> sum_keepdims(cpu const &host, tensor<T> const &x, std::vector<bool> const &mask) {
+template <class Ex, class T>
+tensor<T> sum_keepdims(Ex const &ex, tensor<T> const &x, std::vector<bool> const &mask) {
   tensor<T> xc = x.contiguous();
   tensor<T> r = tensor<T>::empty(reduced_shape(x.dims(), mask, true), x.dev());
   if (x.size() == 0) {
     r.assign_raw(tensor<T>::zeros(shape{}, x.dev()));
     return r;
   }
-  on_device("dualcast::sum", x.dev(), host, [&](auto const &ex) {
-    backend_reduce(hook{}, ex, xc.dims(), static_cast<T const *>(xc.data()), r.raw_view(), false);
-  });
+  backend_reduce(hook{}, ex, xc.dims(), static_cast<T const *>(xc.data()), r.raw_view(), false);
   return r;
 }
 
@@ -62,78 +62,92 @@ template <class T> struct extremum_scatter {
 };
 } // namespace detail
 
-template <class T>
-var<T> sum(var<T> const &x, std::vector<int> const &axes = {}, bool keepdims = false) {
-  tape *tp = x.owner();
-  auto mask = detail::axis_mask("dualcast::sum", axes, x.rank());
-  tensor<T> kd = detail::sum_keepdims(tp ? tp->ex : cpu{}, x.value(), mask);
-  shape kds = kd.dims();
-  tensor<T> y = keepdims ? kd : kd.reshape(detail::reduced_shape(x.dims(), mask, false));
-  auto sx = x.slot();
-  return detail::record_op<T>("sum", tp, y, bool(sx), [sx, kds](tensor<T> gy) {
-    tape::accumulate_grad(sx, gy.reshape(kds).broadcast_to(sx->dims));
-  });
+template <var_like X>
+auto sum(X const &x, std::vector<int> const &axes = {}, bool keepdims = false) {
+  using T = typename detail::var_of_t<X>::value_type;
+  auto const &v = detail::as_var(x);
+  auto mask = detail::axis_mask("dualcast::sum", axes, v.rank());
+  shape const kds = detail::reduced_shape(v.dims(), mask, true);
+  shape const xs = v.dims();
+  return custom_op(
+      "sum",
+      [&](auto const &ex, auto &, tensor<T> const &xv) {
+        tensor<T> kd = detail::sum_keepdims(ex, xv, mask);
+        return keepdims ? kd : kd.reshape(detail::reduced_shape(xs, mask, false));
+      },
+      [kds, xs](auto const &, auto const &, auto &g) {
+        g.add(0, g.out(0).reshape(kds).broadcast_to(xs));
+      },
+      v);
 }
 
-template <class T>
-var<T> mean(var<T> const &x, std::vector<int> const &axes = {}, bool keepdims = false) {
-  auto mask = detail::axis_mask("dualcast::mean", axes, x.rank());
+template <var_like X>
+auto mean(X const &x, std::vector<int> const &axes = {}, bool keepdims = false) {
+  using T = typename detail::var_of_t<X>::value_type;
+  auto const &v = detail::as_var(x);
+  auto mask = detail::axis_mask("dualcast::mean", axes, v.rank());
   index_t n = 1;
-  for (int i = 0; i < x.rank(); ++i)
+  for (int i = 0; i < v.rank(); ++i)
     if (mask[std::size_t(i)])
-      n *= x.dims().ext[i];
-  return sum(x, axes, keepdims) * (T(1) / T(n > 0 ? n : 1));
+      n *= v.dims().ext[i];
+  return sum(v, axes, keepdims) * (T(1) / T(n > 0 ? n : 1));
 }
 
 namespace detail {
-template <class T, bool Max>
-var<T> extremum(char const *op, var<T> const &x, std::vector<int> const &axes, bool keepdims) {
-  tape *tp = x.owner();
-  auto mask = axis_mask(op, axes, x.rank());
+// What max / min keep for backward: the position of each group's extremum.
+struct extremum_state {
+  std::shared_ptr<storage> arg;
+};
+
+template <bool Max, class X>
+auto extremum(char const *op, X const &x, std::vector<int> const &axes, bool keepdims) {
+  using T = typename var_of_t<X>::value_type;
+  auto const &v = as_var(x);
+  auto mask = axis_mask(op, axes, v.rank());
   auto perm = kept_then_reduced(mask);
-  tensor<T> xp = x.value().permuted(perm).contiguous();
-  shape kd = reduced_shape(x.dims(), mask, true);
-  index_t n_out = kd.size(), n_red = n_out > 0 ? x.size() / n_out : 0;
+  shape kd = reduced_shape(v.dims(), mask, true);
+  index_t n_out = kd.size(), n_red = n_out > 0 ? v.size() / n_out : 0;
   if (n_red == 0)
     throw shape_error(std::string(op) + ": cannot reduce over an empty axis of shape " +
-                      to_string(x.dims()));
-  device dev = x.value().dev();
-  tensor<T> y = tensor<T>::empty(kd, dev);
-  // The positions, in a block of the device's memory (shared with the backward closure).
-  auto arg = storage::allocate(std::size_t(n_out) * sizeof(index_t), dev, default_resource(dev));
-  cpu host = tp ? tp->ex : cpu{};
-  on_device(op, dev, host, [&](auto const &ex) {
-    parallel_for(
-        ex, n_out, n_red,
-        extremum_groups<T, Max>{xp.data(), y.data(), static_cast<index_t *>(arg->data()), n_red});
-  });
-  if (!keepdims)
-    y = y.reshape(reduced_shape(x.dims(), mask, false));
-  auto sx = x.slot();
-  shape ps = xp.dims();
-  std::string name = Max ? "max" : "min";
-  return record_op<T>(
-      name, tp, y, bool(sx), [sx, arg, perm, ps, n_out, n_red, host, name](tensor<T> gy) {
-        tensor<T> g = gy.contiguous();
-        tensor<T> gp = tensor<T>::zeros(ps, sx->dev);
-        on_device("dualcast::" + name, sx->dev, host, [&](auto const &ex) {
-          parallel_for(ex, n_out, 1,
-                       extremum_scatter<T>{g.data(), static_cast<index_t const *>(arg->data()),
-                                           gp.data(), n_red});
-        });
-        tensor<T> target = tape::grad_zeroed(*sx).permuted(perm);
-        add_into(target, gp);
-      });
+                      to_string(v.dims()));
+  shape const out_shape = keepdims ? kd : reduced_shape(v.dims(), mask, false);
+  shape const ps = permuted_shape(v.dims(), perm);
+  return custom_op<extremum_state>(
+      Max ? "max" : "min",
+      [&](auto const &ex, auto &ctx, tensor<T> const &xv) {
+        tensor<T> xp = xv.permuted(perm).contiguous();
+        device dev = xv.dev();
+        tensor<T> y = tensor<T>::empty(kd, dev);
+        // The positions, in a block of the device's memory (kept for backward).
+        ctx.data.arg =
+            storage::allocate(std::size_t(n_out) * sizeof(index_t), dev, default_resource(dev));
+        parallel_for(ex, n_out, n_red,
+                     extremum_groups<T, Max>{xp.data(), y.data(),
+                                             static_cast<index_t *>(ctx.data.arg->data()), n_red});
+        return y.reshape(out_shape);
+      },
+      [perm, ps, n_out, n_red](auto const &ex, auto const &ctx, auto &g) {
+        if (!g.needs(0))
+          return;
+        tensor<T> gy = g.out(0).contiguous();
+        tensor<T> gp = tensor<T>::zeros(ps, gy.dev());
+        parallel_for(ex, n_out, 1,
+                     extremum_scatter<T>{gy.data(),
+                                         static_cast<index_t const *>(ctx.data.arg->data()),
+                                         gp.data(), n_red});
+        add_into(g.zeroed(0).permuted(perm), gp);
+      },
+      v);
 }
 } // namespace detail
 
-template <class T>
-var<T> max(var<T> const &x, std::vector<int> const &axes = {}, bool keepdims = false) {
-  return detail::extremum<T, true>("dualcast::max", x, axes, keepdims);
+template <var_like X>
+auto max(X const &x, std::vector<int> const &axes = {}, bool keepdims = false) {
+  return detail::extremum<true>("dualcast::max", x, axes, keepdims);
 }
-template <class T>
-var<T> min(var<T> const &x, std::vector<int> const &axes = {}, bool keepdims = false) {
-  return detail::extremum<T, false>("dualcast::min", x, axes, keepdims);
+template <var_like X>
+auto min(X const &x, std::vector<int> const &axes = {}, bool keepdims = false) {
+  return detail::extremum<false>("dualcast::min", x, axes, keepdims);
 }
 
 } // namespace dualcast

@@ -4,53 +4,54 @@
 // (concat, reshape of a non-contiguous input) and the adjoints run on the operand's device.
 #pragma once
 
+#include <dualcast/custom_op.hpp>
 #include <dualcast/detail/tape_ops.hpp>
 #include <dualcast/tape.hpp>
 #include <dualcast/tensor.hpp>
 
+#include <memory>
 #include <string>
 #include <vector>
 
 namespace dualcast {
 
-template <class T> var<T> transpose(var<T> const &x, int a = 0, int b = 1) {
-  auto sx = x.slot();
-  return detail::record_op<T>(
-      "transpose", x.owner(), x.value().transposed(a, b), bool(sx),
-      [sx, a, b](tensor<T> gy) { tape::accumulate_grad(sx, gy.transposed(a, b)); });
+template <var_like X> auto transpose(X const &x, int a = 0, int b = 1) {
+  return custom_op(
+      "transpose",
+      [&](auto const &, auto &, auto const &xv) { return xv.transposed(a, b); },
+      [a, b](auto const &, auto const &, auto &g) { g.add(0, g.out(0).transposed(a, b)); }, x);
 }
 
-template <class T> var<T> permute(var<T> const &x, std::vector<int> const &perm) {
-  auto sx = x.slot();
+template <var_like X> auto permute(X const &x, std::vector<int> const &perm) {
   auto inv = detail::inverse_perm(perm);
-  return detail::record_op<T>(
-      "permute", x.owner(), x.value().permuted(perm), bool(sx),
-      [sx, inv](tensor<T> gy) { tape::accumulate_grad(sx, gy.permuted(inv)); });
+  return custom_op(
+      "permute", [&](auto const &, auto &, auto const &xv) { return xv.permuted(perm); },
+      [inv](auto const &, auto const &, auto &g) { g.add(0, g.out(0).permuted(inv)); }, x);
 }
 
-template <class T> var<T> reshape(var<T> const &x, shape const &s) {
-  auto sx = x.slot();
-  return detail::record_op<T>(
-      "reshape", x.owner(), x.value().reshape(s), bool(sx),
-      [sx](tensor<T> gy) { tape::accumulate_grad(sx, gy.reshape(sx->dims)); });
+template <var_like X> auto reshape(X const &x, shape const &s) {
+  shape const from = detail::as_var(x).dims();
+  return custom_op(
+      "reshape", [&](auto const &, auto &, auto const &xv) { return xv.reshape(s); },
+      [from](auto const &, auto const &, auto &g) { g.add(0, g.out(0).reshape(from)); }, x);
 }
 
 // The slice's gradient is the same slice of x's gradient (tape::make_view_output): the
 // operations that consume the slice accumulate into x's gradient in place, so the slice's own
 // backward has nothing left to do (an LSTM's four gate slices cost no zero-filled copy and no
 // scatter).
-template <class T>
-var<T> slice(var<T> const &x, int d, index_t begin, index_t end, index_t step = 1) {
+template <var_like X>
+auto slice(X const &xin, int d, index_t begin, index_t end, index_t step = 1) {
+  auto const &x = detail::as_var(xin);
+  using T = typename detail::var_of_t<X>::value_type;
   tensor<T> y = x.value().slice(d, begin, end, step);
   auto sx = x.slot();
   tape *tp = x.owner();
   if (!tp || !sx)
     return var<T>(std::move(y), nullptr, tp);
-  var<T> r = tp->make_view_output(std::move(y), sx, [d, begin, end, step](tensor<T> const &g) {
-    return g.slice(d, begin, end, step);
-  });
+  var<T> r = tp->make_view_output(std::move(y), sx, d, begin, end, step);
   auto slot = r.slot();
-  tp->record<T>("slice", {slot}, [w = std::weak_ptr<detail::grad_slot<T>>(slot)] {
+  tp->record<T, 1>("slice", {slot}, [w = std::weak_ptr<detail::grad_slot<T>>(slot)] {
     // A kept gradient must not change when x's gradient changes later (a leaf's gradient is
     // added to its earlier value at the end of backward): keep a copy.
     if (auto s = w.lock(); s && s->retain && s->grad.defined())
@@ -59,10 +60,10 @@ var<T> slice(var<T> const &x, int d, index_t begin, index_t end, index_t step = 
   return r;
 }
 
-template <class T> var<T> broadcast_to(var<T> const &x, shape const &s) {
-  auto sx = x.slot();
-  return detail::record_op<T>("broadcast_to", x.owner(), x.value().broadcast_to(s), bool(sx),
-                              [sx](tensor<T> gy) { tape::accumulate_grad(sx, gy); });
+template <var_like X> auto broadcast_to(X const &x, shape const &s) {
+  return custom_op(
+      "broadcast_to", [&](auto const &, auto &, auto const &xv) { return xv.broadcast_to(s); },
+      [](auto const &, auto const &, auto &g) { g.add(0, g.out(0)); }, x);
 }
 
 // Joins variables along an axis (all other extents equal).
@@ -72,12 +73,9 @@ template <class T> var<T> concat(std::vector<var<T>> const &xs, int axis = 0) {
     throw shape_error(std::string(op) + ": nothing to concatenate");
   shape s = xs[0].dims();
   int ax = detail::normalize_axis(op, axis, s.rank);
-  tape *tp = nullptr;
-  bool needs = false;
+  std::vector<index_t> starts;
   index_t total = 0;
-  std::vector<std::pair<int, device>> devs;
   for (std::size_t i = 0; i < xs.size(); ++i) {
-    devs.emplace_back(int(i), xs[i].value().dev());
     shape si = xs[i].dims();
     bool ok = si.rank == s.rank;
     for (int d = 0; ok && d < s.rank; ++d)
@@ -86,31 +84,25 @@ template <class T> var<T> concat(std::vector<var<T>> const &xs, int axis = 0) {
       throw shape_error(std::string(op) + ": input " + std::to_string(i) + " has shape " +
                         to_string(si) + " but input 0 has shape " + to_string(s) + " (only axis " +
                         std::to_string(ax) + " may differ)");
-    if (xs[i].owner()) {
-      if (tp && tp != xs[i].owner())
-        throw tape_error(std::string(op) + ": inputs of different tapes");
-      tp = xs[i].owner();
-    }
-    needs = needs || xs[i].requires_grad();
+    starts.push_back(total);
     total += si.ext[ax];
   }
   s.ext[ax] = total;
-  tensor<T> y = tensor<T>::empty(s, detail::common_device(op, devs));
-  std::vector<std::shared_ptr<detail::grad_slot<T>>> slots;
-  std::vector<index_t> starts;
-  index_t at = 0;
-  for (auto const &x : xs) {
-    y.slice(ax, at, at + x.dims().ext[ax]).assign_raw(x.value());
-    slots.push_back(x.slot());
-    starts.push_back(at);
-    at += x.dims().ext[ax];
-  }
-  return detail::record_op<T>("concat", tp, y, needs, [slots, starts, ax](tensor<T> gy) {
-    for (std::size_t i = 0; i < slots.size(); ++i)
-      if (slots[i])
-        tape::accumulate_grad(slots[i],
-                              gy.slice(ax, starts[i], starts[i] + slots[i]->dims.ext[ax]));
-  });
+  return custom_op(
+      "concat",
+      [&](auto const &, auto &, std::vector<tensor<T>> const &values) {
+        tensor<T> y = tensor<T>::empty(s, values[0].dev());
+        for (std::size_t i = 0; i < values.size(); ++i)
+          y.slice(ax, starts[i], starts[i] + values[i].dims().ext[ax]).assign_raw(values[i]);
+        return y;
+      },
+      [starts, ax](auto const &, auto const &, auto &g) {
+        tensor<T> gy = g.out(0);
+        for (std::size_t i = 0; i < g.inputs(); ++i)
+          if (g.needs(i))
+            g.add(i, gy.slice(ax, starts[i], starts[i] + g.input_shape(i).ext[ax]));
+      },
+      xs);
 }
 
 } // namespace dualcast

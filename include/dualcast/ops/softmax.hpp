@@ -8,6 +8,7 @@
 // backend (rows in parallel with OpenMP) and the CUDA backend (one thread per row).
 #pragma once
 
+#include <dualcast/custom_op.hpp>
 #include <dualcast/detail/tape_ops.hpp>
 #include <dualcast/math.hpp>
 #include <dualcast/tape.hpp>
@@ -96,64 +97,67 @@ template <class T> struct softmax_row_backward {
   }
 };
 
-template <class T>
-var<T> softmax_like(char const *op, var<T> const &x, int axis, int mode, bool keepdims = false) {
-  auto rv = axis_last(op, x.value(), axis);
-  shape ps = rv.data.dims();
-  shape ys = ps;
-  if (mode == 2)
-    ys.ext[ys.rank - 1] = 1;
-  device dev = x.value().dev();
-  tensor<T> yp = tensor<T>::empty(ys, dev);
-  if (rv.n == 0)
-    throw shape_error(std::string(op) + ": the axis is empty in shape " + to_string(x.dims()));
-  cpu host = x.owner() ? x.owner()->ex : cpu{};
-  on_device(op, dev, host, [&](auto const &ex) {
-    parallel_for(ex, rv.rows, 4 * rv.n, softmax_row<T>{rv.data.data(), yp.data(), rv.n, mode});
-  });
-  tensor<T> y = from_rows(yp, rv.perm);
-  if (mode == 2 && !keepdims) {
-    int ax = normalize_axis(op, axis, x.rank());
-    shape s;
-    for (int i = 0; i < x.rank(); ++i)
-      if (i != ax)
-        s.ext[s.rank++] = x.dims().ext[i];
-    y = yp.reshape(s);
-  }
-  auto sx = x.slot();
-  index_t rows = rv.rows, n = rv.n;
-  auto perm = rv.perm;
-  tensor<T> xp = mode == 2 ? rv.data : tensor<T>{}; // logsumexp needs x
-  std::vector<std::pair<tensor<T>, std::string>> saves{{yp, "result"}};
-  if (mode == 2)
-    saves.push_back({x.value(), "input"});
-  return record_op<T>(
+template <class X> auto softmax_like(char const *op, X const &x, int axis, int mode, bool keepdims) {
+  using T = typename var_of_t<X>::value_type;
+  auto const &v = as_var(x);
+  int ax = normalize_axis(op, axis, v.rank());
+  if (v.dims().ext[ax] == 0)
+    throw shape_error(std::string(op) + ": the axis is empty in shape " + to_string(v.dims()));
+  shape lse_shape; // logsumexp without keepdims
+  for (int i = 0; i < v.rank(); ++i)
+    if (i != ax)
+      lse_shape.ext[lse_shape.rank++] = v.dims().ext[i];
+  struct state {
+    tensor<T> yp; // the result in the permuted contiguous layout
+    std::vector<int> perm;
+    index_t rows = 0, n = 0;
+  };
+  return custom_op<state>(
       mode == 0   ? "softmax"
       : mode == 1 ? "log_softmax"
                   : "logsumexp",
-      x.owner(), y, bool(sx),
-      [sx, yp, xp, rows, n, perm, mode, host, op](tensor<T> gy) {
-        // gy in the permuted contiguous layout
-        shape gs = yp.dims();
-        tensor<T> g = mode == 2 ? gy.contiguous().reshape(gs) : gy.permuted(perm).contiguous();
-        tensor<T> gx = tensor<T>::empty(xp.defined() ? xp.dims() : yp.dims(), sx->dev);
-        on_device(op, sx->dev, host, [&](auto const &ex) {
-          parallel_for(ex, rows, 4 * n,
-                       softmax_row_backward<T>{yp.data(), g.data(), xp.data(), gx.data(), n, mode});
-        });
-        tape::accumulate_grad(sx, from_rows(gx, perm));
+      [&](auto const &ex, auto &ctx, tensor<T> const &xv) {
+        auto rv = axis_last(op, xv, axis);
+        shape ys = rv.data.dims();
+        if (mode == 2)
+          ys.ext[ys.rank - 1] = 1;
+        tensor<T> yp = tensor<T>::empty(ys, xv.dev());
+        parallel_for(ex, rv.rows, 4 * rv.n,
+                     softmax_row<T>{rv.data.data(), yp.data(), rv.n, mode});
+        ctx.data = {yp, rv.perm, rv.rows, rv.n};
+        ctx.save(yp, "result");
+        if (mode == 2) {
+          ctx.save(rv.data, "input");
+          return keepdims ? from_rows(yp, rv.perm) : yp.reshape(lse_shape);
+        }
+        return from_rows(yp, rv.perm);
       },
-      saves);
+      [mode](auto const &ex, auto const &ctx, auto &g) {
+        if (!g.needs(0))
+          return;
+        auto const &st = ctx.data;
+        // gy in the permuted contiguous layout
+        shape gs = st.yp.dims();
+        tensor<T> gy = g.out(0);
+        tensor<T> gc = mode == 2 ? gy.contiguous().reshape(gs) : gy.permuted(st.perm).contiguous();
+        tensor<T> xp = mode == 2 ? ctx.saved(1) : tensor<T>{};
+        tensor<T> gx = tensor<T>::empty(mode == 2 ? xp.dims() : gs, gy.dev());
+        parallel_for(ex, st.rows, 4 * st.n,
+                     softmax_row_backward<T>{st.yp.data(), gc.data(), xp.data(), gx.data(), st.n,
+                                             mode});
+        g.add(0, from_rows(gx, st.perm));
+      },
+      v);
 }
 } // namespace detail
 
-template <class T> var<T> softmax(var<T> const &x, int axis = -1) {
-  return detail::softmax_like("dualcast::softmax", x, axis, 0);
+template <var_like X> auto softmax(X const &x, int axis = -1) {
+  return detail::softmax_like("dualcast::softmax", x, axis, 0, false);
 }
-template <class T> var<T> log_softmax(var<T> const &x, int axis = -1) {
-  return detail::softmax_like("dualcast::log_softmax", x, axis, 1);
+template <var_like X> auto log_softmax(X const &x, int axis = -1) {
+  return detail::softmax_like("dualcast::log_softmax", x, axis, 1, false);
 }
-template <class T> var<T> logsumexp(var<T> const &x, int axis = -1, bool keepdims = false) {
+template <var_like X> auto logsumexp(X const &x, int axis = -1, bool keepdims = false) {
   return detail::softmax_like("dualcast::logsumexp", x, axis, 2, keepdims);
 }
 

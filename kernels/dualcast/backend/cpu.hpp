@@ -1,21 +1,26 @@
-// dualcast/backend/cpu.hpp: the CPU backend's entry points for the front end (broadcast.hpp).
-// Each backend provides the same three hooks, found by argument-dependent lookup on the
-// executor type: backend_map (one fused pass), backend_reduce (the adjoint of broadcasting) and
-// backend_buffer (scratch memory).
+// dualcast/backend/cpu.hpp: the CPU backend: the executor dualcast::cpu and its hooks (the list
+// is in backend/seam.hpp): fused passes over OpenMP threads and SIMD batches, the broadcast
+// reduction, scratch memory and index loops. The matrix product hook is in backend/cpu/blas.hpp.
 #pragma once
 
 #include <dualcast/backend/cpu/executor.hpp>
+#include <dualcast/backend/cpu/for_each.hpp>
 #include <dualcast/backend/cpu/map.hpp>
 #include <dualcast/backend/cpu/reduce.hpp>
+#include <dualcast/backend/seam.hpp>
 #include <dualcast/errors.hpp>
 
 #include <memory>
 #include <new>
 #include <string>
 
-namespace dualcast::detail {
+namespace dualcast {
+template <> struct executor_traits<cpu> {
+  static constexpr bool is_executor = true;
+};
+} // namespace dualcast
 
-struct hook {}; // makes the hooks below visible to argument-dependent lookup
+namespace dualcast::detail {
 
 template <bool Simd, class T, int NI, int NO, class Op>
 void backend_map(hook, cpu const &ex, map_params<T, NI, NO> const &p, Op const &op) {
@@ -35,6 +40,10 @@ template <class T> std::unique_ptr<T[]> backend_buffer(hook, cpu const &, index_
     throw allocation_error("dualcast: cannot allocate " + std::to_string(n * index_t(sizeof(T))) +
                            " bytes of host memory");
   }
+}
+
+template <class F> void backend_for_each(hook, cpu const &ex, index_t n, index_t cost, F const &f) {
+  cpu_backend::for_each(ex, n, cost, f);
 }
 
 } // namespace dualcast::detail

@@ -1,17 +1,25 @@
-// dualcast/backend/cuda.cuh: the CUDA backend's entry points for the front end (broadcast.hpp):
-// the same three hooks as the CPU backend, for the executor dualcast::cuda. Include from .cu
-// files compiled by nvcc. Kernels for the GPU are function objects with a DUALCAST_HD call
-// operator (see tests/cuda/lstm_kernels.cu).
+// dualcast/backend/cuda.cuh: the CUDA backend: the executor dualcast::cuda and its hooks (the
+// list is in backend/seam.hpp), for .cu files compiled by nvcc. Kernels for the GPU are function
+// objects with a DUALCAST_HD call operator (nvcc cannot inspect generic device lambdas on the
+// host; see tests/cuda/lstm_kernels.cu). The matrix product hook is in backend/cuda/blas.cuh.
 #pragma once
 
-#include <dualcast/backend/cpu.hpp> // the hook tag
 #include <dualcast/backend/cuda/check.cuh>
 #include <dualcast/backend/cuda/executor.cuh>
+#include <dualcast/backend/cuda/for_each.cuh>
 #include <dualcast/backend/cuda/map.cuh>
 #include <dualcast/backend/cuda/reduce.cuh>
+#include <dualcast/backend/seam.hpp>
+#include <dualcast/errors.hpp>
 
 #include <memory>
 #include <string>
+
+namespace dualcast {
+template <> struct executor_traits<cuda> {
+  static constexpr bool is_executor = true;
+};
+} // namespace dualcast
 
 namespace dualcast::detail {
 
@@ -44,6 +52,10 @@ template <class T> device_buffer<T> backend_buffer(hook, cuda const &ex, index_t
   }
   cuda_backend::check(status, "cudaMallocAsync");
   return device_buffer<T>(static_cast<T *>(p), stream_free{ex.stream});
+}
+
+template <class F> void backend_for_each(hook, cuda const &ex, index_t n, index_t, F const &f) {
+  cuda_backend::for_each(ex, n, f);
 }
 
 } // namespace dualcast::detail

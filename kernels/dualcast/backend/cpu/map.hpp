@@ -7,7 +7,7 @@
 #pragma once
 
 #include <dualcast/backend/cpu/executor.hpp>
-#include <dualcast/detail/operand.hpp>
+#include <dualcast/backend/map_params.hpp>
 #include <dualcast/simd.hpp>
 
 #include <algorithm>

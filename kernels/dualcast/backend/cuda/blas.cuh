@@ -1,4 +1,5 @@
-// dualcast/backend/cuda/blas.cuh: row-major matrix products through cuBLAS (link CUDA::cublas).
+// dualcast/backend/cuda/blas.cuh: the CUDA backend's matrix product hook: row-major products
+// through cuBLAS (link CUDA::cublas).
 //
 // cuBLAS is column-major. A row-major matrix with leading dimension ld is, read column-major,
 // its transpose with the same ld, so row-major C = op(A) op(B) is column-major
@@ -7,6 +8,7 @@
 
 #include <dualcast/backend/cuda/check.cuh>
 #include <dualcast/backend/cuda/executor.cuh>
+#include <dualcast/backend/seam.hpp>
 #include <dualcast/errors.hpp>
 
 #include <cublas_v2.h>
@@ -64,3 +66,14 @@ void gemm(cuda const &ex, bool ta, bool tb, int m, int n, int k, T const *a, int
 }
 
 } // namespace dualcast::detail::cuda_backend
+
+namespace dualcast::detail {
+
+// The matrix product hook (backend/seam.hpp) of the CUDA backend.
+template <class T>
+void backend_gemm(hook, cuda const &ex, bool ta, bool tb, int m, int n, int k, T const *a, int lda,
+                  T const *b, int ldb, T beta, T *c, int ldc) {
+  cuda_backend::gemm(ex, ta, tb, m, n, k, a, lda, b, ldb, beta, c, ldc);
+}
+
+} // namespace dualcast::detail

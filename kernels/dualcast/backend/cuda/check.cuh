@@ -6,6 +6,7 @@
 
 #include <cuda_runtime.h>
 
+#include <atomic>
 #include <string>
 
 namespace dualcast::detail::cuda_backend {
@@ -18,8 +19,12 @@ inline void check(cudaError_t status, char const *what) {
   }
 }
 
-// Throws a clear error at first use on a machine without a usable GPU.
+// Throws a clear error at first use on a machine without a usable GPU. Once a GPU was found the
+// answer is kept (a device does not go away), so launches do not ask again.
 inline void require_device() {
+  static std::atomic<bool> found{false};
+  if (found.load(std::memory_order_relaxed))
+    return;
   int count = 0;
   cudaError_t status = cudaGetDeviceCount(&count);
   if (status != cudaSuccess || count == 0) {
@@ -28,6 +33,7 @@ inline void require_device() {
                      (status != cudaSuccess ? cudaGetErrorString(status) : "no CUDA device found") +
                      ")");
   }
+  found.store(true, std::memory_order_relaxed);
 }
 
 // Host memory passed to a CUDA kernel is a device_error naming the operand.

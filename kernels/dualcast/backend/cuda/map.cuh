@@ -8,13 +8,14 @@
 
 #include <dualcast/backend/cuda/check.cuh>
 #include <dualcast/backend/cuda/executor.cuh>
-#include <dualcast/detail/operand.hpp>
+#include <dualcast/backend/cuda/launch.cuh>
+#include <dualcast/backend/map_params.hpp>
 
 #include <cstdint>
 #include <type_traits>
 
 namespace dualcast::detail::cuda_backend {
-inline namespace v0 {
+inline namespace DUALCAST_KERNEL_ABI {
 
 template <class T> struct vec16;
 template <> struct vec16<float> {
@@ -27,7 +28,7 @@ template <> struct vec16<double> {
 };
 
 template <class T, int NI, int NO, class Op>
-__global__ void __launch_bounds__(256) map_strided(map_params<T, NI, NO> p, index_t total, Op op) {
+DUALCAST_GLOBAL void __launch_bounds__(max_block) map_strided(map_params<T, NI, NO> p, index_t total, Op op) {
   T in[NI > 0 ? NI : 1], out[NO];
   for (index_t e = index_t(blockIdx.x) * blockDim.x + threadIdx.x; e < total;
        e += index_t(gridDim.x) * blockDim.x) {
@@ -50,7 +51,7 @@ __global__ void __launch_bounds__(256) map_strided(map_params<T, NI, NO> p, inde
 }
 
 template <class T, int NI, int NO, class Op>
-__global__ void __launch_bounds__(256)
+DUALCAST_GLOBAL void __launch_bounds__(max_block)
     map_contiguous(map_params<T, NI, NO> p, index_t total, Op op) {
   using V = typename vec16<T>::type;
   constexpr int lanes = vec16<T>::lanes;
@@ -85,12 +86,6 @@ __global__ void __launch_bounds__(256)
   }
 }
 
-inline unsigned grid_for(index_t work, int block) {
-  index_t blocks = (work + block - 1) / block;
-  const index_t cap = 65535LL * 32; // grid-stride loops cover the rest
-  return static_cast<unsigned>(blocks < 1 ? 1 : (blocks > cap ? cap : blocks));
-}
-
 template <class T, int NI, int NO, class Op>
 void map(cuda const &ex, map_params<T, NI, NO> p, Op const &op) {
   static_assert(sizeof(map_params<T, NI, NO>) + sizeof(Op) < 4000,
@@ -98,10 +93,12 @@ void map(cuda const &ex, map_params<T, NI, NO> p, Op const &op) {
   static_assert(std::is_trivially_copyable_v<Op>,
                 "dualcast: kernel state must be trivially copyable");
   require_device();
-  for (int k = 0; k < NI; ++k)
-    require_device_pointer(p.in[k].ptr, "dualcast (CUDA)", k);
-  for (int k = 0; k < NO; ++k)
-    require_device_pointer(p.out[k].ptr, "dualcast (CUDA)", NI + k);
+  if (!ex.operands_on_device) { // views: where their memory is, is known only to CUDA
+    for (int k = 0; k < NI; ++k)
+      require_device_pointer(p.in[k].ptr, "dualcast (CUDA)", k);
+    for (int k = 0; k < NO; ++k)
+      require_device_pointer(p.out[k].ptr, "dualcast (CUDA)", NI + k);
+  }
   const index_t total = collapse_dims(p);
   if (total == 0)
     return;
@@ -111,7 +108,7 @@ void map(cuda const &ex, map_params<T, NI, NO> p, Op const &op) {
   for (int k = 0; k < NO && contiguous; ++k)
     contiguous =
         p.out[k].stride[0] == 1 && reinterpret_cast<std::uintptr_t>(p.out[k].ptr) % 16 == 0;
-  const int block = ex.block_size;
+  const int block = block_for(ex);
   if (contiguous)
     map_contiguous<<<grid_for(total / vec16<T>::lanes + 1, block), block, 0, ex.stream>>>(p, total,
                                                                                           op);
@@ -120,5 +117,5 @@ void map(cuda const &ex, map_params<T, NI, NO> p, Op const &op) {
   check(cudaGetLastError(), "launching a dualcast kernel");
 }
 
-} // namespace v0
+} // namespace DUALCAST_KERNEL_ABI
 } // namespace dualcast::detail::cuda_backend

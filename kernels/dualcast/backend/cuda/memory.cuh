@@ -1,14 +1,10 @@
-// dualcast/backend/cuda/memory.cuh: CUDA memory for tensors: a cudaMalloc resource behind the
-// same caching pool as host memory (dualcast/memory.hpp), and copies between devices.
-//
-// The pool hands freed blocks to later requests without synchronising. That is safe because the
-// tape issues all its work on one stream: a kernel that reuses a block runs after every kernel
-// that used it before, in stream order. Work on other streams must not outlive its tensors.
+// dualcast/backend/cuda/memory.cuh: the CUDA backend's memory: a cudaMalloc resource (the tape
+// pools it, detail/device_dispatch.hpp) and copies between devices.
 #pragma once
 
 #include <dualcast/backend/cuda/check.cuh>
+#include <dualcast/backend/device.hpp>
 #include <dualcast/errors.hpp>
-#include <dualcast/memory.hpp>
 
 #include <cuda_runtime.h>
 
@@ -66,13 +62,6 @@ public:
       (void)cudaSetDevice(previous);
   }
 };
-
-// The pool CUDA tensors use unless told otherwise (one per process, all GPUs).
-inline pool_resource &cuda_pool() {
-  static cuda_resource upstream;
-  static pool_resource pool(&upstream);
-  return pool;
-}
 
 // Copies n bytes; at least one side is a CUDA device. Synchronous: the destination is ready (and
 // host memory readable) on return.

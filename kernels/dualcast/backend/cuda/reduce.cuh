@@ -9,13 +9,14 @@
 
 #include <dualcast/backend/cuda/check.cuh>
 #include <dualcast/backend/cuda/executor.cuh>
+#include <dualcast/backend/cuda/launch.cuh>
 #include <dualcast/shape.hpp>
 #include <dualcast/view.hpp>
 
 #include <cub/block/block_reduce.cuh>
 
 namespace dualcast::detail::cuda_backend {
-inline namespace v0 {
+inline namespace DUALCAST_KERNEL_ABI {
 
 template <class T> struct reduce_params {
   T const *src;
@@ -37,7 +38,8 @@ __device__ inline index_t decode_offset(index_t flat, int n, index_t const *ext,
   return off;
 }
 
-template <class T> __global__ void __launch_bounds__(256) reduce_per_thread(reduce_params<T> p) {
+template <class T>
+DUALCAST_GLOBAL void __launch_bounds__(max_block) reduce_per_thread(reduce_params<T> p) {
   for (index_t k = index_t(blockIdx.x) * blockDim.x + threadIdx.x; k < p.n_kept;
        k += index_t(gridDim.x) * blockDim.x) {
     index_t base = decode_offset(k, p.n_kept_dims, p.kept_ext, p.kept_src_stride);
@@ -50,7 +52,7 @@ template <class T> __global__ void __launch_bounds__(256) reduce_per_thread(redu
 }
 
 template <class T, int Block>
-__global__ void __launch_bounds__(Block) reduce_per_block(reduce_params<T> p) {
+DUALCAST_GLOBAL void __launch_bounds__(Block) reduce_per_block(reduce_params<T> p) {
   using reduce = cub::BlockReduce<T, Block>;
   __shared__ typename reduce::TempStorage storage;
   for (index_t k = blockIdx.x; k < p.n_kept; k += gridDim.x) {
@@ -100,7 +102,7 @@ void reduce_broadcast(cuda const &ex, shape const &s, T const *src, view<T> dst,
   }
   if (p.n_kept == 0)
     return;
-  constexpr int block = 256;
+  constexpr int block = max_block;
   if (reduced_innermost && p.n_reduced >= block)
     reduce_per_block<T, block><<<grid_for(p.n_kept * block, block), block, 0, ex.stream>>>(p);
   else
@@ -108,5 +110,5 @@ void reduce_broadcast(cuda const &ex, shape const &s, T const *src, view<T> dst,
   check(cudaGetLastError(), "launching the dualcast broadcast reduction");
 }
 
-} // namespace v0
+} // namespace DUALCAST_KERNEL_ABI
 } // namespace dualcast::detail::cuda_backend

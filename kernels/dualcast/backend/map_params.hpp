@@ -1,4 +1,4 @@
-// dualcast/detail/operand.hpp: the plain data a backend receives for one fused pass: the
+// dualcast/backend/map_params.hpp: the plain data a backend receives for one fused pass: the
 // iteration shape and, per array operand, a pointer and strides aligned to that shape (stride 0
 // on broadcast dimensions). Trivially copyable, so it can be a CUDA kernel parameter.
 #pragma once

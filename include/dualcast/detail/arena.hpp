@@ -1,0 +1,69 @@
+// dualcast/detail/arena.hpp: a bump allocator. A tape keeps its nodes here, so recording a node
+// costs a pointer increment instead of a trip to the heap, and clearing the tape frees them all
+// at once while keeping the memory for the next iteration.
+#pragma once
+
+#include <cstddef>
+#include <memory>
+#include <new>
+#include <vector>
+
+namespace dualcast::detail {
+
+class arena {
+public:
+  arena() = default;
+  arena(arena const &) = delete;
+  arena &operator=(arena const &) = delete;
+
+  // `bytes` of memory aligned to `align` (a power of two, at most alignof(std::max_align_t)),
+  // valid until reset().
+  void *allocate(std::size_t bytes, std::size_t align) {
+    for (;;) {
+      if (current_ < blocks_.size()) {
+        block &b = blocks_[current_];
+        std::size_t at = (used_ + align - 1) & ~(align - 1);
+        if (at + bytes <= b.size) {
+          used_ = at + bytes;
+          return b.mem.get() + at;
+        }
+        ++current_; // the next kept block, if any, or a new one
+        used_ = 0;
+        if (current_ < blocks_.size() && blocks_[current_].size >= bytes + align)
+          continue;
+      }
+      std::size_t size = blocks_.empty() ? first_block : 2 * blocks_.back().size;
+      while (size < bytes + align)
+        size *= 2;
+      blocks_.insert(blocks_.begin() + std::ptrdiff_t(current_),
+                     block{std::unique_ptr<std::byte[]>(new std::byte[size]), size});
+      used_ = 0;
+    }
+  }
+  template <class X, class... A> X *make(A &&...a) {
+    static_assert(alignof(X) <= alignof(std::max_align_t));
+    return ::new (allocate(sizeof(X), alignof(X))) X(static_cast<A &&>(a)...);
+  }
+  // Forgets everything allocated; the blocks are kept for reuse.
+  void reset() {
+    current_ = 0;
+    used_ = 0;
+  }
+  std::size_t capacity() const {
+    std::size_t c = 0;
+    for (auto const &b : blocks_)
+      c += b.size;
+    return c;
+  }
+
+private:
+  static constexpr std::size_t first_block = std::size_t(64) << 10;
+  struct block {
+    std::unique_ptr<std::byte[]> mem; // new[] of std::byte: aligned to max_align_t
+    std::size_t size;
+  };
+  std::vector<block> blocks_;
+  std::size_t current_ = 0, used_ = 0;
+};
+
+} // namespace dualcast::detail

@@ -1,0 +1,129 @@
+// dualcast/detail/grad_slot.hpp: the gradient side of a tape variable, and how backward writes
+// into it.
+//
+// Nodes hold slots, never values, so a node keeps alive exactly the tensors it saved. A slot's
+// gradient is created lazily by the first operation that writes it, in the cheapest form that
+// operation allows: uninitialised when it writes every element (grad_target), zero-filled when it
+// writes only some (grad_zeroed). A view variable (a slice) has no gradient of its own: it is the
+// same view of its base's gradient, so consumers of the four gate slices of an LSTM write into
+// one gradient in place.
+#pragma once
+
+#include <dualcast/backend/device.hpp>
+#include <dualcast/backend/seam.hpp>
+#include <dualcast/detail/device_dispatch.hpp>
+#include <dualcast/errors.hpp>
+#include <dualcast/shape.hpp>
+#include <dualcast/tensor.hpp>
+#include <dualcast/view.hpp>
+#include <dualcast/view_overlap.hpp>
+
+#include <memory>
+#include <utility>
+#include <vector>
+
+namespace dualcast::detail {
+inline namespace DUALCAST_TAPE_ABI { // see detail/device_dispatch.hpp
+
+template <class T> struct grad_slot {
+  shape dims;
+  device dev;
+  tensor<T> grad;
+  bool is_leaf = true;
+  bool retain = false; // keep an intermediate's gradient after backward
+  // A view variable: its gradient is base->grad.slice(region).
+  std::shared_ptr<grad_slot> base;
+  struct slice_of_base {
+    int dim;
+    index_t begin, end, step;
+  } region{};
+  // A base's gradient just created as zeros, and the regions handed out to its views since then:
+  // a view disjoint from all of them still holds zeros, so its first writer may overwrite it.
+  bool zeros_outside_views = false;
+  std::vector<view<T const>> handed;
+};
+
+// Creates s's gradient if it has none: zeros, or for a view the view of its base's gradient
+// (created the same way). true: it was created now, holds zeros and no other view of the same
+// base shares an element with it (so that its first writer may overwrite it).
+template <class T> bool ensure_grad(grad_slot<T> &s) {
+  if (s.grad.defined())
+    return false;
+  if (!s.base) {
+    s.grad = tensor<T>::zeros(s.dims, s.dev);
+    s.zeros_outside_views = true;
+    s.handed.clear();
+    return true;
+  }
+  ensure_grad(*s.base);
+  s.grad = s.base->grad.slice(s.region.dim, s.region.begin, s.region.end, s.region.step);
+  grad_slot<T> *root = s.base.get();
+  while (root->base)
+    root = root->base.get();
+  if (!root->zeros_outside_views)
+    return false;
+  bool disjoint = true;
+  for (auto const &h : root->handed)
+    disjoint = disjoint && !overlaps(h, s.grad.cview());
+  root->handed.push_back(s.grad.cview());
+  return disjoint;
+}
+
+// The gradient tensor of a slot for an operation that writes EVERY element: returns it and
+// whether to accumulate (false: its elements are free to overwrite -- freshly allocated, or a
+// view into a base gradient that was just created as zeros). The tensor may be a strided view
+// (the gradient of a slice).
+template <class T> std::pair<tensor<T>, bool> grad_target(grad_slot<T> &s) {
+  if (!s.base) {
+    s.zeros_outside_views = false; // written everywhere now
+    if (s.grad.defined())
+      return {s.grad, true};
+    s.grad = tensor<T>::empty(s.dims, s.dev);
+    return {s.grad, false};
+  }
+  if (s.grad.defined())
+    return {s.grad, true};
+  bool zeros = ensure_grad(s);
+  return {s.grad, !zeros};
+}
+
+// The gradient tensor of a slot, zero-initialised if new (for operations that write some
+// elements: scatters).
+template <class T> tensor<T> grad_zeroed(grad_slot<T> &s) {
+  ensure_grad(s);
+  if (!s.base)
+    s.zeros_outside_views = false;
+  return s.grad;
+}
+
+// grad += g, where g has the slot's shape or a shape the slot broadcasts to (then summed over the
+// broadcast dimensions), on the slot's device.
+template <class T> void accumulate_grad(grad_slot<T> &s, tensor<T> const &g, cpu const &host) {
+  char const *op = "dualcast::tape (gradient accumulation)";
+  common_device(op, s.dev, g.dev());
+  if (g.dims() == s.dims) {
+    auto [t, acc] = grad_target(s);
+    if (acc)
+      add_into(t, g);
+    else
+      t.assign_raw(g);
+    return;
+  }
+  tensor<T> gc = g.contiguous();
+  auto const target = grad_target(s);
+  on_device(op, s.dev, host, [&](auto const &ex) {
+    backend_reduce(hook{}, ex, gc.dims(), static_cast<T const *>(gc.data()),
+                   target.first.raw_view(), target.second);
+  });
+}
+
+// The gradient of an output slot, or a zero tensor (stride 0) of its shape when backward did not
+// reach it.
+template <class T> tensor<T> out_grad(grad_slot<T> const &s) {
+  if (s.grad.defined())
+    return s.grad;
+  return tensor<T>::zeros(shape{}, s.dev).broadcast_to(s.dims);
+}
+
+} // namespace DUALCAST_TAPE_ABI
+} // namespace dualcast::detail

@@ -1,0 +1,74 @@
+// dualcast/detail/launch_plan.hpp: turns a checked call into what a backend receives
+// (backend/map_params.hpp): the iteration shape, each array operand's pointer and strides aligned
+// to it, and the table of scalar arguments the element operation reads.
+#pragma once
+
+#include <dualcast/backend/map_params.hpp>
+#include <dualcast/detail/element_ops.hpp>
+#include <dualcast/shape.hpp>
+#include <dualcast/view.hpp>
+
+#include <tuple>
+
+namespace dualcast::detail {
+
+// Strides of view v aligned to shape s (right-aligned, 0 on broadcast dimensions).
+template <class T, class P> void align_operand(operand<P> &o, view<T> const &v, shape const &s) {
+  o.ptr = v.data();
+  for (int d = 0; d < s.rank; ++d) {
+    int j = v.rank() - s.rank + d;
+    o.stride[d] = (j < 0 || v.extent(j) == 1) ? 0 : v.stride(j);
+  }
+}
+
+template <class T, int NI, int NO> struct launch_plan {
+  map_params<T, NI, NO> p{};
+  int ni = 0, no = 0;
+  explicit launch_plan(shape const &s) {
+    p.rank = s.rank;
+    for (int d = 0; d < s.rank; ++d)
+      p.ext[d] = s.ext[d];
+  }
+  shape dims() const {
+    shape s;
+    s.rank = p.rank;
+    for (int d = 0; d < p.rank; ++d)
+      s.ext[d] = p.ext[d];
+    return s;
+  }
+  void add_in(view<T const> const &v) { align_operand(p.in[ni++], v, dims()); }
+  void add_zero_in() { // an input that reads 0 everywhere
+    static const T zero{};
+    p.in[ni].ptr = &zero;
+    for (int d = 0; d < max_rank; ++d)
+      p.in[ni].stride[d] = 0;
+    ++ni;
+  }
+  void add_out(view<T> const &v) { align_operand(p.out[no++], v, dims()); }
+};
+
+template <class T, int NI, int NO, class... A>
+void add_array_args(launch_plan<T, NI, NO> &plan, std::tuple<A const &...> args) {
+  std::apply(
+      [&](auto const &...a) {
+        auto add = [&](auto const &x) {
+          if constexpr (is_view_v<decltype(x)>)
+            plan.add_in(view<T const>(x));
+        };
+        (add(a), ...);
+      },
+      args);
+}
+
+template <class A> auto scalar_slot(A const &a) {
+  if constexpr (is_view_v<A>)
+    return array_marker{};
+  else
+    return a;
+}
+
+template <class F, class... A> auto scalar_table(A const &...args) {
+  return typename arg_layout<A...>::scalars{make_tuple(scalar_slot(args)...)};
+}
+
+} // namespace dualcast::detail

@@ -1,0 +1,165 @@
+// dualcast/ops/fused.hpp: a kernel called on tape variables as ONE fused node (mixed mode).
+//
+//   constexpr auto cell = dualcast::kernel([](auto i, auto f, auto g, auto o, auto c) {
+//     auto c2 = dualcast::sigmoid(f) * c + dualcast::sigmoid(i) * dualcast::tanh(g);
+//     return dualcast::outputs(dualcast::sigmoid(o) * dualcast::tanh(c2), c2);
+//   });
+//   auto [h, c2] = dualcast::fused(cell, I, F, G, O, C);                          // cost model
+//   auto [h, c2] = dualcast::fused(dualcast::policy::recompute, cell, I, F, G, O, C);
+//
+// Arguments: variables (differentiated: the kernel's active inputs), tensors (constants, never
+// dualized), arithmetic scalars and lazy expressions (materialised first). ONE node is recorded
+// per call; nothing inside the lambda is taped. Forward runs one fused pass: the values, plus
+// under the store policy the diagonal partials d y_k / d x_a (ops/fused/store_node.hpp); under
+// the recompute policy backward re-evaluates the duals instead (ops/fused/recompute_node.hpp).
+// The policy is a compile-time tag (policy.hpp): a call compiles only the node(s) it can take.
+// policy::automatic picks by the cost model (ops/fused/cost_model.hpp), or by the tape's
+// default_policy when that is set.
+//
+// Operators and math functions on variables (x * y, dualcast::sigmoid(x), ...) are lazy: they
+// build an expression that becomes ONE fused node when consumed (ops/lazy/). Unfused mode
+// (dualcast::unfused, dualcast::call: ops/lazy/unfused.hpp) evaluates the same lambda operation by
+// operation instead.
+#pragma once
+
+#include <dualcast/detail/kernel_checks.hpp>
+#include <dualcast/kernel.hpp>
+#include <dualcast/math.hpp>
+#include <dualcast/ops/fused/args.hpp>
+#include <dualcast/ops/fused/cost_model.hpp>
+#include <dualcast/ops/fused/recompute_node.hpp>
+#include <dualcast/ops/fused/store_node.hpp>
+#include <dualcast/policy.hpp>
+#include <dualcast/tape.hpp>
+#include <dualcast/tensor.hpp>
+
+#include <array>
+#include <cstddef>
+#include <memory>
+#include <tuple>
+#include <type_traits>
+#include <utility>
+#include <vector>
+
+namespace dualcast {
+
+template <class P, class F, bool S, class... A>
+requires(is_policy_v<P> && (lazy_expr<A> || ...)) auto fused(P pol, kernel<F, S> const &k,
+                                                             A const &...a) {
+  return fused(pol, k, detail::as_var(a)...);
+}
+
+// Calls a kernel on tape variables as ONE fused node under policy P (see the file comment).
+template <class P, class F, bool S, class... A>
+requires(is_policy_v<P> && !(lazy_expr<A> || ...)) auto fused(P, kernel<F, S> const &k,
+                                                              A const &...a) {
+  using T = typename detail::elem_of_args<A...>::type;
+  static_assert(!std::is_void_v<T>,
+                "dualcast::fused: give at least one variable or tensor argument");
+  static_assert(((is_var_v<A> || is_tensor_v<A> || std::is_arithmetic_v<A>)&&...),
+                "dualcast::fused: arguments must be variables, tensors or arithmetic scalars");
+  static_assert(((std::is_void_v<typename detail::elem_of<A>::type> ||
+                  std::is_same_v<typename detail::elem_of<A>::type, T>)&&...),
+                "dualcast::fused: all arrays of one call must have the same element type");
+  // static: usable in the nested lambdas below without a capture (g++ 12 wants one otherwise)
+  static constexpr int K = detail::check_kernel<F, T, detail::kernel_arg_t<T, A>...>();
+  using Active = detail::active_of<A...>;
+  static constexpr int NA = Active::count;
+  using compiled = detail::compiled_nodes<P::kind, K, NA>;
+  char const *name = "dualcast::fused";
+  tape *tp = detail::tape_of(name, a...);
+  device dev;
+  {
+    std::vector<std::pair<int, device>> devs;
+    int p = 0;
+    auto one = [&](auto const &x) {
+      if constexpr (is_var_v<decltype(x)>)
+        devs.emplace_back(p, x.value().dev());
+      else if constexpr (is_tensor_v<decltype(x)>)
+        devs.emplace_back(p, x.dev());
+      ++p;
+    };
+    (one(a), ...);
+    dev = detail::common_device(name, devs);
+  }
+  cpu const host = tp ? tp->ex : cpu{};
+  // The rest runs with the executor of that device (detail/device_dispatch.hpp).
+  return detail::on_device(name, dev, host, [&](auto const &ex) {
+    auto args = std::make_tuple(detail::as_kernel_arg<T>(a)...);
+    shape s = std::apply(
+        [&](auto const &...x) { return detail::broadcast_args(name, std::tie(x...)); }, args);
+    std::array<tensor<T>, K> outs;
+    for (auto &o : outs)
+      o = tensor<T>::empty(s, dev);
+
+    // The slots of the active inputs (null for variables without gradients).
+    std::array<std::shared_ptr<detail::grad_slot<T>>, NA + 1> slots{};
+    std::size_t input_bytes = 0;
+    {
+      int c = 0;
+      auto one = [&](auto const &x) {
+        if constexpr (is_var_v<decltype(x)>)
+          slots[std::size_t(c++)] = x.slot();
+        if constexpr (is_var_v<decltype(x)> || is_tensor_v<decltype(x)>)
+          input_bytes += std::size_t(x.size()) * sizeof(T);
+      };
+      (one(a), ...);
+    }
+    int n_req = 0;
+    for (int i = 0; i < NA; ++i)
+      n_req += slots[std::size_t(i)] ? 1 : 0;
+
+    std::array<var<T>, K> result;
+    if (n_req == 0) {
+      [&]<std::size_t... o>(std::index_sequence<o...>) {
+        std::apply([&](auto const &...x) { apply(ex, k, out(outs[o].raw_view()...), x...); },
+                   args);
+      }
+      (std::make_index_sequence<K>{});
+      for (int i = 0; i < K; ++i)
+        result[std::size_t(i)] = var<T>(outs[std::size_t(i)], nullptr, tp);
+      return detail::wrap_outputs(result);
+    }
+
+    std::array<std::shared_ptr<detail::grad_slot<T>>, K> out_slots;
+    for (int i = 0; i < K; ++i) {
+      result[std::size_t(i)] = tp->make_output(outs[std::size_t(i)], true);
+      out_slots[std::size_t(i)] = result[std::size_t(i)].slot();
+    }
+    policy_kind const chosen =
+        detail::choose_policy(P::kind, tp->default_policy, compiled::store, K, n_req, s.size(),
+                              sizeof(T), input_bytes);
+    if constexpr (compiled::store) {
+      if (chosen == policy_kind::store || !compiled::recompute) {
+        detail::store_node<T, K, Active>(ex, *tp, k, args, s, dev, outs, slots, out_slots);
+        return detail::wrap_outputs(result);
+      }
+    }
+    if constexpr (compiled::recompute) {
+      // The array inputs, kept alive (and version-checked) for the re-evaluation.
+      std::array<tensor<T>, sizeof...(A)> keep;
+      {
+        std::size_t p = 0;
+        auto one = [&](auto const &x) {
+          if constexpr (is_var_v<decltype(x)>)
+            keep[p] = x.value();
+          else if constexpr (is_tensor_v<decltype(x)>)
+            keep[p] = x;
+          ++p;
+        };
+        (one(a), ...);
+      }
+      detail::recompute_node<T, K, Active>(ex, host, *tp, k, args, dev, outs, slots, out_slots,
+                                           keep);
+    }
+    return detail::wrap_outputs(result);
+  });
+}
+
+// The same under policy::automatic.
+template <class F, bool S, class... A>
+requires(!is_policy_v<A> && ...) auto fused(kernel<F, S> const &k, A const &...a) {
+  return fused(policy::automatic, k, a...);
+}
+
+} // namespace dualcast

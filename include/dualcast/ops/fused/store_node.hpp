@@ -1,0 +1,189 @@
+// dualcast/ops/fused/store_node.hpp: the fused node under policy::store. Forward runs ONE pass
+// that writes the values and the diagonal partials P[k, a] = d y_k / d x_a of every variable;
+// backward contracts them with the output cotangents, xbar_a += sum_k ybar_k * P[k, a] -- itself
+// one fused pass over all inputs when their gradients have the call's shape, else one pass per
+// input, summed over its broadcast dimensions afterwards. Memory: one array per kept partial.
+#pragma once
+
+#include <dualcast/backend/seam.hpp>
+#include <dualcast/broadcast.hpp>
+#include <dualcast/detail/grad_slot.hpp>
+#include <dualcast/detail/tuple.hpp>
+#include <dualcast/kernel.hpp>
+#include <dualcast/tape.hpp>
+#include <dualcast/tensor.hpp>
+#include <dualcast/view_overlap.hpp>
+
+#include <array>
+#include <cstddef>
+#include <memory>
+#include <tuple>
+#include <utility>
+
+namespace dualcast::detail {
+
+// sum_k y_k * p_k over argument pairs (y0, p0, y1, p1, ...), in a fixed order.
+template <class Y, class P, class... R>
+DUALCAST_HD auto contract_pairs(Y const &y, P const &p, R const &...r) {
+  if constexpr (sizeof...(R) == 0)
+    return y * p;
+  else
+    return y * p + contract_pairs(r...);
+}
+// Function objects, not lambdas: nvcc runs them on the GPU too.
+struct contract_fn {
+  template <class... A> DUALCAST_HD auto operator()(A const &...a) const {
+    return contract_pairs(a...);
+  }
+};
+struct contract_acc_fn {
+  template <class X, class... A> DUALCAST_HD auto operator()(X const &x, A const &...a) const {
+    return x + contract_pairs(a...);
+  }
+};
+inline constexpr kernel<contract_fn> contract_kernel{contract_fn{}};
+inline constexpr kernel<contract_acc_fn> contract_acc_kernel{contract_acc_fn{}};
+
+// All input cotangents of a store node in one pass, reading each output cotangent once:
+//   xbar_a = [xbar_a +] sum_k ybar_k * P[k, a],  a = 0 .. NA - 1.
+// Arguments: the NA current gradients (if Acc), ybar_0 .. ybar_{K-1}, then P in k-major order.
+template <int K, int NA, bool Acc> struct contract_all_fn {
+  static constexpr std::size_t first_ybar = Acc ? NA : 0;
+  template <std::size_t A, std::size_t... k, class... X>
+  DUALCAST_HD static auto term(std::index_sequence<k...>, X const &...x) {
+    // the same order of operations as contract_pairs
+    auto s = ((nth<first_ybar + k>(x...) * nth<first_ybar + K + k * NA + A>(x...)) + ...);
+    if constexpr (Acc)
+      return nth<A>(x...) + s;
+    else
+      return s;
+  }
+  template <std::size_t... A, class... X>
+  DUALCAST_HD static auto all(std::index_sequence<A...>, X const &...x) {
+    return outputs(term<A>(std::make_index_sequence<K>{}, x...)...);
+  }
+  template <class... X> DUALCAST_HD auto operator()(X const &...x) const {
+    return all(std::make_index_sequence<NA>{}, x...);
+  }
+};
+
+// xbar (slot of shape xs) += sum_k ybar_k * P_k over the call shape s.
+template <class T, std::size_t K, class Ex, std::size_t... I>
+void contract_into(Ex const &ex, grad_slot<T> &slot, shape const &s,
+                   std::array<view<T const>, 2 * K> const &v, std::index_sequence<I...>) {
+  if (slot.dims == s) {
+    auto [g, acc] = grad_target(slot);
+    if (acc)
+      apply(ex, contract_acc_kernel, out(g.raw_view()), g.cview(), v[I]...);
+    else
+      apply(ex, contract_kernel, out(g.raw_view()), v[I]...);
+  } else {
+    tensor<T> tmp = tensor<T>::empty(s, slot.dev);
+    apply(ex, contract_kernel, out(tmp.raw_view()), v[I]...);
+    auto [g, acc] = grad_target(slot);
+    backend_reduce(hook{}, ex, s, static_cast<T const *>(tmp.data()), g.raw_view(), acc);
+  }
+}
+
+// The backward of a store node when every input has a gradient of the call's shape (no
+// broadcast, no repeated variable): all cotangents in one pass (contract_all_fn). false: not
+// applicable -- the caller contracts input by input (the gradients are then defined, zeroed
+// where they were fresh).
+template <class T, int K, int NA, class Ex, class Slots, std::size_t... a, std::size_t... k,
+          std::size_t... p>
+bool contract_all(Ex const &ex, Slots const &slots, shape const &s,
+                  std::array<tensor<T>, K> const &ybar, std::array<tensor<T>, K * NA + 1> const &P,
+                  std::index_sequence<a...>, std::index_sequence<k...>, std::index_sequence<p...>) {
+  for (int i = 0; i < NA; ++i) {
+    auto const &sl = slots[std::size_t(i)];
+    if (!sl || !(sl->dims == s))
+      return false;
+    for (int j = 0; j < i; ++j)
+      if (slots[std::size_t(j)] == sl)
+        return false;
+  }
+  std::array<tensor<T>, NA> g;
+  std::array<bool, NA> fresh{};
+  bool any_acc = false;
+  for (int i = 0; i < NA; ++i) {
+    auto [t, acc] = grad_target(*slots[std::size_t(i)]);
+    g[std::size_t(i)] = t;
+    fresh[std::size_t(i)] = !acc;
+    any_acc = any_acc || acc;
+  }
+  bool overlap = false; // slices of one variable that share elements
+  for (int i = 0; i < NA; ++i)
+    for (int j = 0; j < i; ++j)
+      overlap = overlap || overlaps(g[std::size_t(i)].cview(), g[std::size_t(j)].cview());
+  if (overlap || any_acc)
+    for (int i = 0; i < NA; ++i)
+      if (fresh[std::size_t(i)])
+        g[std::size_t(i)].assign_raw(tensor<T>::zeros(shape{}, g[std::size_t(i)].dev()));
+  if (overlap)
+    return false;
+  if (any_acc)
+    apply(ex, kernel<contract_all_fn<K, NA, true>>{{}}, out(g[a].raw_view()...), g[a].cview()...,
+          ybar[k].cview()..., P[p].cview()...);
+  else
+    apply(ex, kernel<contract_all_fn<K, NA, false>>{{}}, out(g[a].raw_view()...),
+          ybar[k].cview()..., P[p].cview()...);
+  return true;
+}
+
+// Forward and recording of a store node: `args` are the kernel's arguments (views and scalars),
+// `outs` the output values of shape s, `slots` the gradient slots of the NA variables (null for
+// those without gradients), `out_slots` those of the outputs.
+template <class T, int K, class Active, class Ex, class F, bool S, class Args>
+void store_node(Ex const &ex, tape &tp, kernel<F, S> const &k, Args const &args, shape const &s,
+                device const &dev, std::array<tensor<T>, K> const &outs,
+                std::array<std::shared_ptr<grad_slot<T>>, Active::count + 1> const &slots,
+                std::array<std::shared_ptr<grad_slot<T>>, K> const &out_slots) {
+  constexpr int NA = Active::count;
+  std::array<tensor<T>, std::size_t(K * NA) + 1> parts;
+  for (int i = 0; i < K * NA; ++i)
+    parts[std::size_t(i)] = tensor<T>::empty(s, dev);
+  [&]<std::size_t... o, std::size_t... q>(std::index_sequence<o...>, std::index_sequence<q...>) {
+    std::apply(
+        [&](auto const &...x) {
+          apply(ex, k, Active{}, out(outs[o].raw_view()...), out(parts[q].raw_view()...), x...);
+        },
+        args);
+  }
+  (std::make_index_sequence<K>{}, std::make_index_sequence<std::size_t(K * NA)>{});
+  for (int a2 = 0; a2 < NA; ++a2) // partials of inputs without gradients are not kept
+    if (!slots[std::size_t(a2)])
+      for (int k2 = 0; k2 < K; ++k2)
+        parts[std::size_t(k2 * NA + a2)] = tensor<T>{};
+  std::array<saved_tensor, std::size_t(K * NA) + 1> saves;
+  std::size_t n_saves = 0;
+  for (int i = 0; i < K * NA; ++i)
+    if (parts[std::size_t(i)].defined())
+      saves[n_saves++] = save(parts[std::size_t(i)], "partial", i);
+  tp.record<T, K>(
+      "fused elementwise (store)", out_slots,
+      [ex, s, slots, out_slots, parts] {
+        std::array<tensor<T>, K> ybar;
+        for (int k2 = 0; k2 < K; ++k2)
+          ybar[std::size_t(k2)] = out_grad(*out_slots[std::size_t(k2)]);
+        if constexpr (NA > 1)
+          if (contract_all<T, K, NA>(ex, slots, s, ybar, parts,
+                                     std::make_index_sequence<std::size_t(NA)>{},
+                                     std::make_index_sequence<std::size_t(K)>{},
+                                     std::make_index_sequence<std::size_t(K * NA)>{}))
+            return;
+        for (int a2 = 0; a2 < NA; ++a2) {
+          if (!slots[std::size_t(a2)])
+            continue;
+          std::array<view<T const>, 2 * std::size_t(K)> v;
+          for (int k2 = 0; k2 < K; ++k2) {
+            v[std::size_t(2 * k2)] = ybar[std::size_t(k2)].cview();
+            v[std::size_t(2 * k2 + 1)] = parts[std::size_t(k2 * NA + a2)].cview();
+          }
+          contract_into<T, K>(ex, *slots[std::size_t(a2)], s, v,
+                              std::make_index_sequence<2 * std::size_t(K)>{});
+        }
+      },
+      saves.data(), n_saves);
+}
+
+} // namespace dualcast::detail

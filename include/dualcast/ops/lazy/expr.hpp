@@ -1,0 +1,275 @@
+// dualcast/ops/lazy/expr.hpp: dualcast::expr, a lazy elementwise expression over tape
+// variables, and how operands join into one.
+//
+// An expr holds a tree (ops/lazy/tree.hpp) and its array leaves by value: the variables (shared
+// handles) and the constant tensors, each with its storage version at capture (materialising
+// after a leaf was modified in place throws dualcast::version_error: the expr would otherwise see
+// the new values). Joining operands checks shapes and tapes at once, so that errors point at the
+// operation that caused them.
+#pragma once
+
+#include <dualcast/errors.hpp>
+#include <dualcast/ops/lazy/tree.hpp>
+#include <dualcast/policy.hpp>
+#include <dualcast/shape.hpp>
+#include <dualcast/tape.hpp>
+#include <dualcast/tensor.hpp>
+
+#include <array>
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <type_traits>
+#include <utility>
+
+namespace dualcast {
+
+inline namespace DUALCAST_TAPE_ABI { // see detail/device_dispatch.hpp
+template <class T, class Tree, int NV, int NT> class expr;
+}
+
+template <class E> struct is_expr : std::false_type {};
+template <class T, class Tree, int NV, int NT>
+struct is_expr<expr<T, Tree, NV, NT>> : std::true_type {};
+template <class E> inline constexpr bool is_expr_v = is_expr<std::remove_cvref_t<E>>::value;
+
+// A lazy elementwise expression over variables (NV leaves), constant tensors (NT leaves) and
+// scalars (in the tree). See the file comment.
+inline namespace DUALCAST_TAPE_ABI {
+template <class T, class Tree, int NV, int NT> class expr {
+  static_assert(std::is_trivially_copyable_v<Tree>, "dualcast::expr: the tree must be trivially "
+                                                    "copyable (values only, no references)");
+  static_assert(NV >= 1, "dualcast::expr: an expression has at least one variable");
+
+public:
+  static constexpr bool is_dualcast_expr = true;
+  using value_type = T;
+  using tree_type = Tree;
+  static constexpr int num_vars = NV, num_tensors = NT;
+
+  Tree tree;
+  std::array<var<T>, NV> vars;
+  std::array<tensor<T>, NT> tensors;
+  std::array<std::uint64_t, std::size_t(NV + NT)> versions{};
+  shape dims_{};
+
+  shape const &dims() const { return dims_; }
+  int rank() const { return dims_.rank; }
+  index_t size() const { return dims_.size(); }
+  tape *owner() const { return vars[0].owner(); }
+  bool requires_grad() const {
+    for (auto const &v : vars)
+      if (v.requires_grad())
+        return true;
+    return false;
+  }
+  // Materialises: ONE fused node (or node by node on a tape with fused == false).
+  template <class P = decltype(policy::automatic)> var<T> eval(P pol = {}) const;
+  operator var<T>() const { return eval(); } // NOLINT(google-explicit-constructor)
+  tensor<T> value() const { return eval().value(); }
+  T item() const { return eval().item(); }
+
+  // Internal: the materialised variable, shared by copies of this expr.
+  std::shared_ptr<var<T>> cache_ = std::make_shared<var<T>>();
+};
+} // namespace DUALCAST_TAPE_ABI
+
+namespace detail::lz {
+
+template <class A> struct elem { using type = void; };
+template <class T> struct elem<var<T>> { using type = T; };
+template <class T> struct elem<tensor<T>> { using type = T; };
+template <class T, class Tr, int NV, int NT> struct elem<expr<T, Tr, NV, NT>> { using type = T; };
+template <class A> using elem_t = typename elem<std::remove_cvref_t<A>>::type;
+
+template <class A>
+concept lazy_operand = is_var_v<A> || is_expr_v<A>;
+template <class A>
+concept leaf_operand = lazy_operand<A> || is_tensor_v<A> || std::is_arithmetic_v<A>;
+
+template <class A, class B> struct pair_elem {
+  using type = std::conditional_t<std::is_void_v<elem_t<A>>, elem_t<B>, elem_t<A>>;
+};
+
+// Any operand as an expr of element type T.
+template <class T, class A> auto as_expr(A const &a) {
+  if constexpr (is_expr_v<A>) {
+    static_assert(std::is_same_v<typename A::value_type, T>,
+                  "dualcast: elementwise operands must have one element type");
+    return a;
+  } else if constexpr (is_var_v<A>) {
+    static_assert(std::is_same_v<elem_t<A>, T>,
+                  "dualcast: elementwise operands must have one element type");
+    expr<T, vleaf<0>, 1, 0> e{vleaf<0>{}, {a}, {}, {a.value().version()}, a.dims()};
+    return e;
+  } else if constexpr (is_tensor_v<A>) {
+    static_assert(std::is_same_v<elem_t<A>, T>,
+                  "dualcast: elementwise operands must have one element type");
+    return a;
+  } else {
+    return sleaf<T>{T(a)};
+  }
+}
+
+template <class X> struct leaf_counts { static constexpr int nv = 0, nt = 0; };
+template <class T, class Tr, int NV, int NT> struct leaf_counts<expr<T, Tr, NV, NT>> {
+  static constexpr int nv = NV, nt = NT;
+};
+template <class T> struct leaf_counts<tensor<T>> { static constexpr int nv = 0, nt = 1; };
+
+template <class X> auto tree_of(X const &x) {
+  if constexpr (is_expr_v<X>)
+    return x.tree;
+  else if constexpr (is_tensor_v<X>)
+    return tleaf<0>{};
+  else
+    return x; // sleaf
+}
+
+template <class T, std::size_t N, std::size_t M>
+std::array<T, N + M> concat(std::array<T, N> const &a, std::array<T, M> const &b) {
+  std::array<T, N + M> r;
+  for (std::size_t i = 0; i < N; ++i)
+    r[i] = a[i];
+  for (std::size_t i = 0; i < M; ++i)
+    r[N + i] = b[i];
+  return r;
+}
+
+template <class T, class X> std::array<var<T>, leaf_counts<X>::nv> vars_of(X const &x) {
+  if constexpr (is_expr_v<X>)
+    return x.vars;
+  else
+    return {};
+}
+template <class T, class X> std::array<tensor<T>, leaf_counts<X>::nt> tensors_of(X const &x) {
+  if constexpr (is_expr_v<X>)
+    return x.tensors;
+  else if constexpr (is_tensor_v<X>)
+    return {x};
+  else
+    return {};
+}
+template <class T, class X> auto versions_of(X const &x) {
+  constexpr int nv = leaf_counts<X>::nv, nt = leaf_counts<X>::nt;
+  std::array<std::uint64_t, std::size_t(nv)> v{};
+  std::array<std::uint64_t, std::size_t(nt)> t{};
+  if constexpr (is_expr_v<X>) {
+    for (int i = 0; i < nv; ++i)
+      v[std::size_t(i)] = x.versions[std::size_t(i)];
+    for (int i = 0; i < nt; ++i)
+      t[std::size_t(i)] = x.versions[std::size_t(nv + i)];
+  } else if constexpr (is_tensor_v<X>) {
+    t[0] = x.version();
+  }
+  return std::pair{v, t};
+}
+template <class X> shape dims_of(X const &x) {
+  if constexpr (is_expr_v<X> || is_tensor_v<X>)
+    return x.dims();
+  else
+    return shape{};
+}
+
+// Joins operands (exprs, tensors, scalar leaves) under one operation node.
+template <class T, class Op, class... X> auto join(char const *op, X const &...x) {
+  constexpr int counts_v[] = {leaf_counts<X>::nv...};
+  constexpr int counts_t[] = {leaf_counts<X>::nt...};
+  constexpr int NV = (0 + ... + leaf_counts<X>::nv), NT = (0 + ... + leaf_counts<X>::nt);
+  // Shape and tape checks now, so that errors point at the operation that caused them.
+  tape *tp = nullptr;
+  shape s{};
+  bool first = true;
+  auto check = [&](auto const &y) {
+    using Y = std::remove_cvref_t<decltype(y)>;
+    if constexpr (is_expr_v<Y>) {
+      if (tp && y.owner() != tp)
+        throw tape_error(std::string(op) + ": operands are variables of different tapes");
+      tp = y.owner();
+    }
+    bool ok = true;
+    shape d = dims_of(y);
+    shape b = broadcast_pair(s, d, ok);
+    if (!ok)
+      throw shape_error(std::string(op) + ": shapes " + to_string(s) + " and " + to_string(d) +
+                        " do not broadcast");
+    s = first ? d : b;
+    first = false;
+  };
+  (check(x), ...);
+
+  auto trees = [&]<std::size_t... I>(std::index_sequence<I...>) {
+    constexpr auto offv = [](std::size_t k) {
+      int o = 0;
+      for (std::size_t j = 0; j < k; ++j)
+        o += counts_v[j];
+      return o;
+    };
+    constexpr auto offt = [](std::size_t k) {
+      int o = 0;
+      for (std::size_t j = 0; j < k; ++j)
+        o += counts_t[j];
+      return o;
+    };
+    return detail::make_tuple(shifted<offv(I), offt(I)>(tree_of(x))...);
+  }
+  (std::index_sequence_for<X...>{});
+  auto node = [&]<std::size_t... I>(std::index_sequence<I...>) {
+    if constexpr (sizeof...(X) == 1)
+      return unary<Op, std::decay_t<decltype(get<0>(trees))>>{get<0>(trees), next_id()};
+    else
+      return binary<Op, std::decay_t<decltype(get<0>(trees))>,
+                    std::decay_t<decltype(get<1>(trees))>>{get<0>(trees), get<1>(trees), next_id()};
+  }
+  (std::index_sequence_for<X...>{});
+
+  expr<T, decltype(node), NV, NT> e{node, {}, {}, {}, s};
+  std::size_t iv = 0, it = 0;
+  std::array<std::uint64_t, std::size_t(NT) + 1> tver{};
+  auto add = [&](auto const &y) {
+    auto vs = vars_of<T>(y);
+    auto ts = tensors_of<T>(y);
+    auto [vv, tv] = versions_of<T>(y);
+    // (index loops over std::array<_, 0> are "pointless comparisons" to nvcc: count instead)
+    std::size_t i = 0;
+    for (auto const &v : vs)
+      e.vars[iv] = v, e.versions[iv] = vv[i++], ++iv;
+    i = 0;
+    for (auto const &t : ts)
+      e.tensors[it] = t, tver[it] = tv[i++], ++it;
+  };
+  (add(x), ...);
+  for (int i = 0; i < NT; ++i)
+    e.versions[std::size_t(NV + i)] = tver[std::size_t(i)];
+  return e;
+}
+
+template <class Op, class A> auto make_unary(char const *op, A const &a) {
+  using T = elem_t<A>;
+  return join<T, Op>(op, as_expr<T>(a));
+}
+template <class Op, class A, class B> auto make_binary(char const *op, A const &a, B const &b) {
+  using T = typename pair_elem<A, B>::type;
+  return join<T, Op>(op, as_expr<T>(a), as_expr<T>(b));
+}
+
+
+// Throws version_error if a leaf of e was modified in place since e captured it.
+template <class E> void check_versions(E const &e) {
+  constexpr int NV = E::num_vars, NT = E::num_tensors;
+  for (int i = 0; i < NV + NT; ++i) {
+    std::uint64_t now = i < NV ? e.vars[std::size_t(i)].value().version()
+                               : e.tensors[std::size_t(i - NV)].version();
+    if (now != e.versions[std::size_t(i)])
+      throw version_error(
+          "dualcast::expr: " + std::string(i < NV ? "variable leaf " : "tensor leaf ") +
+          std::to_string(i < NV ? i : i - NV) +
+          " was modified in place after the lazy expression was built (version " +
+          std::to_string(e.versions[std::size_t(i)]) + ", now " + std::to_string(now) + ")");
+  }
+}
+
+} // namespace detail::lz
+
+} // namespace dualcast

@@ -1,0 +1,251 @@
+// dualcast/ops/lazy/materialize.hpp: turning lazy expressions into ONE fused node.
+//
+//   dualcast::var<float> v = e;                    // or e.eval(), dualcast::eval(e)
+//   auto [h, c] = dualcast::eval(h_expr, c_expr);  // several outputs: ONE node, one kernel
+//
+// Materialisation -- .eval(), conversion to var<T>, dualcast::eval(...), or automatically when a
+// non-elementwise operation consumes the expression -- deduplicates the leaves (x * x has ONE
+// input: the same variable, or the same view of the same tensor) and records ONE fused node
+// (dualcast::fused) with a functor that evaluates the trees on the leaves; the store /
+// recompute policy comes from the cost model unless given. Repeated materialisation of one expr
+// object returns the same variable (cached; copies share the cache); an expr embedded in a larger
+// tree is re-evaluated inside the larger kernel instead (recompute, no extra memory). On a tape
+// with fused == false the expression is evaluated node by node (ops/lazy/unfused.hpp).
+#pragma once
+
+#include <dualcast/kernel.hpp>
+#include <dualcast/ops/fused.hpp>
+#include <dualcast/ops/lazy/expr.hpp>
+#include <dualcast/ops/lazy/tree.hpp>
+#include <dualcast/ops/lazy/unfused.hpp>
+#include <dualcast/policy.hpp>
+#include <dualcast/tape.hpp>
+#include <dualcast/tensor.hpp>
+
+#include <array>
+#include <cstddef>
+#include <cstdint>
+#include <tuple>
+#include <type_traits>
+#include <utility>
+
+namespace dualcast {
+
+namespace detail::lz {
+
+template <class T> bool same_tensor(tensor<T> const &a, tensor<T> const &b) {
+  if (a.data() != b.data() || !(a.dims() == b.dims()))
+    return false;
+  for (int d = 0; d < a.rank(); ++d)
+    if (a.stride(d) != b.stride(d))
+      return false;
+  return true;
+}
+
+template <class T> bool same_var(var<T> const &a, var<T> const &b) {
+  if (a.slot() || b.slot())
+    return a.slot() == b.slot();
+  return same_tensor(a.value(), b.value());
+}
+// Unique leaves first (padding after them) and the map from leaf to argument.
+template <class L, std::size_t N, class Same>
+std::pair<std::array<L, N>, std::array<std::uint8_t, N>> dedup(std::array<L, N> const &in,
+                                                               Same same, L const &pad) {
+  std::array<L, N> u;
+  std::array<std::uint8_t, N> map{};
+  if constexpr (N > 0) { // (a loop to N = 0 is a "pointless comparison" error to nvcc)
+    std::size_t n = 0;
+    for (std::size_t i = 0; i < N; ++i) {
+      std::size_t j = 0;
+      while (j < n && !same(u[j], in[i]))
+        ++j;
+      if (j == n)
+        u[n++] = in[i];
+      map[i] = std::uint8_t(j);
+    }
+    for (std::size_t i = n; i < N; ++i)
+      u[i] = pad;
+  } else {
+    (void)in, (void)same, (void)pad;
+  }
+  return {u, map};
+}
+
+template <class T, class P, std::size_t NV_, std::size_t NT_, class Trees>
+auto fused_trees(P pol, tape *tp, std::array<var<T>, NV_> const &vars,
+                 std::array<tensor<T>, NT_> const &tens, Trees const &trees) {
+  constexpr int NV = int(NV_), NT = int(NT_);
+  // Padding for the positions freed by deduplication: a rank-0 constant (no memory traffic) on
+  // the leaves' device.
+  device leaf_dev = device::host();
+  if constexpr (NV > 0)
+    leaf_dev = vars[0].value().dev();
+  auto pad_t = tensor<T>::zeros(shape{}, leaf_dev);
+  // (no structured bindings: clang 14 cannot capture them in the lambdas below)
+  auto const dv = dedup(
+      vars, [](var<T> const &a, var<T> const &b) { return same_var(a, b); },
+      var<T>(pad_t, nullptr, tp));
+  auto const dt = dedup(
+      tens, [](tensor<T> const &a, tensor<T> const &b) { return same_tensor(a, b); }, pad_t);
+  auto const &uv = dv.first;
+  auto const &ut = dt.first;
+  // Without duplicates (the common case) the leaves index the arguments at compile time; with
+  // them, through the run-time map (a second instantiation).
+  bool identity = true;
+  for (int i = 0; i < NV; ++i)
+    identity = identity && dv.second[std::size_t(i)] == i;
+  for (int i = 0; i < NT; ++i)
+    identity = identity && dt.second[std::size_t(i)] == i;
+  auto run = [&]<bool Direct>(std::bool_constant<Direct>) {
+    auto fn = [&]<class... Tr>(detail::tuple<Tr...> const &t) {
+      return tree_fn<Direct, NV, NT, Tr...>{t, dv.second, dt.second};
+    }(trees);
+    return [&]<std::size_t... I, std::size_t... J>(std::index_sequence<I...>,
+                                                   std::index_sequence<J...>) {
+      return dualcast::fused(pol, kernel{fn}, uv[I]..., ut[J]...);
+    }
+    (std::make_index_sequence<std::size_t(NV)>{}, std::make_index_sequence<std::size_t(NT)>{});
+  };
+#if defined(__CUDACC__)
+  // nvcc translation units compile only the mapped variant: each variant is a set of GPU kernels
+  // for two architectures, and the compile time of .cu files is what limits us.
+  (void)identity;
+#else
+  if (identity)
+    return run(std::true_type{});
+#endif
+  return run(std::false_type{});
+}
+
+// All exprs (or variables) of es as ONE fused node with one output per expr.
+template <class T, class P, class... E> auto eval_fused(P pol, E const &...es) {
+  auto all = std::make_tuple(as_expr<T>(es)...);
+  constexpr int counts_v[] = {leaf_counts<decltype(as_expr<T>(es))>::nv...};
+  constexpr int counts_t[] = {leaf_counts<decltype(as_expr<T>(es))>::nt...};
+  constexpr int NV = (0 + ... + leaf_counts<decltype(as_expr<T>(es))>::nv);
+  constexpr int NT = (0 + ... + leaf_counts<decltype(as_expr<T>(es))>::nt);
+  tape *tp = nullptr;
+  std::array<var<T>, std::size_t(NV)> vars;
+  std::array<tensor<T>, std::size_t(NT)> tens;
+  {
+    std::size_t iv = 0, it = 0;
+    std::apply(
+        [&](auto const &...x) {
+          auto one = [&](auto const &y) {
+            check_versions(y);
+            if (tp && y.owner() != tp)
+              throw tape_error("dualcast::eval: expressions of different tapes");
+            tp = y.owner();
+            for (auto const &v : y.vars)
+              vars[iv++] = v;
+            for (auto const &t : y.tensors)
+              tens[it++] = t;
+          };
+          (one(x), ...);
+        },
+        all);
+  }
+  auto trees = [&]<std::size_t... I>(std::index_sequence<I...>) {
+    constexpr auto offv = [](std::size_t k) {
+      int o = 0;
+      for (std::size_t j = 0; j < k; ++j)
+        o += counts_v[j];
+      return o;
+    };
+    constexpr auto offt = [](std::size_t k) {
+      int o = 0;
+      for (std::size_t j = 0; j < k; ++j)
+        o += counts_t[j];
+      return o;
+    };
+    return detail::make_tuple(shifted<offv(I), offt(I)>(std::get<I>(all).tree)...);
+  }
+  (std::index_sequence_for<E...>{});
+
+  return fused_trees<T>(pol, tp, vars, tens, trees);
+}
+
+// Returns false if it does not apply.
+template <class T, class P, class E0, class E1>
+bool eval_shared(P pol, E0 const &big, E1 const &part, bool part_first,
+                 std::array<var<T>, 2> &out) {
+  if constexpr (!is_expr_v<E0> || !is_expr_v<E1>) {
+    return false;
+  } else {
+    using M =
+        typename match<typename strip<typename E1::tree_type>::type, typename E0::tree_type>::type;
+    if constexpr (std::is_void_v<M> || !requires(E1 const &e) { e.tree.id; }) {
+      return false;
+    } else {
+      M const *sub = find_subtree<M>(big.tree, part.tree.id);
+      if (!sub)
+        return false;
+      check_versions(big);
+      check_versions(part);
+      if (part_first)
+        out = fused_trees<T>(pol, big.owner(), big.vars, big.tensors,
+                             detail::make_tuple(*sub, big.tree));
+      else
+        out = fused_trees<T>(pol, big.owner(), big.vars, big.tensors,
+                             detail::make_tuple(big.tree, *sub));
+      return true;
+    }
+  }
+}
+
+
+} // namespace detail::lz
+
+template <class T, class Tree, int NV, int NT>
+template <class P>
+var<T> expr<T, Tree, NV, NT>::eval(P pol) const {
+  static_assert(is_policy_v<P>, "dualcast::expr::eval: the argument is a policy (dualcast::policy::store, ...)");
+  if (cache_->owner())
+    return *cache_;
+  tape *tp = owner();
+  var<T> r;
+  if (tp && !tp->fused) {
+    detail::lz::memo_t<T> memo;
+    r = detail::lz::eval_eager<T>(*this, memo);
+  } else {
+    r = detail::lz::eval_fused<T>(pol, *this);
+  }
+  *cache_ = r;
+  return r;
+}
+
+// Materialises several exprs (or variables) of one tape as ONE fused node with one output each
+// (an LSTM cell's h and c); node by node on a tape with fused == false. With two outputs of
+// which one is a subexpression of the other (c2 inside h2 = sigmoid(o) * tanh(c2)), the node's
+// inputs are the larger one's leaves only (no duplicated leaves).
+template <class P, class E0, class... E>
+requires(is_policy_v<P> && detail::lz::lazy_operand<E0> &&
+         (detail::lz::lazy_operand<E> && ...)) auto eval(P pol, E0 const &e0, E const &...es) {
+  using T = detail::lz::elem_t<E0>;
+  tape *tp = e0.owner();
+  if (tp && !tp->fused) {
+    detail::lz::memo_t<T> memo;
+    std::array<var<T>, 1 + sizeof...(E)> r{detail::lz::eval_eager<T>(e0, memo),
+                                           detail::lz::eval_eager<T>(es, memo)...};
+    return r;
+  }
+  if constexpr (sizeof...(E) == 1) {
+    std::array<var<T>, 2> shared;
+    auto const &e1 = std::get<0>(std::tie(es...));
+    if (detail::lz::eval_shared<T>(pol, e0, e1, false, shared) ||
+        detail::lz::eval_shared<T>(pol, e1, e0, true, shared))
+      return shared;
+  }
+  auto r = detail::lz::eval_fused<T>(pol, e0, es...);
+  if constexpr (sizeof...(E) == 0)
+    return std::array<var<T>, 1>{r};
+  else
+    return r;
+}
+template <class E0, class... E>
+requires(detail::lz::lazy_operand<E0> &&
+         (detail::lz::lazy_operand<E> && ...)) auto eval(E0 const &e0, E const &...es) {
+  return eval(policy::automatic, e0, es...);
+}
+
+} // namespace dualcast

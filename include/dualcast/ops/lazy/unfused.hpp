@@ -1,0 +1,131 @@
+// dualcast/ops/lazy/unfused.hpp: unfused mode -- classic reverse mode, one node per operation.
+//
+//   auto y = dualcast::unfused(k, x, w);   // k's lambda on the variables, op by op
+//   auto y = dualcast::call(k, x, w);      // fused or unfused by the tape's switch tape::fused
+//
+// The kernel's lambda is called on the variables themselves, so every operator and math function
+// in it builds a lazy expression (ops/lazy/operators.hpp); those are then evaluated node by node,
+// each operation its own fused node of one or two inputs (a subexpression used twice is
+// evaluated once). The same happens to any expression materialised on a tape with
+// fused == false. Only lambdas callable on variables (arithmetic and dualcast math, no
+// value-dependent branches) can run unfused; fused() accepts any kernel.
+#pragma once
+
+#include <dualcast/kernel.hpp>
+#include <dualcast/ops/fused.hpp>
+#include <dualcast/ops/lazy/expr.hpp>
+#include <dualcast/ops/lazy/tree.hpp>
+#include <dualcast/tape.hpp>
+#include <dualcast/tensor.hpp>
+
+#include <array>
+#include <cstddef>
+#include <cstdint>
+#include <unordered_map>
+#include <utility>
+
+namespace dualcast {
+
+namespace detail::lz {
+
+// Node-by-node evaluation; memo keeps subexpressions used twice evaluated once.
+template <class T> using memo_t = std::unordered_map<std::uint64_t, var<T>>;
+
+template <class T, std::size_t NV, std::size_t NT, int I>
+var<T> eager(vleaf<I>, std::array<var<T>, NV> const &vs, std::array<var<T>, NT> const &,
+             memo_t<T> &) {
+  return vs[std::size_t(I)];
+}
+template <class T, std::size_t NV, std::size_t NT, int I>
+var<T> eager(tleaf<I>, std::array<var<T>, NV> const &, std::array<var<T>, NT> const &ts,
+             memo_t<T> &) {
+  return ts[std::size_t(I)];
+}
+template <class T, std::size_t NV, std::size_t NT>
+T eager(sleaf<T> s, std::array<var<T>, NV> const &, std::array<var<T>, NT> const &, memo_t<T> &) {
+  return s.value;
+}
+template <class T, std::size_t NV, std::size_t NT, class Op, class A>
+var<T> eager(unary<Op, A> const &n, std::array<var<T>, NV> const &vs,
+             std::array<var<T>, NT> const &ts, memo_t<T> &memo) {
+  if (auto it = memo.find(n.id); it != memo.end())
+    return it->second;
+  var<T> r = dualcast::fused(kernel<Op>{Op{}}, eager(n.a, vs, ts, memo));
+  memo.emplace(n.id, r);
+  return r;
+}
+template <class T, std::size_t NV, std::size_t NT, class Op, class A, class B>
+var<T> eager(binary<Op, A, B> const &n, std::array<var<T>, NV> const &vs,
+             std::array<var<T>, NT> const &ts, memo_t<T> &memo) {
+  if (auto it = memo.find(n.id); it != memo.end())
+    return it->second;
+  var<T> r = dualcast::fused(kernel<Op>{Op{}}, eager(n.a, vs, ts, memo), eager(n.b, vs, ts, memo));
+  memo.emplace(n.id, r);
+  return r;
+}
+
+template <class T, class E> var<T> eval_eager(E const &e, memo_t<T> &memo) {
+  if constexpr (is_var_v<E>) {
+    return e;
+  } else {
+    check_versions(e);
+    tape *tp = e.owner();
+    std::array<var<T>, std::size_t(E::num_tensors)> ts;
+    std::size_t i = 0; // (no index loop: nvcc calls i < 0 a pointless comparison)
+    for (auto const &t : e.tensors)
+      ts[i++] = tp->constant(t);
+    return eager(e.tree, e.vars, ts, memo);
+  }
+}
+
+
+} // namespace detail::lz
+
+namespace detail {
+template <class T, class A> auto unfused_arg(tape &tp, A const &a) {
+  if constexpr (is_tensor_v<A>)
+    return tp.constant(a);
+  else
+    return a;
+}
+} // namespace detail
+
+
+// The kernel's lambda evaluated on the variables operation by operation, each operation its own
+// node (classic unfused reverse mode). The lambda must be callable on variables: arithmetic and
+// dualcast math functions, no value-dependent branches.
+template <class F, bool S, class... A> auto unfused(kernel<F, S> const &k, A const &...a) {
+  if constexpr ((is_expr_v<A> || ...)) {
+    return unfused(k, detail::as_var(a)...);
+  } else {
+    using T = typename detail::elem_of_args<A...>::type;
+    constexpr int K = detail::check_kernel<F, T, detail::kernel_arg_t<T, A>...>();
+    tape *tp = detail::tape_of("dualcast::unfused", a...);
+    if (!tp)
+      throw tape_error("dualcast::unfused: give at least one variable");
+    auto r = detail::as_outputs(k.f(detail::unfused_arg<T>(*tp, a)...));
+    detail::lz::memo_t<T> memo;
+    return [&]<std::size_t... I>(std::index_sequence<I...>) {
+      std::array<var<T>, std::size_t(K)> v{detail::lz::eval_eager<T>(get<I>(r), memo)...};
+      if constexpr (K == 1)
+        return v[0];
+      else
+        return v;
+    }
+    (std::make_index_sequence<std::size_t(K)>{});
+  }
+}
+
+// fused(k, ...) or, when the variables' tape has fused == false, unfused(k, ...): the switch
+// that runs one lambda both ways in one binary (the lambda must be callable on variables).
+template <class F, bool S, class... A> auto call(kernel<F, S> const &k, A const &...a) {
+  if constexpr ((is_expr_v<A> || ...)) {
+    return call(k, detail::as_var(a)...);
+  } else {
+    tape *tp = detail::tape_of("dualcast::call", a...);
+    if (tp && !tp->fused)
+      return unfused(k, a...);
+    return fused(k, a...);
+  }
+}
+} // namespace dualcast

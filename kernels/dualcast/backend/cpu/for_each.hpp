@@ -1,0 +1,29 @@
+// dualcast/backend/cpu/for_each.hpp: f(i) for i in [0, n) on the CPU, OpenMP threads over
+// contiguous chunks once there is enough work.
+#pragma once
+
+#include <dualcast/backend/cpu/executor.hpp>
+#include <dualcast/shape.hpp>
+
+namespace dualcast::detail::cpu_backend {
+
+// Loops cheaper than this many units of `cost` run on the calling thread: starting the OpenMP
+// team costs more than they do.
+inline constexpr index_t for_each_parallel_work = index_t(1) << 15;
+
+template <class F> void for_each(cpu const &ex, index_t n, index_t cost, F const &f) {
+#if defined(_OPENMP)
+  if (n * cost > for_each_parallel_work && ex.thread_count() > 1) {
+#pragma omp parallel for schedule(static) num_threads(ex.thread_count())
+    for (index_t i = 0; i < n; ++i)
+      f(i);
+    return;
+  }
+#else
+  (void)ex, (void)cost;
+#endif
+  for (index_t i = 0; i < n; ++i)
+    f(i);
+}
+
+} // namespace dualcast::detail::cpu_backend

@@ -1,0 +1,48 @@
+// dualcast/backend/seam.hpp: what a backend provides -- the one header through which the front
+// end (broadcast.hpp, the tape's operations) reaches execution.
+//
+// A backend is an executor type (dualcast::cpu, dualcast::cuda) plus free functions in namespace
+// dualcast::detail, each taking the tag `hook` first so that argument-dependent lookup finds them
+// at the call's instantiation, whichever backend headers were included before it. The front end
+// calls only these hooks; each backend defines all of them in its entry header
+// (backend/cpu.hpp, backend/cuda.cuh), implemented under backend/cpu/ and backend/cuda/:
+//
+//   backend_map<Simd>(hook, ex, map_params<T, NI, NO> const&, op)
+//       one fused pass: op(in, out) at every element of the iteration space (element operations
+//       of detail/element_ops.hpp; Simd: the op may be called on SIMD batches)
+//   backend_reduce(hook, ex, shape s, T const* src, view<T> dst, bool accumulate)
+//       dst [+]= src (contiguous, shape s) summed over the dimensions along which dst broadcasts:
+//       the adjoint of broadcasting
+//   backend_buffer<T>(hook, ex, index_t n) -> an owning pointer to n elements of scratch memory
+//   backend_for_each(hook, ex, index_t n, index_t cost, f)
+//       f(i) for i in [0, n); f is a function object with a DUALCAST_HD call operator (row-wise
+//       tape operations: softmax rows, max / min groups, gather lines); `cost` estimates one
+//       call's work, so that small loops stay on one thread
+//   backend_gemm(hook, ex, ta, tb, m, n, k, a, lda, b, ldb, beta, c, ldc)   (blas headers)
+//       row-major C = op(A) op(B) + beta C
+//
+// and each backend provides a memory_resource for its devices (backend/device.hpp).
+//
+// Results of every hook are deterministic: they do not depend on the number of threads.
+#pragma once
+
+#include <dualcast/backend/device.hpp>
+#include <dualcast/backend/map_params.hpp>
+#include <dualcast/config.hpp>
+
+#include <type_traits>
+
+namespace dualcast {
+
+// What the front end may ask of an executor type; a backend specialises it for its executor.
+template <class Ex> struct executor_traits {
+  static constexpr bool is_executor = false;
+};
+template <class Ex>
+inline constexpr bool is_executor_v = executor_traits<std::remove_cvref_t<Ex>>::is_executor;
+
+namespace detail {
+struct hook {}; // makes the backends' hooks visible to argument-dependent lookup
+} // namespace detail
+
+} // namespace dualcast
