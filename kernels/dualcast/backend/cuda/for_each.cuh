@@ -14,6 +14,7 @@
 
 namespace dualcast::detail::cuda_backend {
 inline namespace DUALCAST_KERNEL_ABI {
+DUALCAST_KERNELS_BEGIN
 
 template <class F>
 DUALCAST_GLOBAL void __launch_bounds__(max_block) for_each_kernel(index_t n, F f) {
@@ -33,5 +34,6 @@ template <class F> void for_each(cuda const &ex, index_t n, F const &f) {
   check(cudaGetLastError(), "launching a dualcast for_each kernel");
 }
 
+DUALCAST_KERNELS_END
 } // namespace DUALCAST_KERNEL_ABI
 } // namespace dualcast::detail::cuda_backend

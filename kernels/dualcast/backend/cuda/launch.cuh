@@ -29,4 +29,9 @@ inline unsigned grid_for(index_t work, int block) {
 // (DUALCAST_KERNEL_ABI, config.hpp): two shared libraries built with different dualcast versions
 // or for different GPU architectures then never share, and so never overwrite, each other's
 // kernels.
+// A kernel instantiated with a type of internal linkage (a kernel functor in an anonymous
+// namespace) has internal linkage itself, and nvcc warns (#1407) that the attribute does not
+// apply to it: right and harmless, so the warning is silenced where dualcast defines kernels.
 #define DUALCAST_GLOBAL __global__ __attribute__((visibility("hidden")))
+#define DUALCAST_KERNELS_BEGIN _Pragma("nv_diagnostic push") _Pragma("nv_diag_suppress 1407")
+#define DUALCAST_KERNELS_END _Pragma("nv_diagnostic pop")

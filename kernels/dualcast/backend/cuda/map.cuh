@@ -16,6 +16,7 @@
 
 namespace dualcast::detail::cuda_backend {
 inline namespace DUALCAST_KERNEL_ABI {
+DUALCAST_KERNELS_BEGIN
 
 template <class T> struct vec16;
 template <> struct vec16<float> {
@@ -117,5 +118,6 @@ void map(cuda const &ex, map_params<T, NI, NO> p, Op const &op) {
   check(cudaGetLastError(), "launching a dualcast kernel");
 }
 
+DUALCAST_KERNELS_END
 } // namespace DUALCAST_KERNEL_ABI
 } // namespace dualcast::detail::cuda_backend

@@ -17,6 +17,7 @@
 
 namespace dualcast::detail::cuda_backend {
 inline namespace DUALCAST_KERNEL_ABI {
+DUALCAST_KERNELS_BEGIN
 
 template <class T> struct reduce_params {
   T const *src;
@@ -110,5 +111,6 @@ void reduce_broadcast(cuda const &ex, shape const &s, T const *src, view<T> dst,
   check(cudaGetLastError(), "launching the dualcast broadcast reduction");
 }
 
+DUALCAST_KERNELS_END
 } // namespace DUALCAST_KERNEL_ABI
 } // namespace dualcast::detail::cuda_backend
