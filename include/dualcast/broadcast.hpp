@@ -35,9 +35,18 @@
 
 namespace dualcast {
 
-// Groups of arrays (and scalars): the outputs of a call, or a mode's extra inputs.
-template <class... V> struct pack { std::tuple<V...> items; };
+// Groups of arrays (and scalars): the outputs of a call, or a mode's extra inputs. Outputs given
+// with add_to are added to (y = y + result) instead of overwritten (add: per output).
+template <class... V> struct pack {
+  std::tuple<V...> items;
+  std::array<bool, sizeof...(V)> add{};
+};
 template <class... V> pack<std::decay_t<V>...> out(V &&...v) { return {{static_cast<V &&>(v)...}}; }
+template <class... V> pack<std::decay_t<V>...> add_to(V &&...v) {
+  pack<std::decay_t<V>...> p{{static_cast<V &&>(v)...}};
+  p.add.fill(true);
+  return p;
+}
 template <class... V> pack<std::decay_t<V>...> in(V &&...v) { return {{static_cast<V &&>(v)...}}; }
 
 namespace detail {
@@ -69,27 +78,18 @@ template <class... A> std::array<shape, sizeof...(A)> argument_shapes(pack<A...>
 
 // The fused pass of vjp: contributions go straight into the cotangents of inputs that are not
 // broadcast, and into scratch arrays (reduced afterwards) for those that are.
-template <bool Simd, bool Acc, class F, class Layout, int K, class Active, class Ex, class T,
-          class... A, std::size_t NA, class Buffer, class Scalars>
+template <bool Simd, class F, class Layout, int K, class Active, class Ex, class T, class... A,
+          std::size_t NA, class Buffer, class Scalars>
 void vjp_pass(Ex const &ex, kernel<F, Simd> const &k, shape const &s, std::tuple<A const &...> args,
               std::array<view<T const>, K> const &yv, std::array<view<T>, NA> const &xv,
-              bool const *direct, Buffer *scratch, Scalars const &scalars) {
-  launch_plan<T, Layout::num_arrays + K + (Acc ? int(NA) : 0), int(NA)> plan(s);
+              bool const *direct, Buffer *scratch, Scalars const &scalars, bool const *add) {
+  launch_plan<T, Layout::num_arrays + K, int(NA)> plan(s);
   add_array_args(plan, args);
   for (auto const &y : yv)
     plan.add_in(y);
-  for (std::size_t a = 0; a < NA; ++a) {
-    if (direct[a]) {
-      if constexpr (Acc)
-        plan.add_in(view<T const>(xv[a]));
-      plan.add_out(xv[a]);
-    } else {
-      if constexpr (Acc)
-        plan.add_zero_in();
-      plan.add_out(view<T>(scratch[a].get(), s));
-    }
-  }
-  vjp_op<F, Layout, K, Active, Acc> op{{k.f, scalars}};
+  for (std::size_t a = 0; a < NA; ++a) // (broadcast ones are added by the reduction afterwards)
+    plan.add_out(direct[a] ? xv[a] : view<T>(scratch[a].get(), s), add[a] && direct[a]);
+  vjp_op<F, Layout, K, Active> op{{k.f, scalars}};
   backend_map<Simd>(hook{}, ex, plan.p, op);
 }
 
@@ -114,8 +114,8 @@ void apply(Ex const &ex, kernel<F, S> const &k, pack<O...> const &outs, A const 
 
   detail::launch_plan<T, Layout::num_arrays, K> plan(s);
   detail::add_array_args(plan, std::tie(args...));
-  for (auto const &v : ov)
-    plan.add_out(v);
+  for (int i = 0; i < K; ++i)
+    plan.add_out(ov[std::size_t(i)], outs.add[std::size_t(i)]);
   detail::values_op<F, Layout, K> op{{k.f, detail::scalar_table<F>(args...)}};
   backend_map<S>(detail::hook{}, ex, plan.p, op);
 }
@@ -151,8 +151,9 @@ void apply(Ex const &ex, kernel<F, S> const &k, active_set<C, I...>, pack<O...> 
 
   detail::launch_plan<T, Layout::num_arrays, K + K * NA> plan(s);
   detail::add_array_args(plan, std::tie(args...));
-  for (auto const &v : all)
-    plan.add_out(v);
+  for (int i = 0; i < K + K * NA; ++i)
+    plan.add_out(all[std::size_t(i)], i < K ? outs.add[std::size_t(i)]
+                                            : partials.add[std::size_t(i - K)]);
   detail::partials_op<F, Layout, K, Active> op{{k.f, detail::scalar_table<F>(args...)}};
   backend_map<S>(detail::hook{}, ex, plan.p, op);
 }
@@ -213,8 +214,9 @@ void jvp(Ex const &ex, kernel<F, S> const &k, active_set<C, I...>, pack<O...> co
   detail::add_array_args(plan, args);
   for (auto const &t : tin)
     plan.add_in(t);
-  for (auto const &v : all)
-    plan.add_out(v);
+  for (int i = 0; i < 2 * K; ++i)
+    plan.add_out(all[std::size_t(i)], i < K ? outs.add[std::size_t(i)]
+                                            : out_tangents.add[std::size_t(i - K)]);
   auto scalars =
       std::apply([](auto const &...a) { return detail::scalar_table<F>(a...); }, inputs.items);
   detail::jvp_op<F, Layout, K, Active> op{{k.f, scalars}};
@@ -222,7 +224,7 @@ void jvp(Ex const &ex, kernel<F, S> const &k, active_set<C, I...>, pack<O...> co
 }
 
 // ---- VJP: input cotangents from output cotangents (duals re-evaluated; nothing stored) ---------
-// With accumulate = true the input cotangents are added to (xbar += ...), else
+// With accumulate = true (or cotangents given with add_to) they are added to (xbar += ...), else
 // overwritten. Inputs broadcast along some dimensions get their cotangents summed over those
 // dimensions.
 template <class Ex, class F, bool S, int C, int... I, class... X, class... A, class... Y>
@@ -296,18 +298,17 @@ void vjp(Ex const &ex, kernel<F, S> const &k, active_set<C, I...>, pack<X...> co
   for (int a = 0; a < NA; ++a)
     if (!direct[a])
       scratch[a] = backend_buffer<T>(detail::hook{}, ex, s.size());
+  bool add[NA > 0 ? NA : 1];
+  for (int a = 0; a < NA; ++a)
+    add[a] = accumulate || in_cotangents.add[std::size_t(a)];
   auto scalars =
       std::apply([](auto const &...a) { return detail::scalar_table<F>(a...); }, inputs.items);
-  if (accumulate)
-    detail::vjp_pass<S, true, F, Layout, K, Active>(ex, k, s, args, yv, xv, direct, scratch,
-                                                    scalars);
-  else
-    detail::vjp_pass<S, false, F, Layout, K, Active>(ex, k, s, args, yv, xv, direct, scratch,
-                                                     scalars);
+  detail::vjp_pass<S, F, Layout, K, Active>(ex, k, s, args, yv, xv, direct, scratch, scalars,
+                                            add);
   for (int a = 0; a < NA; ++a)
     if (!direct[a])
       backend_reduce(detail::hook{}, ex, s, static_cast<T const *>(scratch[a].get()), xv[a],
-                     accumulate);
+                     add[a]);
 }
 
 // ---- defaults: every array argument active ----------------------------------------------------

@@ -185,13 +185,13 @@ template <class F, class Layout, int K, class Active> struct jvp_op : op_base<F,
 };
 
 // ---- VJP: output cotangents in, input cotangents out (duals re-evaluated, nothing stored) -----
-// Inputs: the arrays, then K output cotangents, then (Accumulate) A addends. Results: A input
-// cotangents sum_k ybar_k * d out_k / d in_a (+ addend).
-template <class F, class Layout, int K, class Active, bool Accumulate>
-struct vjp_op : op_base<F, Layout> {
+// Inputs: the arrays, then K output cotangents. Results: A input cotangents
+// sum_k ybar_k * d out_k / d in_a (the backend adds them to the cotangents' old values when the
+// call accumulates).
+template <class F, class Layout, int K, class Active> struct vjp_op : op_base<F, Layout> {
   static constexpr int A = Active::count;
   static constexpr int C = Active::chunk;
-  static constexpr int num_in = Layout::num_arrays + K + (Accumulate ? A : 0);
+  static constexpr int num_in = Layout::num_arrays + K;
   static constexpr int num_out = A;
 
   template <class L> DUALCAST_HD void operator()(L const *in, L *out) const { chunks<0>(in, out); }
@@ -203,10 +203,7 @@ struct vjp_op : op_base<F, Layout> {
     auto r = call_with(this->f, make, std::make_index_sequence<Layout::arity>{});
     L const *ybar = in + Layout::num_arrays;
     for (int q = 0; q < width; ++q) {
-      L acc = contract(r, ybar, q, std::make_index_sequence<K>{});
-      if constexpr (Accumulate)
-        acc = in[Layout::num_arrays + K + Begin + q] + acc;
-      out[Begin + q] = acc;
+      out[Begin + q] = contract(r, ybar, q, std::make_index_sequence<K>{});
     }
     if constexpr (Begin + width < A)
       chunks<Begin + width>(in, out);

@@ -37,14 +37,11 @@ template <class T, int NI, int NO> struct launch_plan {
     return s;
   }
   void add_in(view<T const> const &v) { align_operand(p.in[ni++], v, dims()); }
-  void add_zero_in() { // an input that reads 0 everywhere
-    static const T zero{};
-    p.in[ni].ptr = &zero;
-    for (int d = 0; d < max_rank; ++d)
-      p.in[ni].stride[d] = 0;
-    ++ni;
+  // An output: overwritten, or with `add` added to (v = v + result).
+  void add_out(view<T> const &v, bool add = false) {
+    p.add[no] = add;
+    align_operand(p.out[no++], v, dims());
   }
-  void add_out(view<T> const &v) { align_operand(p.out[no++], v, dims()); }
 };
 
 template <class T, int NI, int NO, class... A>

@@ -1,6 +1,7 @@
 // dualcast/backend/map_params.hpp: the plain data a backend receives for one fused pass: the
 // iteration shape and, per array operand, a pointer and strides aligned to that shape (stride 0
-// on broadcast dimensions). Trivially copyable, so it can be a CUDA kernel parameter.
+// on broadcast dimensions), and whether each output is overwritten or added to. Trivially
+// copyable, so it can be a CUDA kernel parameter.
 #pragma once
 
 #include <dualcast/config.hpp>
@@ -18,6 +19,10 @@ template <class T, int NI, int NO> struct map_params {
   index_t ext[max_rank];
   operand<T const> in[NI > 0 ? NI : 1];
   operand<T> out[NO > 0 ? NO : 1];
+  // Per output: add the result to what the output holds (out = out + result) instead of
+  // overwriting it. Accumulation is the backend's store, not the element operation's: one
+  // operation serves both, compiled once.
+  bool add[NO > 0 ? NO : 1];
 };
 
 // Merges dimensions that every operand walks contiguously, and drops size-1 dimensions, so the

@@ -43,13 +43,12 @@ void recompute_node(Ex const &ex, cpu const &host, tape &tp, kernel<F, S> const 
         std::array<tensor<T>, K> ybar;
         for (int k2 = 0; k2 < K; ++k2)
           ybar[std::size_t(k2)] = out_grad(*out_slots[std::size_t(k2)]);
-        // Targets: the slots' gradients; a temporary for inputs without gradients, for
-        // repeated variables (the same variable passed twice) and for gradients that overlap
-        // an earlier target (overlapping slices of one variable), added afterwards.
+        // Targets: the slots' gradients, written where fresh and added to elsewhere; a temporary
+        // for inputs without gradients, for repeated variables (the same variable passed twice)
+        // and for gradients that overlap an earlier target (overlapping slices of one variable),
+        // added afterwards.
         std::array<tensor<T>, NA + 1> target;
-        std::array<bool, NA + 1> temp{};
-        bool any_acc = false, any_fresh_direct = false;
-        std::array<bool, NA + 1> fresh{};
+        std::array<bool, NA + 1> temp{}, add{};
         for (int a2 = 0; a2 < NA; ++a2) {
           auto const &sl = slots[std::size_t(a2)];
           bool repeated = false;
@@ -65,14 +64,12 @@ void recompute_node(Ex const &ex, cpu const &host, tape &tp, kernel<F, S> const 
             overlapping =
                 overlapping || (!temp[std::size_t(b)] &&
                                 overlaps(target[std::size_t(b)].cview(), g.cview()));
-          if (overlapping) {
+          if (overlapping) { // (a view of a base gradient: it holds zeros or sums already)
             temp[std::size_t(a2)] = true;
             continue;
           }
           target[std::size_t(a2)] = g;
-          fresh[std::size_t(a2)] = !acc;
-          any_acc = any_acc || acc;
-          any_fresh_direct = any_fresh_direct || !acc;
+          add[std::size_t(a2)] = acc;
         }
         std::array<shape, std::tuple_size_v<Args>> in_shapes;
         {
@@ -90,19 +87,17 @@ void recompute_node(Ex const &ex, cpu const &host, tape &tp, kernel<F, S> const 
               },
               args);
         }
-        for (int a2 = 0; a2 < NA; ++a2) {
-          shape const &xs = in_shapes[std::size_t(Active::positions[a2])];
+        for (int a2 = 0; a2 < NA; ++a2)
           if (temp[std::size_t(a2)])
             target[std::size_t(a2)] =
-                any_acc ? tensor<T>::zeros(xs, dev) : tensor<T>::empty(xs, dev);
-          else if (any_acc && fresh[std::size_t(a2)])
-            target[std::size_t(a2)].assign_raw(tensor<T>::zeros(shape{}, dev));
-        }
+                tensor<T>::empty(in_shapes[std::size_t(Active::positions[a2])], dev);
         [&]<std::size_t... q, std::size_t... k2>(std::index_sequence<q...>,
                                                  std::index_sequence<k2...>) {
           auto inputs = std::apply([](auto const &...x) { return in(x...); }, args);
-          vjp(ex, k, Active{}, out(target[q].raw_view()...), inputs, in(ybar[k2].cview()...),
-              any_acc);
+          auto targets = out(target[q].raw_view()...);
+          for (int a2 = 0; a2 < NA; ++a2)
+            targets.add[std::size_t(a2)] = add[std::size_t(a2)];
+          vjp(ex, k, Active{}, targets, inputs, in(ybar[k2].cview()...));
         }
         (std::make_index_sequence<std::size_t(NA)>{},
          std::make_index_sequence<std::size_t(K)>{});

@@ -36,27 +36,16 @@ struct contract_fn {
     return contract_pairs(a...);
   }
 };
-struct contract_acc_fn {
-  template <class X, class... A> DUALCAST_HD auto operator()(X const &x, A const &...a) const {
-    return x + contract_pairs(a...);
-  }
-};
 inline constexpr kernel<contract_fn> contract_kernel{contract_fn{}};
-inline constexpr kernel<contract_acc_fn> contract_acc_kernel{contract_acc_fn{}};
 
 // All input cotangents of a store node in one pass, reading each output cotangent once:
-//   xbar_a = [xbar_a +] sum_k ybar_k * P[k, a],  a = 0 .. NA - 1.
-// Arguments: the NA current gradients (if Acc), ybar_0 .. ybar_{K-1}, then P in k-major order.
-template <int K, int NA, bool Acc> struct contract_all_fn {
-  static constexpr std::size_t first_ybar = Acc ? NA : 0;
+//   xbar_a [+]= sum_k ybar_k * P[k, a],  a = 0 .. NA - 1.
+// Arguments: ybar_0 .. ybar_{K-1}, then P in k-major order.
+template <int K, int NA> struct contract_all_fn {
   template <std::size_t A, std::size_t... k, class... X>
   DUALCAST_HD static auto term(std::index_sequence<k...>, X const &...x) {
     // the same order of operations as contract_pairs
-    auto s = ((nth<first_ybar + k>(x...) * nth<first_ybar + K + k * NA + A>(x...)) + ...);
-    if constexpr (Acc)
-      return nth<A>(x...) + s;
-    else
-      return s;
+    return ((nth<k>(x...) * nth<K + k * NA + A>(x...)) + ...);
   }
   template <std::size_t... A, class... X>
   DUALCAST_HD static auto all(std::index_sequence<A...>, X const &...x) {
@@ -73,10 +62,9 @@ void contract_into(Ex const &ex, grad_slot<T> &slot, shape const &s,
                    std::array<view<T const>, 2 * K> const &v, std::index_sequence<I...>) {
   if (slot.dims == s) {
     auto [g, acc] = grad_target(slot);
-    if (acc)
-      apply(ex, contract_acc_kernel, out(g.raw_view()), g.cview(), v[I]...);
-    else
-      apply(ex, contract_kernel, out(g.raw_view()), v[I]...);
+    auto o = out(g.raw_view());
+    o.add[0] = acc;
+    apply(ex, contract_kernel, o, v[I]...);
   } else {
     tensor<T> tmp = tensor<T>::empty(s, slot.dev);
     apply(ex, contract_kernel, out(tmp.raw_view()), v[I]...);
@@ -86,9 +74,10 @@ void contract_into(Ex const &ex, grad_slot<T> &slot, shape const &s,
 }
 
 // The backward of a store node when every input has a gradient of the call's shape (no
-// broadcast, no repeated variable): all cotangents in one pass (contract_all_fn). false: not
-// applicable -- the caller contracts input by input (the gradients are then defined, zeroed
-// where they were fresh).
+// broadcast, no repeated variable, no two sharing elements): all cotangents in one pass
+// (contract_all_fn), each overwritten where fresh and added to elsewhere. false: not applicable --
+// the caller contracts input by input (the gradients are then defined, zeroed where they were
+// fresh).
 template <class T, int K, int NA, class Ex, class Slots, std::size_t... a, std::size_t... k,
           std::size_t... p>
 bool contract_all(Ex const &ex, Slots const &slots, shape const &s,
@@ -103,30 +92,22 @@ bool contract_all(Ex const &ex, Slots const &slots, shape const &s,
         return false;
   }
   std::array<tensor<T>, NA> g;
-  std::array<bool, NA> fresh{};
-  bool any_acc = false;
-  for (int i = 0; i < NA; ++i) {
-    auto [t, acc] = grad_target(*slots[std::size_t(i)]);
-    g[std::size_t(i)] = t;
-    fresh[std::size_t(i)] = !acc;
-    any_acc = any_acc || acc;
-  }
+  std::array<bool, NA> acc{};
+  for (int i = 0; i < NA; ++i)
+    std::tie(g[std::size_t(i)], acc[std::size_t(i)]) = grad_target(*slots[std::size_t(i)]);
   bool overlap = false; // slices of one variable that share elements
   for (int i = 0; i < NA; ++i)
     for (int j = 0; j < i; ++j)
       overlap = overlap || overlaps(g[std::size_t(i)].cview(), g[std::size_t(j)].cview());
-  if (overlap || any_acc)
+  if (overlap) {
     for (int i = 0; i < NA; ++i)
-      if (fresh[std::size_t(i)])
+      if (!acc[std::size_t(i)])
         g[std::size_t(i)].assign_raw(tensor<T>::zeros(shape{}, g[std::size_t(i)].dev()));
-  if (overlap)
     return false;
-  if (any_acc)
-    apply(ex, kernel<contract_all_fn<K, NA, true>>{{}}, out(g[a].raw_view()...), g[a].cview()...,
-          ybar[k].cview()..., P[p].cview()...);
-  else
-    apply(ex, kernel<contract_all_fn<K, NA, false>>{{}}, out(g[a].raw_view()...),
-          ybar[k].cview()..., P[p].cview()...);
+  }
+  auto o = out(g[a].raw_view()...);
+  o.add = acc;
+  apply(ex, kernel<contract_all_fn<K, NA>>{{}}, o, ybar[k].cview()..., P[p].cview()...);
   return true;
 }
 

@@ -2,8 +2,9 @@
 // broadcast iteration space on the CPU: OpenMP threads over fixed blocks, SIMD batches inside.
 //
 // The iteration space is cut into blocks whose boundaries do not depend on the thread count, and
-// every element is computed by the same instructions wherever it lies (a partial last batch is
-// padded and evaluated as a whole batch), so results are identical for any number of threads.
+// every element is computed by the same instructions wherever it lies (strided operands and a
+// partial last batch are packed into whole contiguous batches), so results are identical for any
+// number of threads.
 #pragma once
 
 #include <dualcast/backend/cpu/executor.hpp>
@@ -105,29 +106,11 @@ template <class L, class Op> inline void eval_batch(Op const &op, L const *in, L
 #endif
 }
 
-// One run of n elements along the innermost dimension.
+// n elements (a multiple of the batch width) of operands that are contiguous: plain vector loads
+// and stores, the kernel's body inlined (flattened) into the loop.
 template <class L, class T, class Op>
-DUALCAST_FLATTEN inline void run_row(Op const &op, T const *const *in, index_t const *in_stride,
-                                     T *const *out, index_t const *out_stride, index_t n) {
-  constexpr int NI = Op::num_in, NO = Op::num_out;
-  constexpr int W = lane_count<L>;
-  L stage[(NI > 0 ? NI : 1) + NO + 32]; // oversized on purpose: see run_row_contiguous
-  L *in_l = stage, *out_l = stage + (NI > 0 ? NI : 1);
-  for (index_t i = 0; i < n; i += W) {
-    int m = static_cast<int>(std::min<index_t>(W, n - i));
-    for (int k = 0; k < NI; ++k)
-      in_l[k] = load_lanes<L>(in[k] + i * in_stride[k], in_stride[k], m);
-    eval_batch(op, in_l, out_l);
-    for (int k = 0; k < NO; ++k)
-      store_lanes(out_l[k], out[k] + i * out_stride[k], out_stride[k], m);
-  }
-}
-
-// The common case: every operand contiguous along the row. Full batches only, plain vector loads
-// and stores; the caller hands the remaining tail to run_row.
-template <class L, class T, class Op>
-DUALCAST_FLATTEN inline void run_row_contiguous(Op const &op, T const *const *in, T *const *out,
-                                                index_t n) {
+DUALCAST_FLATTEN inline void run_batches(Op const &op, T const *const *in, T *const *out,
+                                         index_t n) {
   constexpr int NI = Op::num_in, NO = Op::num_out;
   constexpr int W = lane_count<L>;
   // The staging area is larger than the operands need: GCC inlines a large kernel body only
@@ -144,6 +127,86 @@ DUALCAST_FLATTEN inline void run_row_contiguous(Op const &op, T const *const *in
   }
 }
 
+// Elements per packed chunk of a row that is strided (or of a row's partial last batch).
+inline constexpr index_t pack_elements = 64;
+
+// One run of n elements along the innermost dimension. The full batches of a row whose operands
+// are all contiguous and overwritten run in place. Everything else -- strided or broadcast
+// operands, the partial last batch, outputs that are added to -- goes in chunks through
+// contiguous buffers: inputs packed (and padded to whole batches with the last element), results
+// unpacked or added to the outputs afterwards, so that the loop over batches has no branch and
+// the add reads and writes each output once. Both go through the one call of run_batches below:
+// the kernel's body is compiled once per element operation (which keeps wide kernels quick to
+// compile), and every element goes through the same instructions.
+template <class L, class T, class Op>
+void run_row(Op const &op, T const *const *in, index_t const *in_stride, T *const *out,
+             index_t const *out_stride, bool const *add, index_t n) {
+  constexpr int NI = Op::num_in, NO = Op::num_out;
+  constexpr int W = lane_count<L>;
+  if constexpr (W == 1) { // one element at a time: no batches to fill
+    L in_l[NI > 0 ? NI : 1], out_l[NO];
+    for (index_t i = 0; i < n; ++i) {
+      for (int k = 0; k < NI; ++k)
+        in_l[k] = in[k][i * in_stride[k]];
+      op(static_cast<L const *>(in_l), out_l);
+      for (int k = 0; k < NO; ++k) {
+        T &o = out[k][i * out_stride[k]];
+        o = add[k] ? o + out_l[k] : out_l[k];
+      }
+    }
+  } else {
+    bool in_place = true; // contiguous and overwritten
+    for (int k = 0; k < NI; ++k)
+      in_place = in_place && in_stride[k] == 1;
+    for (int k = 0; k < NO; ++k)
+      in_place = in_place && out_stride[k] == 1 && !add[k];
+    alignas(64) T in_buf[NI > 0 ? NI : 1][pack_elements];
+    alignas(64) T out_buf[NO][pack_elements];
+    T const *ip[NI > 0 ? NI : 1];
+    T *op_out[NO];
+    for (index_t done = 0; done < n;) {
+      index_t m, mp;
+      bool chunked = !in_place || n - done < W;
+      if (!chunked) { // every full batch left in the row
+        m = mp = (n - done) / W * W;
+        for (int k = 0; k < NI; ++k)
+          ip[k] = in[k] + done;
+        for (int k = 0; k < NO; ++k)
+          op_out[k] = out[k] + done;
+      } else {
+        m = std::min(pack_elements, n - done);
+        mp = (m + W - 1) / W * W;
+        for (int k = 0; k < NI; ++k) {
+          if (in_stride[k] == 1 && m == mp) {
+            ip[k] = in[k] + done;
+          } else {
+            for (index_t j = 0; j < mp; ++j)
+              in_buf[k][j] = in[k][(done + std::min(j, m - 1)) * in_stride[k]];
+            ip[k] = in_buf[k];
+          }
+        }
+        for (int k = 0; k < NO; ++k)
+          op_out[k] = out_stride[k] == 1 && m == mp && !add[k] ? out[k] + done : out_buf[k];
+      }
+      run_batches<L>(op, ip, op_out, mp);
+      if (chunked)
+        for (int k = 0; k < NO; ++k) {
+          if (op_out[k] != out_buf[k])
+            continue;
+          T *o = out[k] + done * out_stride[k];
+          index_t st = out_stride[k];
+          if (add[k])
+            for (index_t j = 0; j < m; ++j)
+              o[j * st] = o[j * st] + out_buf[k][j];
+          else
+            for (index_t j = 0; j < m; ++j)
+              o[j * st] = out_buf[k][j];
+        }
+      done += m;
+    }
+  }
+}
+
 // Runs op over every element of the iteration space described by p.
 template <bool Simd, class T, int NI, int NO, class Op>
 void map(cpu const &ex, map_params<T, NI, NO> p, Op const &op) {
@@ -152,7 +215,6 @@ void map(cpu const &ex, map_params<T, NI, NO> p, Op const &op) {
   if (total == 0)
     return;
   using L = typename lanes<T, Simd>::type;
-  constexpr int W = lanes<T, Simd>::width;
 
   const int r = p.rank;
   const index_t inner = p.ext[r - 1];
@@ -183,23 +245,7 @@ void map(cpu const &ex, map_params<T, NI, NO> p, Op const &op) {
       in_ptr[k] += begin * in_st[k];
     for (int k = 0; k < NO; ++k)
       out_ptr[k] += begin * out_st[k];
-    bool contiguous = W > 1;
-    for (int k = 0; k < NI; ++k)
-      contiguous = contiguous && in_st[k] == 1;
-    for (int k = 0; k < NO; ++k)
-      contiguous = contiguous && out_st[k] == 1;
-    if (contiguous) {
-      const index_t full = n / W * W;
-      run_row_contiguous<L>(op, in_ptr, out_ptr, full);
-      if (full == n)
-        return;
-      for (int k = 0; k < NI; ++k)
-        in_ptr[k] += full;
-      for (int k = 0; k < NO; ++k)
-        out_ptr[k] += full;
-      n -= full;
-    }
-    run_row<L>(op, in_ptr, in_st, out_ptr, out_st, n);
+    run_row<L>(op, in_ptr, in_st, out_ptr, out_st, p.add, n);
   };
 
   const int threads = total < parallel_threshold ? 1 : ex.thread_count();

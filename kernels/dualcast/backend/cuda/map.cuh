@@ -46,8 +46,10 @@ DUALCAST_GLOBAL void __launch_bounds__(max_block) map_strided(map_params<T, NI, 
     for (int k = 0; k < NI; ++k)
       in[k] = p.in[k].ptr[in_off[k]];
     op(static_cast<T const *>(in), out);
-    for (int k = 0; k < NO; ++k)
-      p.out[k].ptr[out_off[k]] = out[k];
+    for (int k = 0; k < NO; ++k) {
+      T *o = p.out[k].ptr + out_off[k];
+      *o = p.add[k] ? *o + out[k] : out[k];
+    }
   }
 }
 
@@ -73,8 +75,16 @@ DUALCAST_GLOBAL void __launch_bounds__(max_block)
       for (int k = 0; k < NO; ++k)
         reinterpret_cast<T *>(&vout[k])[l] = out[k];
     }
-    for (int k = 0; k < NO; ++k)
-      reinterpret_cast<V *>(p.out[k].ptr)[v] = vout[k];
+    for (int k = 0; k < NO; ++k) {
+      V *o = reinterpret_cast<V *>(p.out[k].ptr) + v;
+      if (p.add[k]) {
+        V old = *o;
+        for (int l = 0; l < lanes; ++l)
+          reinterpret_cast<T *>(&vout[k])[l] =
+              reinterpret_cast<T const *>(&old)[l] + reinterpret_cast<T const *>(&vout[k])[l];
+      }
+      *o = vout[k];
+    }
   }
   // The last total % lanes elements.
   for (index_t e = vectors * lanes + index_t(blockIdx.x) * blockDim.x + threadIdx.x; e < total;
@@ -82,8 +92,10 @@ DUALCAST_GLOBAL void __launch_bounds__(max_block)
     for (int k = 0; k < NI; ++k)
       in[k] = p.in[k].ptr[e];
     op(static_cast<T const *>(in), out);
-    for (int k = 0; k < NO; ++k)
-      p.out[k].ptr[e] = out[k];
+    for (int k = 0; k < NO; ++k) {
+      T *o = p.out[k].ptr + e;
+      *o = p.add[k] ? *o + out[k] : out[k];
+    }
   }
 }
 
