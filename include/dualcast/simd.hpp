@@ -2,9 +2,12 @@
 //
 // The CPU backend evaluates a kernel's lambda on batch<T, W> (or on dual<batch<T, W>, N>), so
 // that one call computes W elements in vector registers. Comparisons yield a mask<T, W>;
-// select(mask, a, b) blends per lane. A mask converts to bool only when all lanes agree; a
-// disagreeing ("divergent") conversion is recorded, and the backend re-evaluates that batch one
-// element at a time, so a lambda with `if` on values still gives exact results.
+// select(mask, a, b) blends per lane. A mask converts to bool (an `if`, a loop condition) for the
+// lanes of the running path (detail::lane_paths): where they all agree that is exact; where they
+// disagree the path splits -- this evaluation goes on with the lanes whose condition holds, and
+// the others are evaluated again afterwards on their own path. The backend evaluates a batch once
+// per distinct path its lanes take and blends the results (backend/cpu/map.hpp), so a lambda with
+// data-dependent branches and loops gives every element exactly what it gives on its own.
 #pragma once
 
 #include <dualcast/config.hpp>
@@ -27,10 +30,36 @@ template <class T> struct same_size_int;
 template <> struct same_size_int<float> { using type = std::int32_t; };
 template <> struct same_size_int<double> { using type = std::int64_t; };
 
-// Per-thread record of a divergent branch in the batch being evaluated.
-inline bool &simd_divergence_flag() {
-  thread_local bool flag = false;
-  return flag;
+// The lanes of the batch being evaluated on this thread, split by the branches they take:
+// `lanes` follow the running evaluation, `pending` are lane sets still to be evaluated on their
+// own path (bit i: lane i). A set is pushed when the running lanes disagree at a branch; every
+// branch before that point was uniform over both halves, so re-running the kernel with only the
+// pushed lanes follows their path up to there, and on.
+struct lane_paths {
+  bool active = false; // inside the backend's evaluation of a batch
+  std::uint32_t lanes = 0;
+  int n_pending = 0;
+  std::uint32_t pending[32];
+
+  // The truth of the running lanes at a branch (`all`: every lane of the batch), splitting them
+  // where they disagree. Outside the backend (a lambda called on batches directly) a branch holds
+  // only where it holds in every lane.
+  bool take(std::uint32_t true_lanes, std::uint32_t all) {
+    if (!active)
+      return true_lanes == all;
+    std::uint32_t t = true_lanes & lanes;
+    if (t == lanes)
+      return true;
+    if (t == 0)
+      return false;
+    pending[n_pending++] = lanes & ~t; // (at most one push per lane: the sets are disjoint)
+    lanes = t;
+    return true;
+  }
+};
+inline lane_paths &current_lane_paths() {
+  thread_local lane_paths paths;
+  return paths;
 }
 } // namespace detail
 
@@ -96,17 +125,20 @@ template <class T, int W> struct mask {
     return b;
   }
   static_assert(W <= 32, "dualcast: a mask holds at most 32 lanes");
-  bool all() const { return bits() == (W == 32 ? ~0u : (std::uint32_t(1) << W) - 1); }
+  bool all() const { return bits() == all_bits; }
   bool any() const { return bits() != 0; }
-  // Branching on a mask: exact when all lanes agree; otherwise flags the batch for per-element
-  // re-evaluation and returns false so that evaluation can finish.
+  // Branching on a mask: the truth of the running path's lanes, splitting the path where they
+  // disagree (detail::lane_paths).
   explicit operator bool() const {
-    bool a = any();
-    if (a && !all()) {
-      detail::simd_divergence_flag() = true;
-      return false;
-    }
-    return a;
+    return detail::current_lane_paths().take(bits(), all_bits);
+  }
+  static constexpr std::uint32_t all_bits = W == 32 ? ~0u : (std::uint32_t(1) << W) - 1;
+  // The mask whose lane i is set iff bit i of b is.
+  static mask from_bits(std::uint32_t b) {
+    mask m;
+    for (int i = 0; i < W; ++i)
+      m.v[i] = (b >> i) & 1u ? int_t(-1) : int_t(0);
+    return m;
   }
 };
 

@@ -74,37 +74,51 @@ template <class L, class T> inline void store_lanes(L const &x, T *p, index_t st
   }
 }
 
-// Re-evaluates a batch lane by lane, every lane holding the same element, which makes every
-// branch uniform. Out of line and cold: it runs only for a batch whose lanes disagreed on a
-// branch, and inlined it would cost the hot loop registers.
+// Evaluates op on one batch, once per distinct path its lanes take through the kernel's branches
+// (detail::lane_paths, simd.hpp; the caller has made them active with every lane running): the
+// first evaluation follows the lanes whose first disagreeing condition holds, each later one the
+// lanes split off, and the results are blended lane by lane. Batches whose lanes agree (the usual
+// case) cost one evaluation and one check. The operation is called from one place only, so the
+// kernel's body is inlined here once.
+// (`done` is read only after the first evaluation wrote it; GCC cannot see that through the loop.)
+#if defined(__GNUC__) && !defined(__clang__)
+#pragma GCC diagnostic push
+#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
+#endif
 template <class L, class Op>
-[[gnu::noinline, gnu::cold]] void eval_lanes(Op const &op, L const *in, L *out) {
-  constexpr int NI = Op::num_in > 0 ? Op::num_in : 1;
-  L one_in[NI], one_out[Op::num_out];
-  for (int lane = 0; lane < L::size; ++lane) {
-    for (int i = 0; i < Op::num_in; ++i)
-      one_in[i] = L(in[i].v[lane]);
-    op(one_in, one_out);
-    for (int o = 0; o < Op::num_out; ++o)
-      out[o].v[lane] = one_out[o].v[0];
-  }
-}
-
-// Evaluates op on one batch; a batch whose lanes disagreed on a branch is re-evaluated lane by
-// lane.
-template <class L, class Op> inline void eval_batch(Op const &op, L const *in, L *out) {
-  op(in, out);
+DUALCAST_FORCEINLINE void eval_batch(Op const &op, L const *in, L *out,
+                                     [[maybe_unused]] detail::lane_paths &paths) {
 #if DUALCAST_HAS_SIMD
   if constexpr (is_batch_v<L>) {
-    bool &diverged = simd_divergence_flag();
-    if (diverged) [[unlikely]] {
-      diverged = false;
-      eval_lanes(op, in, out);
-      diverged = false;
+    using M = decltype(L{} < L{});
+    constexpr int NO = Op::num_out;
+    L done[NO]; // the lanes of the paths evaluated so far (their own results, garbage elsewhere)
+    bool first = true;
+    for (;;) {
+      op(in, out); // (always into `out`: it stays in registers)
+      if (first && paths.n_pending == 0) [[likely]]
+        return;
+      if (!first) {
+        M m = M::from_bits(paths.lanes);
+        for (int k = 0; k < NO; ++k)
+          out[k] = L{m.v ? out[k].v : done[k].v};
+      }
+      if (paths.n_pending == 0) {
+        paths.lanes = M::all_bits;
+        return;
+      }
+      for (int k = 0; k < NO; ++k)
+        done[k] = out[k];
+      paths.lanes = paths.pending[--paths.n_pending];
+      first = false;
     }
   }
 #endif
+  op(in, out);
 }
+#if defined(__GNUC__) && !defined(__clang__)
+#pragma GCC diagnostic pop
+#endif
 
 // n elements (a multiple of the batch width) of operands that are contiguous: plain vector loads
 // and stores, the kernel's body inlined (flattened) into the loop.
@@ -118,13 +132,22 @@ DUALCAST_FLATTEN inline void run_batches(Op const &op, T const *const *in, T *co
   // and the flattened lambda must be inlined here for the dual arithmetic to stay in registers.
   L stage[(NI > 0 ? NI : 1) + NO + 32];
   L *in_l = stage, *out_l = stage + (NI > 0 ? NI : 1);
+  detail::lane_paths &paths = detail::current_lane_paths();
+#if DUALCAST_HAS_SIMD
+  if constexpr (is_batch_v<L>) {
+    paths.active = true;
+    paths.lanes = decltype(L{} < L{})::all_bits;
+    paths.n_pending = 0;
+  }
+#endif
   for (index_t i = 0; i + W <= n; i += W) {
     for (int k = 0; k < NI; ++k)
       in_l[k] = load_lanes<L>(in[k] + i, 1, W);
-    eval_batch(op, in_l, out_l);
+    eval_batch(op, in_l, out_l, paths);
     for (int k = 0; k < NO; ++k)
       store_lanes(out_l[k], out[k] + i, 1, W);
   }
+  paths.active = false;
 }
 
 // Elements per packed chunk of a row that is strided (or of a row's partial last batch).
