@@ -51,40 +51,50 @@ template <class... V> pack<std::decay_t<V>...> in(V &&...v) { return {{static_ca
 
 namespace detail {
 
-template <class T, class... V>
-std::array<view<T>, sizeof...(V)> views_of(pack<V...> const &p, char const *what) {
+template <class T, class... V> std::array<view<T>, sizeof...(V)> views_of(pack<V...> const &p) {
   static_assert((std::is_same_v<V, view<T>> && ...),
                 "dualcast: output arrays must be mutable views of the call's element type");
-  (void)what;
   return std::apply([](auto const &...v) { return std::array<view<T>, sizeof...(V)>{v...}; },
                     p.items);
 }
-
-// The shape of every argument of a call (rank 0 for a scalar), by position.
-template <class... A> std::array<shape, sizeof...(A)> argument_shapes(pack<A...> const &args) {
+template <class T, class... V>
+std::array<view<T const>, sizeof...(V)> const_views_of(pack<V...> const &p) {
+  static_assert((is_view_v<V> && ...), "dualcast: these arguments must be arrays (views)");
   return std::apply(
-      [](auto const &...a) {
-        auto one = [](auto const &x) {
-          if constexpr (is_view_v<decltype(x)>)
-            return x.dims();
-          else
-            return shape{};
-        };
-        return std::array<shape, sizeof...(A)>{one(a)...};
-      },
-      args.items);
+      [](auto const &...v) { return std::array<view<T const>, sizeof...(V)>{view<T const>(v)...}; },
+      p.items);
 }
 
+// The plan of a call: the iteration shape, then the array arguments (in order) as inputs.
+template <class T, int NI, int NO, std::size_t N>
+launch_plan<T, NI, NO> plan_with_args(shape const &s, array_args<T, N> const &a) {
+  launch_plan<T, NI, NO> plan(s);
+  for (std::size_t i = 0; i < N; ++i)
+    plan.add_in(a.views[i]);
+  return plan;
+}
+
+// The roles of a call's outputs in messages: the first n_first are named `first`, the rest
+// `second`, each numbered from 0.
+template <std::size_t N> struct output_roles {
+  char const *role[N > 0 ? N : 1];
+  int idx[N > 0 ? N : 1];
+  output_roles(char const *first, std::size_t n_first, char const *second) {
+    for (std::size_t i = 0; i < N; ++i) {
+      role[i] = i < n_first ? first : second;
+      idx[i] = int(i < n_first ? i : i - n_first);
+    }
+  }
+};
 
 // The fused pass of vjp: contributions go straight into the cotangents of inputs that are not
 // broadcast, and into scratch arrays (reduced afterwards) for those that are.
-template <bool Simd, class F, class Layout, int K, class Active, class Ex, class T, class... A,
+template <bool Simd, class F, class Layout, int K, class Active, class Ex, class T, std::size_t N,
           std::size_t NA, class Buffer, class Scalars>
-void vjp_pass(Ex const &ex, kernel<F, Simd> const &k, shape const &s, std::tuple<A const &...> args,
+void vjp_pass(Ex const &ex, kernel<F, Simd> const &k, shape const &s, array_args<T, N> const &ins,
               std::array<view<T const>, K> const &yv, std::array<view<T>, NA> const &xv,
               bool const *direct, Buffer *scratch, Scalars const &scalars, bool const *add) {
-  launch_plan<T, Layout::num_arrays + K, int(NA)> plan(s);
-  add_array_args(plan, args);
+  auto plan = plan_with_args<T, Layout::num_arrays + K, int(NA)>(s, ins);
   for (auto const &y : yv)
     plan.add_in(y);
   for (std::size_t a = 0; a < NA; ++a) // (broadcast ones are added by the reduction afterwards)
@@ -104,16 +114,14 @@ void apply(Ex const &ex, kernel<F, S> const &k, pack<O...> const &outs, A const 
   constexpr int K = detail::check_kernel<F, T, A...>();
   static_assert(sizeof...(O) == K, "dualcast::apply: give one output array per kernel output");
   using Layout = detail::arg_layout<A...>;
-  auto ov = detail::views_of<T>(outs, "output");
-  char const *roles[K];
-  int idx[K];
-  for (int i = 0; i < K; ++i)
-    roles[i] = "output", idx[i] = i;
+  auto ov = detail::views_of<T>(outs);
+  auto ins = detail::collect_arrays<T>(args...);
+  detail::output_roles<K> roles("output", K, "");
   shape s = ov[0].dims();
-  detail::check_call("dualcast::apply", std::tie(args...), ov, roles, idx, s);
+  detail::check_call("dualcast::apply", ins.views.data(), ins.pos.data(), ins.size, ov.data(),
+                     roles.role, roles.idx, K, s);
 
-  detail::launch_plan<T, Layout::num_arrays, K> plan(s);
-  detail::add_array_args(plan, std::tie(args...));
+  auto plan = detail::plan_with_args<T, Layout::num_arrays, K>(s, ins);
   for (int i = 0; i < K; ++i)
     plan.add_out(ov[std::size_t(i)], outs.add[std::size_t(i)]);
   detail::values_op<F, Layout, K> op{{k.f, detail::scalar_table<F>(args...)}};
@@ -137,23 +145,24 @@ void apply(Ex const &ex, kernel<F, S> const &k, active_set<C, I...>, pack<O...> 
   static_assert(
       sizeof...(P) == K * NA,
       "dualcast::apply: give one partial array per (output, active input) pair, output-major");
-  auto ov = detail::views_of<T>(outs, "output");
-  auto pv = detail::views_of<T>(partials, "partial");
+  auto ov = detail::views_of<T>(outs);
+  auto pv = detail::views_of<T>(partials);
   std::array<view<T>, K + K * NA> all;
-  char const *roles[K + K * NA];
-  int idx[K + K * NA];
+  std::array<bool, K + K * NA> add;
   for (int i = 0; i < K; ++i)
-    all[i] = ov[i], roles[i] = "output", idx[i] = i;
+    all[std::size_t(i)] = ov[std::size_t(i)], add[std::size_t(i)] = outs.add[std::size_t(i)];
   for (int i = 0; i < K * NA; ++i)
-    all[K + i] = pv[i], roles[K + i] = "partial", idx[K + i] = i;
+    all[std::size_t(K + i)] = pv[std::size_t(i)],
+                       add[std::size_t(K + i)] = partials.add[std::size_t(i)];
+  auto ins = detail::collect_arrays<T>(args...);
+  detail::output_roles<K + K * NA> roles("output", K, "partial");
   shape s = ov[0].dims();
-  detail::check_call("dualcast::apply", std::tie(args...), all, roles, idx, s);
+  detail::check_call("dualcast::apply", ins.views.data(), ins.pos.data(), ins.size, all.data(),
+                     roles.role, roles.idx, K + K * NA, s);
 
-  detail::launch_plan<T, Layout::num_arrays, K + K * NA> plan(s);
-  detail::add_array_args(plan, std::tie(args...));
-  for (int i = 0; i < K + K * NA; ++i)
-    plan.add_out(all[std::size_t(i)], i < K ? outs.add[std::size_t(i)]
-                                            : partials.add[std::size_t(i - K)]);
+  auto plan = detail::plan_with_args<T, Layout::num_arrays, K + K * NA>(s, ins);
+  for (std::size_t i = 0; i < all.size(); ++i)
+    plan.add_out(all[i], add[i]);
   detail::partials_op<F, Layout, K, Active> op{{k.f, detail::scalar_table<F>(args...)}};
   backend_map<S>(detail::hook{}, ex, plan.p, op);
 }
@@ -177,46 +186,32 @@ void jvp(Ex const &ex, kernel<F, S> const &k, active_set<C, I...>, pack<O...> co
                 "dualcast::jvp: give one output and one output tangent per kernel output");
   static_assert(sizeof...(TI) == NA && (is_view_v<TI> && ...),
                 "dualcast::jvp: give one tangent array per active input");
-  std::string const op_name = "dualcast::jvp";
-  auto ov = detail::views_of<T>(outs, "output");
-  auto tv = detail::views_of<T>(out_tangents, "output tangent");
+  char const *op_name = "dualcast::jvp";
+  auto ov = detail::views_of<T>(outs);
+  auto tv = detail::views_of<T>(out_tangents);
   std::array<view<T>, 2 * K> all;
-  char const *roles[2 * K];
-  int idx[2 * K];
-  for (int i = 0; i < K; ++i)
-    all[i] = ov[i], roles[i] = "output", idx[i] = i;
-  for (int i = 0; i < K; ++i)
-    all[K + i] = tv[i], roles[K + i] = "output tangent", idx[K + i] = i;
+  std::array<bool, 2 * K> add;
+  for (int i = 0; i < K; ++i) {
+    all[std::size_t(i)] = ov[std::size_t(i)], add[std::size_t(i)] = outs.add[std::size_t(i)];
+    all[std::size_t(K + i)] = tv[std::size_t(i)],
+                       add[std::size_t(K + i)] = out_tangents.add[std::size_t(i)];
+  }
+  auto ins = std::apply([](auto const &...a) { return detail::collect_arrays<T>(a...); },
+                        inputs.items);
+  detail::output_roles<2 * K> roles("output", K, "output tangent");
   shape s = ov[0].dims();
-  auto args = std::apply([](auto const &...a) { return std::tie(a...); }, inputs.items);
-  detail::check_call(op_name, args, all, roles, idx, s);
+  detail::check_call(op_name, ins.views.data(), ins.pos.data(), ins.size, all.data(), roles.role,
+                     roles.idx, 2 * K, s);
   // Each tangent has the shape of its input.
-  auto const in_shapes = detail::argument_shapes(inputs);
-  auto tin = std::apply(
-      [](auto const &...t) { return std::array<view<T const>, NA>{view<T const>(t)...}; },
-      in_tangents.items);
-  for (int a = 0; a < NA; ++a)
-    if (!(tin[a].dims() == in_shapes[Active::positions[a]]))
-      throw shape_error(op_name + ": tangent " + std::to_string(a) + " has shape " +
-                        to_string(tin[a].dims()) + " but argument " +
-                        std::to_string(Active::positions[a]) + " has shape " +
-                        to_string(in_shapes[Active::positions[a]]));
+  auto tin = detail::const_views_of<T>(in_tangents);
+  detail::check_tangents(op_name, ins, Active::positions, tin.data(), NA, all.data(), 2 * K,
+                         roles.role, roles.idx, s);
 
-  // The outputs are written while the tangents are read: no overlap unless the same elements.
-  for (int i = 0; i < 2 * K; ++i)
-    for (int a = 0; a < NA; ++a)
-      if (detail::overlaps(all[i], tin[a]) && !detail::same_elements(all[i], tin[a], s))
-        throw aliasing_error(op_name + ": " + detail::role_name(roles[i], idx[i]) +
-                             " overlaps tangent " + std::to_string(a) +
-                             " without being the same elements; write to separate memory");
-
-  detail::launch_plan<T, Layout::num_arrays + NA, 2 * K> plan(s);
-  detail::add_array_args(plan, args);
+  auto plan = detail::plan_with_args<T, Layout::num_arrays + NA, 2 * K>(s, ins);
   for (auto const &t : tin)
     plan.add_in(t);
-  for (int i = 0; i < 2 * K; ++i)
-    plan.add_out(all[std::size_t(i)], i < K ? outs.add[std::size_t(i)]
-                                            : out_tangents.add[std::size_t(i - K)]);
+  for (std::size_t i = 0; i < all.size(); ++i)
+    plan.add_out(all[i], add[i]);
   auto scalars =
       std::apply([](auto const &...a) { return detail::scalar_table<F>(a...); }, inputs.items);
   detail::jvp_op<F, Layout, K, Active> op{{k.f, scalars}};
@@ -242,69 +237,24 @@ void vjp(Ex const &ex, kernel<F, S> const &k, active_set<C, I...>, pack<X...> co
   static_assert(sizeof...(X) == NA, "dualcast::vjp: give one cotangent array per active input");
   static_assert(sizeof...(Y) == K && (is_view_v<Y> && ...),
                 "dualcast::vjp: give one cotangent array per kernel output");
-  std::string const op_name = "dualcast::vjp";
-  auto xv = detail::views_of<T>(in_cotangents, "input cotangent");
-  auto yv =
-      std::apply([](auto const &...y) { return std::array<view<T const>, K>{view<T const>(y)...}; },
-                 out_cotangents.items);
-  auto args = std::apply([](auto const &...a) { return std::tie(a...); }, inputs.items);
-  shape s_in = detail::broadcast_args(op_name, args);
-  // The iteration shape: the inputs and output cotangents broadcast together.
-  shape s = s_in;
-  for (int k2 = 0; k2 < K; ++k2) {
-    bool ok = true;
-    s = broadcast_pair(s, yv[k2].dims(), ok);
-    if (!ok)
-      throw shape_error(op_name + ": output cotangent " + std::to_string(k2) + " of shape " +
-                        to_string(yv[k2].dims()) + " does not broadcast with the inputs' shape " +
-                        to_string(s_in));
-  }
-  auto const in_shapes = detail::argument_shapes(inputs);
-  // Input cotangents: the shape of their input; a broadcast input goes through a scratch array.
-  bool direct[NA > 0 ? NA : 1];
-  for (int a = 0; a < NA; ++a) {
-    shape const &xs = in_shapes[Active::positions[a]];
-    if (!(xv[a].dims() == xs))
-      throw shape_error(op_name + ": input cotangent " + std::to_string(a) + " has shape " +
-                        to_string(xv[a].dims()) + " but argument " +
-                        std::to_string(Active::positions[a]) + " has shape " + to_string(xs));
-    direct[a] = xs.rank == s.rank;
-    for (int d = 0; d < xs.rank && direct[a]; ++d)
-      direct[a] = xs.ext[d] == s.ext[d];
-    for (int d = 0; d < xv[a].rank() && xv[a].size() > 0; ++d)
-      if (xv[a].extent(d) > 1 && xv[a].stride(d) == 0)
-        throw aliasing_error(op_name + ": input cotangent " + std::to_string(a) +
-                             " has stride 0 in dimension " + std::to_string(d));
-  }
-  {
-    char const *roles[NA > 0 ? NA : 1];
-    int idx[NA > 0 ? NA : 1];
-    for (int a = 0; a < NA; ++a)
-      roles[a] = "input cotangent", idx[a] = a;
-    detail::check_aliasing(op_name, xv.data(), roles, idx, NA, args, s);
-  }
-  // Cotangents of non-broadcast inputs are written while the output cotangents are read: no overlap
-  // unless the same elements. (Those of broadcast inputs are written after the pass, by the
-  // reduction.)
+  auto xv = detail::views_of<T>(in_cotangents);
+  auto yv = detail::const_views_of<T>(out_cotangents);
+  auto ins = std::apply([](auto const &...a) { return detail::collect_arrays<T>(a...); },
+                        inputs.items);
+  bool add[NA > 0 ? NA : 1], direct[NA > 0 ? NA : 1];
   for (int a = 0; a < NA; ++a)
-    for (int k2 = 0; k2 < K && direct[a]; ++k2)
-      if (detail::overlaps(xv[a], yv[k2]) && !detail::same_elements(xv[a], yv[k2], s))
-        throw aliasing_error(op_name + ": input cotangent " + std::to_string(a) +
-                             " overlaps output cotangent " + std::to_string(k2) +
-                             " without being the same elements; write to separate memory");
+    add[a] = accumulate || in_cotangents.add[std::size_t(a)];
+  shape s = detail::check_vjp("dualcast::vjp", ins, Active::positions, xv.data(), NA, yv.data(), K,
+                              direct);
 
   using Buffer = decltype(backend_buffer<T>(detail::hook{}, ex, index_t(0)));
   Buffer scratch[NA > 0 ? NA : 1];
   for (int a = 0; a < NA; ++a)
     if (!direct[a])
       scratch[a] = backend_buffer<T>(detail::hook{}, ex, s.size());
-  bool add[NA > 0 ? NA : 1];
-  for (int a = 0; a < NA; ++a)
-    add[a] = accumulate || in_cotangents.add[std::size_t(a)];
   auto scalars =
       std::apply([](auto const &...a) { return detail::scalar_table<F>(a...); }, inputs.items);
-  detail::vjp_pass<S, F, Layout, K, Active>(ex, k, s, args, yv, xv, direct, scratch, scalars,
-                                            add);
+  detail::vjp_pass<S, F, Layout, K, Active>(ex, k, s, ins, yv, xv, direct, scratch, scalars, add);
   for (int a = 0; a < NA; ++a)
     if (!direct[a])
       backend_reduce(detail::hook{}, ex, s, static_cast<T const *>(scratch[a].get()), xv[a],

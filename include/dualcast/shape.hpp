@@ -77,26 +77,33 @@ inline shape broadcast_pair(shape const &a, shape const &b, bool &ok) {
   return r;
 }
 
-// Broadcasts the shapes of n arguments (their positions in the call are given, for messages).
-// Throws shape_error naming two arguments that do not broadcast together and both shapes.
-inline shape broadcast_shapes(std::string const &op, shape const *shapes, int const *positions,
-                              int n) {
+// Broadcasts the shapes of n arguments, shape_of(i) for i in [0, n) (their positions in the call
+// are given, for messages). Throws shape_error naming two arguments that do not broadcast together
+// and both shapes.
+template <class ShapeOf>
+shape broadcast_shapes(char const *op, ShapeOf const &shape_of, int const *positions, int n) {
   shape r;
   for (int i = 0; i < n; ++i) {
     bool ok = true;
-    shape next = broadcast_pair(r, shapes[i], ok);
+    shape const &si = shape_of(i);
+    shape next = broadcast_pair(r, si, ok);
     if (!ok) {
       int j = 0; // an earlier argument that conflicts with this one on its own
-      while (j < i && (broadcast_pair(shapes[j], shapes[i], ok), ok))
+      while (j < i && (broadcast_pair(shape_of(j), si, ok), ok))
         ++j;
-      throw shape_error(op + ": argument " + std::to_string(positions[i]) + " of shape " +
-                        to_string(shapes[i]) + " does not broadcast with argument " +
-                        std::to_string(positions[j < i ? j : 0]) + " of shape " +
-                        to_string(shapes[j < i ? j : 0]));
+      if (j == i)
+        j = 0;
+      throw shape_error(std::string(op) + ": argument " + std::to_string(positions[i]) +
+                        " of shape " + to_string(si) + " does not broadcast with argument " +
+                        std::to_string(positions[j]) + " of shape " + to_string(shape_of(j)));
     }
     r = next;
   }
   return r;
+}
+inline shape broadcast_shapes(char const *op, shape const *shapes, int const *positions, int n) {
+  return broadcast_shapes(
+      op, [shapes](int i) -> shape const & { return shapes[i]; }, positions, n);
 }
 
 } // namespace dualcast

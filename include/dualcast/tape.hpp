@@ -263,6 +263,8 @@ public:
   }
 
   std::size_t node_count() const { return nodes_.size(); }
+  // Internal: memory that lives until clear() (where operations keep their nodes' state).
+  detail::arena &node_memory() { return arena_; }
   // Bytes of the distinct storages the live nodes hold for backward.
   std::size_t saved_bytes() const {
     std::unordered_set<storage const *> seen;

@@ -5,6 +5,7 @@
 #pragma once
 
 #include <dualcast/errors.hpp>
+#include <dualcast/kernel.hpp>
 #include <dualcast/shape.hpp>
 #include <dualcast/view.hpp>
 #include <dualcast/view_overlap.hpp>
@@ -21,104 +22,202 @@ inline std::string role_name(char const *role, int i) {
   return std::string(role) + " " + std::to_string(i);
 }
 
+// The array arguments of a call: each a read-only view of the call's element type, with its
+// argument position. Collected once, so that every check and the launch plan loop over an array
+// instead of expanding the argument pack again (which made wide kernels slow to compile).
+template <class T, std::size_t N> struct array_args {
+  static constexpr std::size_t size = N;
+  std::array<view<T const>, N> views{};
+  std::array<int, N> pos{};
+};
+template <class T, class... A> auto collect_arrays(A const &...a) {
+  array_args<T, (0 + ... + std::size_t(is_view_v<A>))> r;
+  std::size_t n = 0;
+  int p = 0;
+  auto one = [&](auto const &x) {
+    if constexpr (is_view_v<decltype(x)>) {
+      r.views[n] = view<T const>(x);
+      r.pos[n++] = p;
+    }
+    ++p;
+  };
+  (one(a), ...);
+  return r;
+}
+
 template <class T>
-void check_output(std::string const &op, char const *role, int i, view<T> const &v,
-                  shape const &s) {
+void check_output(char const *op, char const *role, int i, view<T> const &v, shape const &s) {
   if (!(v.dims() == s))
-    throw shape_error(op + ": " + role_name(role, i) + " has shape " + to_string(v.dims()) +
-                      " but the call's shape is " + to_string(s));
+    throw shape_error(std::string(op) + ": " + role_name(role, i) + " has shape " +
+                      to_string(v.dims()) + " but the call's shape is " + to_string(s));
   // (An empty array writes nothing; its row-major strides may be 0 before a zero extent.)
   for (int d = 0; d < v.rank() && v.size() > 0; ++d)
     if (v.extent(d) > 1 && v.stride(d) == 0)
-      throw aliasing_error(op + ": " + role_name(role, i) + " has stride 0 in dimension " +
-                           std::to_string(d) +
+      throw aliasing_error(std::string(op) + ": " + role_name(role, i) +
+                           " has stride 0 in dimension " + std::to_string(d) +
                            ", so several elements would be written to one place");
 }
 
-// The broadcast shape of the array arguments, then fitted to the outputs' shape.
-template <class... A> shape broadcast_args(std::string const &op, std::tuple<A const &...> args) {
-  shape shapes[sizeof...(A) + 1];
-  int pos[sizeof...(A) + 1] = {};
-  int n = 0;
-  std::apply(
-      [&](auto const &...a) {
-        int p = 0;
-        auto add = [&](auto const &x) {
-          if constexpr (is_view_v<decltype(x)>) {
-            shapes[n] = x.dims();
-            pos[n++] = p;
-          }
-          ++p;
-        };
-        (add(a), ...);
-      },
-      args);
-  return broadcast_shapes(op, shapes, pos, n);
+// The broadcast shape of n array arguments (positions pos, for messages).
+template <class T>
+shape broadcast_args(char const *op, view<T const> const *v, int const *pos, std::size_t n) {
+  return broadcast_shapes(
+      op, [v](int i) -> shape const & { return v[i].dims(); }, pos, int(n));
+}
+template <class T, std::size_t N>
+shape broadcast_args(char const *op, array_args<T, N> const &a) {
+  return broadcast_args(op, a.views.data(), a.pos.data(), N);
 }
 
-template <class... A>
-void check_fits(std::string const &op, std::tuple<A const &...> args, shape const &s_in,
-                shape const &s) {
+// Every array argument broadcasts to the call's shape s (s_in: theirs broadcast together).
+template <class T>
+void check_fits(char const *op, view<T const> const *v, int const *pos, std::size_t n,
+                shape const &s_in, shape const &s) {
   bool ok = true;
   shape b = broadcast_pair(s_in, s, ok);
   if (ok && b == s)
     return;
-  std::apply(
-      [&](auto const &...a) {
-        int p = 0;
-        auto test = [&](auto const &x) {
-          if constexpr (is_view_v<decltype(x)>) {
-            bool fits = true;
-            shape bx = broadcast_pair(x.dims(), s, fits);
-            if (!fits || !(bx == s))
-              throw shape_error(op + ": argument " + std::to_string(p) + " of shape " +
-                                to_string(x.dims()) + " does not broadcast to the output shape " +
-                                to_string(s));
-          }
-          ++p;
-        };
-        (test(a), ...);
-      },
-      args);
+  for (std::size_t i = 0; i < n; ++i) {
+    bool fits = true;
+    shape bx = broadcast_pair(v[i].dims(), s, fits);
+    if (!fits || !(bx == s))
+      throw shape_error(std::string(op) + ": argument " + std::to_string(pos[i]) + " of shape " +
+                        to_string(v[i].dims()) + " does not broadcast to the output shape " +
+                        to_string(s));
+  }
 }
 
-
-template <class T, class... A>
-void check_aliasing(std::string const &op, view<T> const *outs, char const *const *roles,
-                    int const *idx, std::size_t n_out, std::tuple<A const &...> args,
+// Outputs must not overlap each other, nor overlap an input unless they are that same input.
+template <class T>
+void check_aliasing(char const *op, view<T> const *outs, char const *const *roles, int const *idx,
+                    std::size_t n_out, view<T const> const *v, int const *pos, std::size_t n,
                     shape const &s) {
   for (std::size_t i = 0; i < n_out; ++i) {
     for (std::size_t j = 0; j < i; ++j)
       if (overlaps(outs[i], outs[j]))
-        throw aliasing_error(op + ": " + role_name(roles[i], idx[i]) + " overlaps " +
+        throw aliasing_error(std::string(op) + ": " + role_name(roles[i], idx[i]) + " overlaps " +
                              role_name(roles[j], idx[j]));
-    std::apply(
-        [&](auto const &...a) {
-          int p = 0;
-          auto test = [&](auto const &x) {
-            if constexpr (is_view_v<decltype(x)>) {
-              if (overlaps(outs[i], x) && !same_elements(outs[i], x, s))
-                throw aliasing_error(op + ": " + role_name(roles[i], idx[i]) +
-                                     " overlaps argument " + std::to_string(p) +
-                                     " without being the same elements; write to separate memory");
-            }
-            ++p;
-          };
-          (test(a), ...);
-        },
-        args);
+    for (std::size_t a = 0; a < n; ++a)
+      if (overlaps(outs[i], v[a]) && !same_elements(outs[i], v[a], s))
+        throw aliasing_error(std::string(op) + ": " + role_name(roles[i], idx[i]) +
+                             " overlaps argument " + std::to_string(pos[a]) +
+                             " without being the same elements; write to separate memory");
   }
 }
 
-template <class T, std::size_t NO, class... A>
-void check_call(std::string const &op, std::tuple<A const &...> args,
-                std::array<view<T>, NO> const &outs, char const *const (&roles)[NO],
-                int const (&idx)[NO], shape const &s) {
-  shape s_in = broadcast_args(op, args);
-  check_fits(op, args, s_in, s);
-  for (std::size_t i = 0; i < NO; ++i)
+// Shapes, fit and aliasing of a call's array arguments against its outputs (shape s). Out of line:
+// one instance per element type, whatever the number of arguments.
+template <class T>
+[[gnu::noinline]] void check_call(char const *op, view<T const> const *v, int const *pos,
+                                  std::size_t n, view<T> const *outs, char const *const *roles,
+                                  int const *idx, std::size_t n_out, shape const &s) {
+  shape s_in = broadcast_args(op, v, pos, n);
+  check_fits(op, v, pos, n, s_in, s);
+  for (std::size_t i = 0; i < n_out; ++i)
     check_output(op, roles[i], idx[i], outs[i], s);
-  check_aliasing(op, outs.data(), roles, idx, NO, args, s);
+  check_aliasing(op, outs, roles, idx, n_out, v, pos, n, s);
+}
+template <class T, std::size_t N, std::size_t NO>
+void check_call(char const *op, array_args<T, N> const &a, std::array<view<T>, NO> const &outs,
+                char const *const (&roles)[NO], int const (&idx)[NO], shape const &s) {
+  check_call(op, a.views.data(), a.pos.data(), N, outs.data(), roles, idx, NO, s);
+}
+
+// The shape of the argument at position p among the array arguments.
+template <class T>
+shape const &shape_at(view<T const> const *v, int const *pos, std::size_t n, int p) {
+  for (std::size_t i = 0; i < n; ++i)
+    if (pos[i] == p)
+      return v[i].dims();
+  throw shape_error("dualcast: argument " + std::to_string(p) + " is not an array");
+}
+
+// jvp: each input tangent has its input's shape, and no output overlaps a tangent unless it is
+// the same elements.
+template <class T>
+[[gnu::noinline]] void check_tangents(char const *op, view<T const> const *v, int const *pos,
+                                      std::size_t n, int const *active, view<T const> const *tin,
+                                      std::size_t n_active, view<T> const *outs,
+                                      std::size_t n_out, char const *const *roles,
+                                      int const *idx, shape const &s) {
+  for (std::size_t a = 0; a < n_active; ++a) {
+    shape const &xs = shape_at(v, pos, n, active[a]);
+    if (!(tin[a].dims() == xs))
+      throw shape_error(std::string(op) + ": tangent " + std::to_string(a) + " has shape " +
+                        to_string(tin[a].dims()) + " but argument " + std::to_string(active[a]) +
+                        " has shape " + to_string(xs));
+  }
+  for (std::size_t i = 0; i < n_out; ++i)
+    for (std::size_t a = 0; a < n_active; ++a)
+      if (overlaps(outs[i], tin[a]) && !same_elements(outs[i], tin[a], s))
+        throw aliasing_error(std::string(op) + ": " + role_name(roles[i], idx[i]) +
+                             " overlaps tangent " + std::to_string(a) +
+                             " without being the same elements; write to separate memory");
+}
+template <class T, std::size_t N>
+void check_tangents(char const *op, array_args<T, N> const &a, int const *active,
+                    view<T const> const *tin, std::size_t n_active, view<T> const *outs,
+                    std::size_t n_out, char const *const *roles, int const *idx, shape const &s) {
+  check_tangents(op, a.views.data(), a.pos.data(), N, active, tin, n_active, outs, n_out, roles,
+                 idx, s);
+}
+
+// vjp: the iteration shape (inputs and output cotangents broadcast together); each input
+// cotangent xv[a] has the shape of its input, and direct[a] says whether that is the iteration
+// shape (else the input was broadcast: its cotangent is summed over the broadcast dimensions
+// afterwards). No cotangent overlaps an input or (when written in the pass) an output cotangent
+// unless it is the same elements.
+template <class T>
+[[gnu::noinline]] shape check_vjp(char const *op, view<T const> const *v, int const *pos,
+                                  std::size_t n, int const *active, view<T> const *xv,
+                                  std::size_t n_active, view<T const> const *yv, std::size_t k,
+                                  bool *direct) {
+  shape s_in = broadcast_args(op, v, pos, n);
+  shape s = s_in;
+  for (std::size_t i = 0; i < k; ++i) {
+    bool ok = true;
+    s = broadcast_pair(s, yv[i].dims(), ok);
+    if (!ok)
+      throw shape_error(std::string(op) + ": output cotangent " + std::to_string(i) +
+                        " of shape " + to_string(yv[i].dims()) +
+                        " does not broadcast with the inputs' shape " + to_string(s_in));
+  }
+  for (std::size_t a = 0; a < n_active; ++a) {
+    shape const &xs = shape_at(v, pos, n, active[a]);
+    if (!(xv[a].dims() == xs))
+      throw shape_error(std::string(op) + ": input cotangent " + std::to_string(a) +
+                        " has shape " + to_string(xv[a].dims()) + " but argument " +
+                        std::to_string(active[a]) + " has shape " + to_string(xs));
+    direct[a] = xs == s;
+    for (int d = 0; d < xv[a].rank() && xv[a].size() > 0; ++d)
+      if (xv[a].extent(d) > 1 && xv[a].stride(d) == 0)
+        throw aliasing_error(std::string(op) + ": input cotangent " + std::to_string(a) +
+                             " has stride 0 in dimension " + std::to_string(d));
+  }
+  for (std::size_t i = 0; i < n_active; ++i) {
+    for (std::size_t j = 0; j < i; ++j)
+      if (overlaps(xv[i], xv[j]))
+        throw aliasing_error(std::string(op) + ": " + role_name("input cotangent", int(i)) +
+                             " overlaps " + role_name("input cotangent", int(j)));
+    for (std::size_t a = 0; a < n; ++a)
+      if (overlaps(xv[i], v[a]) && !same_elements(xv[i], v[a], s))
+        throw aliasing_error(std::string(op) + ": " + role_name("input cotangent", int(i)) +
+                             " overlaps argument " + std::to_string(pos[a]) +
+                             " without being the same elements; write to separate memory");
+    // Written while the output cotangents are read (those of broadcast inputs are written after
+    // the pass, by the reduction).
+    for (std::size_t j = 0; j < k && direct[i]; ++j)
+      if (overlaps(xv[i], yv[j]) && !same_elements(xv[i], yv[j], s))
+        throw aliasing_error(std::string(op) + ": input cotangent " + std::to_string(i) +
+                             " overlaps output cotangent " + std::to_string(j) +
+                             " without being the same elements; write to separate memory");
+  }
+  return s;
+}
+template <class T, std::size_t N>
+shape check_vjp(char const *op, array_args<T, N> const &a, int const *active, view<T> const *xv,
+                std::size_t n_active, view<T const> const *yv, std::size_t k, bool *direct) {
+  return check_vjp(op, a.views.data(), a.pos.data(), N, active, xv, n_active, yv, k, direct);
 }
 
 } // namespace dualcast::detail

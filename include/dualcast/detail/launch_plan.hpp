@@ -44,19 +44,6 @@ template <class T, int NI, int NO> struct launch_plan {
   }
 };
 
-template <class T, int NI, int NO, class... A>
-void add_array_args(launch_plan<T, NI, NO> &plan, std::tuple<A const &...> args) {
-  std::apply(
-      [&](auto const &...a) {
-        auto add = [&](auto const &x) {
-          if constexpr (is_view_v<decltype(x)>)
-            plan.add_in(view<T const>(x));
-        };
-        (add(a), ...);
-      },
-      args);
-}
-
 template <class A> auto scalar_slot(A const &a) {
   if constexpr (is_view_v<A>)
     return array_marker{};

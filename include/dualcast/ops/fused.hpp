@@ -26,6 +26,7 @@
 #include <dualcast/kernel.hpp>
 #include <dualcast/math.hpp>
 #include <dualcast/ops/fused/args.hpp>
+#include <dualcast/ops/fused/core.hpp>
 #include <dualcast/ops/fused/cost_model.hpp>
 #include <dualcast/ops/fused/recompute_node.hpp>
 #include <dualcast/ops/fused/store_node.hpp>
@@ -68,49 +69,22 @@ requires(is_policy_v<P> && !(lazy_expr<A> || ...)) auto fused(P, kernel<F, S> co
   using compiled = detail::compiled_nodes<P::kind, K, NA>;
   char const *name = "dualcast::fused";
   tape *tp = detail::tape_of(name, a...);
-  device dev;
-  {
-    std::vector<std::pair<int, device>> devs;
-    int p = 0;
-    auto one = [&](auto const &x) {
-      if constexpr (is_var_v<decltype(x)>)
-        devs.emplace_back(p, x.value().dev());
-      else if constexpr (is_tensor_v<decltype(x)>)
-        devs.emplace_back(p, x.dev());
-      ++p;
-    };
-    (one(a), ...);
-    dev = detail::common_device(name, devs);
-  }
+  std::array<detail::arg_ref<T>, sizeof...(A)> refs{detail::ref_of<T>(a)...};
+  detail::fused_args_info const info = detail::inspect_args(name, refs.data(), refs.size());
+  device const dev = info.dev;
   cpu const host = tp ? tp->ex : cpu{};
   // The rest runs with the executor of that device (detail/device_dispatch.hpp).
   return detail::on_device(name, dev, host, [&](auto const &ex) {
     auto args = std::make_tuple(detail::as_kernel_arg<T>(a)...);
-    shape s = std::apply(
-        [&](auto const &...x) { return detail::broadcast_args(name, std::tie(x...)); }, args);
+    shape const s = std::apply(
+        [&](auto const &...x) { return detail::broadcast_args(name, detail::collect_arrays<T>(x...)); },
+        args);
     std::array<tensor<T>, K> outs;
     for (auto &o : outs)
       o = tensor<T>::empty(s, dev);
 
-    // The slots of the active inputs (null for variables without gradients).
-    std::array<std::shared_ptr<detail::grad_slot<T>>, NA + 1> slots{};
-    std::size_t input_bytes = 0;
-    {
-      int c = 0;
-      auto one = [&](auto const &x) {
-        if constexpr (is_var_v<decltype(x)>)
-          slots[std::size_t(c++)] = x.slot();
-        if constexpr (is_var_v<decltype(x)> || is_tensor_v<decltype(x)>)
-          input_bytes += std::size_t(x.size()) * sizeof(T);
-      };
-      (one(a), ...);
-    }
-    int n_req = 0;
-    for (int i = 0; i < NA; ++i)
-      n_req += slots[std::size_t(i)] ? 1 : 0;
-
     std::array<var<T>, K> result;
-    if (n_req == 0) {
+    if (info.n_required == 0) {
       [&]<std::size_t... o>(std::index_sequence<o...>) {
         std::apply([&](auto const &...x) { apply(ex, k, out(outs[o].raw_view()...), x...); },
                    args);
@@ -121,36 +95,26 @@ requires(is_policy_v<P> && !(lazy_expr<A> || ...)) auto fused(P, kernel<F, S> co
       return detail::wrap_outputs(result);
     }
 
-    std::array<std::shared_ptr<detail::grad_slot<T>>, K> out_slots;
-    for (int i = 0; i < K; ++i) {
+    for (int i = 0; i < K; ++i)
       result[std::size_t(i)] = tp->make_output(outs[std::size_t(i)], true);
-      out_slots[std::size_t(i)] = result[std::size_t(i)].slot();
-    }
     policy_kind const chosen =
-        detail::choose_policy(P::kind, tp->default_policy, compiled::store, K, n_req, s.size(),
-                              sizeof(T), input_bytes);
+        detail::choose_policy(P::kind, tp->default_policy, compiled::store, K, info.n_required,
+                              s.size(), sizeof(T), info.input_bytes);
     if constexpr (compiled::store) {
       if (chosen == policy_kind::store || !compiled::recompute) {
-        detail::store_node<T, K, Active>(ex, *tp, k, args, s, dev, outs, slots, out_slots);
+        detail::store_node<T, K, Active>(
+            ex, *tp, k, args, outs,
+            detail::make_core<T>(tp->node_memory(), refs.data(), refs.size(), result.data(), K,
+                                 false, std::size_t(K * NA), dev, host, s));
         return detail::wrap_outputs(result);
       }
     }
     if constexpr (compiled::recompute) {
-      // The array inputs, kept alive (and version-checked) for the re-evaluation.
-      std::array<tensor<T>, sizeof...(A)> keep;
-      {
-        std::size_t p = 0;
-        auto one = [&](auto const &x) {
-          if constexpr (is_var_v<decltype(x)>)
-            keep[p] = x.value();
-          else if constexpr (is_tensor_v<decltype(x)>)
-            keep[p] = x;
-          ++p;
-        };
-        (one(a), ...);
-      }
-      detail::recompute_node<T, K, Active>(ex, host, *tp, k, args, dev, outs, slots, out_slots,
-                                           keep);
+      // (the array inputs kept alive, and version-checked, for the re-evaluation)
+      detail::recompute_node<T, K, Active>(
+          ex, *tp, k, args, outs,
+          detail::make_core<T>(tp->node_memory(), refs.data(), refs.size(), result.data(), K,
+                               true, 0, dev, host, s));
     }
     return detail::wrap_outputs(result);
   });

@@ -10,6 +10,7 @@
 #include <dualcast/detail/grad_slot.hpp>
 #include <dualcast/detail/tuple.hpp>
 #include <dualcast/kernel.hpp>
+#include <dualcast/ops/fused/core.hpp>
 #include <dualcast/tape.hpp>
 #include <dualcast/tensor.hpp>
 #include <dualcast/view_overlap.hpp>
@@ -78,11 +79,13 @@ void contract_into(Ex const &ex, grad_slot<T> &slot, shape const &s,
 // (contract_all_fn), each overwritten where fresh and added to elsewhere. false: not applicable --
 // the caller contracts input by input (the gradients are then defined, zeroed where they were
 // fresh).
-template <class T, int K, int NA, class Ex, class Slots, std::size_t... a, std::size_t... k,
-          std::size_t... p>
-bool contract_all(Ex const &ex, Slots const &slots, shape const &s,
-                  std::array<tensor<T>, K> const &ybar, std::array<tensor<T>, K * NA + 1> const &P,
-                  std::index_sequence<a...>, std::index_sequence<k...>, std::index_sequence<p...>) {
+template <class T, int K, int NA, class Ex, std::size_t... a, std::size_t... k, std::size_t... p>
+bool contract_all(Ex const &ex, fused_core<T> const &c, std::index_sequence<a...>,
+                  std::index_sequence<k...>, std::index_sequence<p...>) {
+  auto const &slots = c.in;
+  auto const &s = c.s;
+  auto const &ybar = c.ybar;
+  auto const &P = c.keep;
   for (int i = 0; i < NA; ++i) {
     auto const &sl = slots[std::size_t(i)];
     if (!sl || !(sl->dims == s))
@@ -112,59 +115,50 @@ bool contract_all(Ex const &ex, Slots const &slots, shape const &s,
 }
 
 // Forward and recording of a store node: `args` are the kernel's arguments (views and scalars),
-// `outs` the output values of shape s, `slots` the gradient slots of the NA variables (null for
-// those without gradients), `out_slots` those of the outputs.
+// `outs` the output values, `core` the node's state (its `keep`: the K * NA partial arrays,
+// output-major).
 template <class T, int K, class Active, class Ex, class F, bool S, class Args>
-void store_node(Ex const &ex, tape &tp, kernel<F, S> const &k, Args const &args, shape const &s,
-                device const &dev, std::array<tensor<T>, K> const &outs,
-                std::array<std::shared_ptr<grad_slot<T>>, Active::count + 1> const &slots,
-                std::array<std::shared_ptr<grad_slot<T>>, K> const &out_slots) {
+void store_node(Ex const &ex, tape &tp, kernel<F, S> const &k, Args const &args,
+                std::array<tensor<T>, K> const &outs, fused_core<T> &&core) {
   constexpr int NA = Active::count;
-  std::array<tensor<T>, std::size_t(K * NA) + 1> parts;
-  for (int i = 0; i < K * NA; ++i)
-    parts[std::size_t(i)] = tensor<T>::empty(s, dev);
+  alloc_partials(core);
   [&]<std::size_t... o, std::size_t... q>(std::index_sequence<o...>, std::index_sequence<q...>) {
     std::apply(
         [&](auto const &...x) {
-          apply(ex, k, Active{}, out(outs[o].raw_view()...), out(parts[q].raw_view()...), x...);
+          apply(ex, k, Active{}, out(outs[o].raw_view()...), out(core.keep[q].raw_view()...),
+                x...);
         },
         args);
   }
   (std::make_index_sequence<K>{}, std::make_index_sequence<std::size_t(K * NA)>{});
-  for (int a2 = 0; a2 < NA; ++a2) // partials of inputs without gradients are not kept
-    if (!slots[std::size_t(a2)])
-      for (int k2 = 0; k2 < K; ++k2)
-        parts[std::size_t(k2 * NA + a2)] = tensor<T>{};
-  std::array<saved_tensor, std::size_t(K * NA) + 1> saves;
-  std::size_t n_saves = 0;
-  for (int i = 0; i < K * NA; ++i)
-    if (parts[std::size_t(i)].defined())
-      saves[n_saves++] = save(parts[std::size_t(i)], "partial", i);
+  drop_unneeded_partials(core);
+  auto saves = saves_of(tp.node_memory(), core, "partial");
+  std::array<slot_ptr<T>, K> out_slots;
+  for (int i = 0; i < K; ++i)
+    out_slots[std::size_t(i)] = core.out[std::size_t(i)];
   tp.record<T, K>(
       "fused elementwise (store)", out_slots,
-      [ex, s, slots, out_slots, parts] {
-        std::array<tensor<T>, K> ybar;
-        for (int k2 = 0; k2 < K; ++k2)
-          ybar[std::size_t(k2)] = out_grad(*out_slots[std::size_t(k2)]);
+      [ex, c = std::move(core)]() mutable {
+        gather_ybar(c);
+        bool done = false;
         if constexpr (NA > 1)
-          if (contract_all<T, K, NA>(ex, slots, s, ybar, parts,
-                                     std::make_index_sequence<std::size_t(NA)>{},
-                                     std::make_index_sequence<std::size_t(K)>{},
-                                     std::make_index_sequence<std::size_t(K * NA)>{}))
-            return;
-        for (int a2 = 0; a2 < NA; ++a2) {
-          if (!slots[std::size_t(a2)])
+          done = contract_all<T, K, NA>(ex, c, std::make_index_sequence<std::size_t(NA)>{},
+                                        std::make_index_sequence<std::size_t(K)>{},
+                                        std::make_index_sequence<std::size_t(K * NA)>{});
+        for (int a2 = 0; a2 < NA && !done; ++a2) {
+          if (!c.in[std::size_t(a2)])
             continue;
           std::array<view<T const>, 2 * std::size_t(K)> v;
           for (int k2 = 0; k2 < K; ++k2) {
-            v[std::size_t(2 * k2)] = ybar[std::size_t(k2)].cview();
-            v[std::size_t(2 * k2 + 1)] = parts[std::size_t(k2 * NA + a2)].cview();
+            v[std::size_t(2 * k2)] = c.ybar[std::size_t(k2)].cview();
+            v[std::size_t(2 * k2 + 1)] = c.keep[std::size_t(k2 * NA + a2)].cview();
           }
-          contract_into<T, K>(ex, *slots[std::size_t(a2)], s, v,
+          contract_into<T, K>(ex, *c.in[std::size_t(a2)], c.s, v,
                               std::make_index_sequence<2 * std::size_t(K)>{});
         }
+        finish_targets(c);
       },
-      saves.data(), n_saves);
+      saves.data(), saves.size());
 }
 
 } // namespace dualcast::detail

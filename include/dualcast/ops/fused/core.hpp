@@ -1,0 +1,188 @@
+// dualcast/ops/fused/core.hpp: the part of a fused node that does not depend on its kernel -- the
+// arguments with their types erased, the gradient slots, the tensors kept for backward, the
+// targets backward writes -- in functions compiled once per element type. What remains in the
+// kernel-typed node code is the fused pass itself, so a kernel with 40 inputs costs little more to
+// compile than one with 4.
+#pragma once
+
+#include <dualcast/detail/arena.hpp>
+#include <dualcast/detail/device_dispatch.hpp>
+#include <dualcast/detail/grad_slot.hpp>
+#include <dualcast/detail/tape_node.hpp>
+#include <dualcast/tape.hpp>
+#include <dualcast/tensor.hpp>
+#include <dualcast/view_overlap.hpp>
+
+#include <cstddef>
+#include <memory>
+#include <utility>
+
+namespace dualcast::detail {
+
+// One argument of a fused call: a variable, a tensor (a constant) or a scalar (both null).
+template <class T> struct arg_ref {
+  var<T> const *v = nullptr;
+  tensor<T> const *t = nullptr;
+  tensor<T> const *value() const { return v ? &v->value() : t; }
+};
+template <class T, class A> arg_ref<T> ref_of(A const &a) {
+  if constexpr (is_var_v<A>)
+    return {&a, nullptr};
+  else if constexpr (is_tensor_v<A>)
+    return {nullptr, &a};
+  else
+    return {};
+}
+
+// What fused() learns from its arguments before running anything.
+struct fused_args_info {
+  device dev;
+  int n_vars = 0, n_required = 0; // variables; those that require gradients
+  std::size_t input_bytes = 0;    // of the array arguments
+};
+template <class T>
+[[gnu::noinline]] fused_args_info inspect_args(char const *op, arg_ref<T> const *r,
+                                               std::size_t n) {
+  fused_args_info info;
+  bool first = true;
+  int first_pos = 0;
+  for (std::size_t i = 0; i < n; ++i) {
+    tensor<T> const *t = r[i].value();
+    if (!t)
+      continue;
+    if (first) {
+      info.dev = t->dev(), first_pos = int(i), first = false;
+    } else if (!(t->dev() == info.dev)) {
+      std::vector<std::pair<int, device>> devs{{first_pos, info.dev}, {int(i), t->dev()}};
+      common_device(op, devs); // throws, naming both
+    }
+    info.input_bytes += std::size_t(t->size()) * sizeof(T);
+    if (r[i].v) {
+      ++info.n_vars;
+      info.n_required += r[i].v->requires_grad() ? 1 : 0;
+    }
+  }
+  return info;
+}
+
+template <class T> using slot_ptr = std::shared_ptr<grad_slot<T>>;
+
+// The kernel-independent state of a recorded fused node.
+template <class T> struct fused_core {
+  arena_array<slot_ptr<T>> in;  // the variables' slots in argument order (null: no gradient)
+  arena_array<shape> in_shape;  // the variables' shapes
+  arena_array<slot_ptr<T>> out; // the outputs' slots
+  arena_array<tensor<T>> keep;  // version-checked and kept alive for backward
+  // backward's scratch: one target per variable and whether it is added to or a temporary
+  arena_array<tensor<T>> target;
+  arena_array<bool> add, temp;
+  arena_array<tensor<T>> ybar; // the outputs' cotangents
+  device dev;
+  cpu host;
+  shape s; // the call's iteration shape
+};
+
+// The core of a node over the arguments r (n of them) and the K output variables `outs`, every
+// array in the tape's memory; `keep` holds the array arguments' values (by argument position)
+// when keep_inputs, else n_keep empty tensors.
+template <class T>
+[[gnu::noinline]] fused_core<T> make_core(arena &mem, arg_ref<T> const *r, std::size_t n,
+                                          var<T> const *outs, std::size_t k, bool keep_inputs,
+                                          std::size_t n_keep, device const &dev, cpu const &host,
+                                          shape const &s) {
+  if (keep_inputs)
+    n_keep = n;
+  std::size_t nv = 0;
+  for (std::size_t i = 0; i < n; ++i)
+    nv += r[i].v ? 1 : 0;
+  fused_core<T> c{arena_array<slot_ptr<T>>(mem, nv), arena_array<shape>(mem, nv),
+                  arena_array<slot_ptr<T>>(mem, k),  arena_array<tensor<T>>(mem, n_keep),
+                  arena_array<tensor<T>>(mem, nv),   arena_array<bool>(mem, nv),
+                  arena_array<bool>(mem, nv),        arena_array<tensor<T>>(mem, k),
+                  dev,                               host,
+                  s};
+  for (std::size_t i = 0, a = 0; i < n; ++i)
+    if (r[i].v) {
+      c.in[a] = r[i].v->slot();
+      c.in_shape[a++] = r[i].v->dims();
+    }
+  for (std::size_t i = 0; i < k; ++i)
+    c.out[i] = outs[i].slot();
+  for (std::size_t i = 0; keep_inputs && i < n; ++i)
+    if (tensor<T> const *t = r[i].value())
+      c.keep[i] = *t;
+  return c;
+}
+
+// The version checks of the kept tensors (what tape::record saves), in the tape's memory.
+template <class T>
+[[gnu::noinline]] arena_array<saved_tensor> saves_of(arena &mem, fused_core<T> const &c,
+                                                     char const *what) {
+  std::size_t n = 0;
+  for (auto const &t : c.keep)
+    n += t.defined() ? 1 : 0;
+  arena_array<saved_tensor> r(mem, n);
+  for (std::size_t i = 0, j = 0; i < c.keep.size(); ++i)
+    if (c.keep[i].defined())
+      r[j++] = save(c.keep[i], what, int(i));
+  return r;
+}
+
+// Backward's first step: the outputs' cotangents (zeros where an output has none).
+template <class T> [[gnu::noinline]] void gather_ybar(fused_core<T> &c) {
+  for (std::size_t k = 0; k < c.out.size(); ++k)
+    c.ybar[k] = out_grad(*c.out[k]);
+}
+
+// The targets of a recompute node's VJP: each variable's gradient, written where fresh and added
+// to elsewhere; a temporary for variables without gradients, for a variable passed twice and for
+// a gradient that overlaps an earlier target (overlapping slices of one variable), added to the
+// gradient afterwards (finish_targets).
+template <class T> [[gnu::noinline]] void prepare_targets(fused_core<T> &c) {
+  std::size_t const na = c.in.size();
+  for (std::size_t a = 0; a < na; ++a) {
+    auto const &sl = c.in[a];
+    bool repeated = false;
+    for (std::size_t b = 0; b < a; ++b)
+      repeated = repeated || (sl && c.in[b] == sl);
+    c.temp[a] = !sl || repeated;
+    c.add[a] = false;
+    if (!c.temp[a]) {
+      auto [g, acc] = grad_target(*sl);
+      bool overlapping = false; // (a view of a base gradient: it holds zeros or sums already)
+      for (std::size_t b = 0; b < a; ++b)
+        overlapping = overlapping || (!c.temp[b] && overlaps(c.target[b].cview(), g.cview()));
+      c.temp[a] = overlapping;
+      if (!overlapping) {
+        c.target[a] = g;
+        c.add[a] = acc;
+      }
+    }
+    if (c.temp[a])
+      c.target[a] = tensor<T>::empty(c.in_shape[a], c.dev);
+  }
+}
+template <class T> [[gnu::noinline]] void finish_targets(fused_core<T> &c) {
+  for (std::size_t a = 0; a < c.in.size(); ++a) {
+    if (c.temp[a] && c.in[a])
+      accumulate_grad(*c.in[a], c.target[a], c.host);
+    c.target[a] = tensor<T>{};
+  }
+  for (auto &y : c.ybar)
+    y = tensor<T>{};
+}
+
+// A store node's partial arrays (keep: K * NA of the call's shape, output-major), and dropping
+// those of variables without gradients once the forward pass has written them.
+template <class T> [[gnu::noinline]] void alloc_partials(fused_core<T> &c) {
+  for (auto &t : c.keep)
+    t = tensor<T>::empty(c.s, c.dev);
+}
+template <class T> [[gnu::noinline]] void drop_unneeded_partials(fused_core<T> &c) {
+  std::size_t const na = c.in.size();
+  for (std::size_t i = 0; i < c.keep.size(); ++i)
+    if (!c.in[i % na])
+      c.keep[i] = tensor<T>{};
+}
+
+} // namespace dualcast::detail
