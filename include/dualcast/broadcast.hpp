@@ -69,8 +69,7 @@ std::array<view<T const>, sizeof...(V)> const_views_of(pack<V...> const &p) {
 template <class T, int NI, int NO, std::size_t N>
 launch_plan<T, NI, NO> plan_with_args(shape const &s, array_args<T, N> const &a) {
   launch_plan<T, NI, NO> plan(s);
-  for (std::size_t i = 0; i < N; ++i)
-    plan.add_in(a.views[i]);
+  plan.add_ins(a.views.data(), N);
   return plan;
 }
 
@@ -87,20 +86,55 @@ template <std::size_t N> struct output_roles {
   }
 };
 
-// The fused pass of vjp: contributions go straight into the cotangents of inputs that are not
-// broadcast, and into scratch arrays (reduced afterwards) for those that are.
-template <bool Simd, class F, class Layout, int K, class Active, class Ex, class T, std::size_t N,
-          std::size_t NA, class Buffer, class Scalars>
-void vjp_pass(Ex const &ex, kernel<F, Simd> const &k, shape const &s, array_args<T, N> const &ins,
-              std::array<view<T const>, K> const &yv, std::array<view<T>, NA> const &xv,
-              bool const *direct, Buffer *scratch, Scalars const &scalars, bool const *add) {
-  auto plan = plan_with_args<T, Layout::num_arrays + K, int(NA)>(s, ins);
-  for (auto const &y : yv)
-    plan.add_in(y);
-  for (std::size_t a = 0; a < NA; ++a) // (broadcast ones are added by the reduction afterwards)
-    plan.add_out(direct[a] ? xv[a] : view<T>(scratch[a].get(), s), add[a] && direct[a]);
+// The calls with their arguments collected into arrays (the public calls below collect them; the
+// tape's fused nodes collect them once when recording). Layout: the kernel's argument layout,
+// `scalars` its scalar arguments.
+
+// Values (and partials, when the operation writes them) into outs (add: per output).
+template <class Op, bool S, class Ex, class T, std::size_t N, std::size_t NO>
+void apply_arrays(Ex const &ex, Op const &op, array_args<T, N> const &ins,
+                  std::array<view<T>, NO> const &outs, std::array<bool, NO> const &add,
+                  std::size_t n_first, char const *second) {
+  output_roles<NO> roles("output", n_first, second);
+  shape s = outs[0].dims();
+  check_call("dualcast::apply", ins.views.data(), ins.pos.data(), N, outs.data(), roles.role,
+             roles.idx, NO, s);
+  auto plan = plan_with_args<T, Op::num_in, int(NO)>(s, ins);
+  plan.add_outs(outs.data(), add.data(), NO);
+  backend_map<S>(hook{}, ex, plan.p, op);
+}
+
+// VJP: the cotangents xv of the active inputs (add: per cotangent) from the output cotangents yv.
+// Cotangents of inputs that are not broadcast are written in the fused pass; those of broadcast
+// inputs go to scratch arrays (one block) and are summed over the broadcast dimensions after.
+template <bool S, class F, class Layout, int K, class Active, class Ex, class T, std::size_t N,
+          class Scalars>
+void vjp_arrays(Ex const &ex, kernel<F, S> const &k, array_args<T, N> const &ins,
+                Scalars const &scalars, std::array<view<T>, Active::count> const &xv,
+                bool const *add_in, std::array<view<T const>, K> const &yv) {
+  constexpr int NA = Active::count;
+  bool direct[NA > 0 ? NA : 1], add[NA > 0 ? NA : 1];
+  shape s = check_vjp("dualcast::vjp", ins, Active::positions, xv.data(), NA, yv.data(), K, direct);
+  std::size_t n_scratch = 0;
+  for (int a = 0; a < NA; ++a)
+    n_scratch += direct[a] ? 0 : 1;
+  decltype(backend_buffer<T>(hook{}, ex, index_t(0))) scratch;
+  if (n_scratch > 0)
+    scratch = backend_buffer<T>(hook{}, ex, index_t(n_scratch) * s.size());
+  std::array<view<T>, NA> outs;
+  for (int a = 0, j = 0; a < NA; ++a) {
+    outs[std::size_t(a)] = direct[a] ? xv[std::size_t(a)] : view<T>(scratch.get() + j++ * s.size(), s);
+    add[a] = add_in[a] && direct[a]; // (broadcast ones are added by the reduction afterwards)
+  }
+  auto plan = plan_with_args<T, Layout::num_arrays + K, NA>(s, ins);
+  plan.add_ins(yv.data(), K);
+  plan.add_outs(outs.data(), add, NA);
   vjp_op<F, Layout, K, Active> op{{k.f, scalars}};
-  backend_map<Simd>(hook{}, ex, plan.p, op);
+  backend_map<S>(hook{}, ex, plan.p, op);
+  for (int a = 0, j = 0; a < NA; ++a)
+    if (!direct[a])
+      backend_reduce(hook{}, ex, s, static_cast<T const *>(scratch.get() + j++ * s.size()),
+                     xv[std::size_t(a)], add_in[a]);
 }
 
 } // namespace detail
@@ -114,18 +148,9 @@ void apply(Ex const &ex, kernel<F, S> const &k, pack<O...> const &outs, A const 
   constexpr int K = detail::check_kernel<F, T, A...>();
   static_assert(sizeof...(O) == K, "dualcast::apply: give one output array per kernel output");
   using Layout = detail::arg_layout<A...>;
-  auto ov = detail::views_of<T>(outs);
-  auto ins = detail::collect_arrays<T>(args...);
-  detail::output_roles<K> roles("output", K, "");
-  shape s = ov[0].dims();
-  detail::check_call("dualcast::apply", ins.views.data(), ins.pos.data(), ins.size, ov.data(),
-                     roles.role, roles.idx, K, s);
-
-  auto plan = detail::plan_with_args<T, Layout::num_arrays, K>(s, ins);
-  for (int i = 0; i < K; ++i)
-    plan.add_out(ov[std::size_t(i)], outs.add[std::size_t(i)]);
   detail::values_op<F, Layout, K> op{{k.f, detail::scalar_table<F>(args...)}};
-  backend_map<S>(detail::hook{}, ex, plan.p, op);
+  detail::apply_arrays<decltype(op), S>(ex, op, detail::collect_arrays<T>(args...),
+                                        detail::views_of<T>(outs), outs.add, K, "");
 }
 
 // ---- values and partials d out_k / d in_a (partials given output-major: k * A + a) ------------
@@ -149,22 +174,13 @@ void apply(Ex const &ex, kernel<F, S> const &k, active_set<C, I...>, pack<O...> 
   auto pv = detail::views_of<T>(partials);
   std::array<view<T>, K + K * NA> all;
   std::array<bool, K + K * NA> add;
-  for (int i = 0; i < K; ++i)
-    all[std::size_t(i)] = ov[std::size_t(i)], add[std::size_t(i)] = outs.add[std::size_t(i)];
-  for (int i = 0; i < K * NA; ++i)
-    all[std::size_t(K + i)] = pv[std::size_t(i)],
-                       add[std::size_t(K + i)] = partials.add[std::size_t(i)];
-  auto ins = detail::collect_arrays<T>(args...);
-  detail::output_roles<K + K * NA> roles("output", K, "partial");
-  shape s = ov[0].dims();
-  detail::check_call("dualcast::apply", ins.views.data(), ins.pos.data(), ins.size, all.data(),
-                     roles.role, roles.idx, K + K * NA, s);
-
-  auto plan = detail::plan_with_args<T, Layout::num_arrays, K + K * NA>(s, ins);
-  for (std::size_t i = 0; i < all.size(); ++i)
-    plan.add_out(all[i], add[i]);
+  for (int i = 0; i < K + K * NA; ++i) {
+    all[std::size_t(i)] = i < K ? ov[std::size_t(i)] : pv[std::size_t(i - K)];
+    add[std::size_t(i)] = i < K ? outs.add[std::size_t(i)] : partials.add[std::size_t(i - K)];
+  }
   detail::partials_op<F, Layout, K, Active> op{{k.f, detail::scalar_table<F>(args...)}};
-  backend_map<S>(detail::hook{}, ex, plan.p, op);
+  detail::apply_arrays<decltype(op), S>(ex, op, detail::collect_arrays<T>(args...), all, add, K,
+                                        "partial");
 }
 
 // ---- JVP: values and output tangents from input tangents ---------------------------------------
@@ -191,10 +207,9 @@ void jvp(Ex const &ex, kernel<F, S> const &k, active_set<C, I...>, pack<O...> co
   auto tv = detail::views_of<T>(out_tangents);
   std::array<view<T>, 2 * K> all;
   std::array<bool, 2 * K> add;
-  for (int i = 0; i < K; ++i) {
-    all[std::size_t(i)] = ov[std::size_t(i)], add[std::size_t(i)] = outs.add[std::size_t(i)];
-    all[std::size_t(K + i)] = tv[std::size_t(i)],
-                       add[std::size_t(K + i)] = out_tangents.add[std::size_t(i)];
+  for (int i = 0; i < 2 * K; ++i) {
+    all[std::size_t(i)] = i < K ? ov[std::size_t(i)] : tv[std::size_t(i - K)];
+    add[std::size_t(i)] = i < K ? outs.add[std::size_t(i)] : out_tangents.add[std::size_t(i - K)];
   }
   auto ins = std::apply([](auto const &...a) { return detail::collect_arrays<T>(a...); },
                         inputs.items);
@@ -208,10 +223,8 @@ void jvp(Ex const &ex, kernel<F, S> const &k, active_set<C, I...>, pack<O...> co
                          roles.role, roles.idx, s);
 
   auto plan = detail::plan_with_args<T, Layout::num_arrays + NA, 2 * K>(s, ins);
-  for (auto const &t : tin)
-    plan.add_in(t);
-  for (std::size_t i = 0; i < all.size(); ++i)
-    plan.add_out(all[i], add[i]);
+  plan.add_ins(tin.data(), NA);
+  plan.add_outs(all.data(), add.data(), 2 * K);
   auto scalars =
       std::apply([](auto const &...a) { return detail::scalar_table<F>(a...); }, inputs.items);
   detail::jvp_op<F, Layout, K, Active> op{{k.f, scalars}};
@@ -237,28 +250,15 @@ void vjp(Ex const &ex, kernel<F, S> const &k, active_set<C, I...>, pack<X...> co
   static_assert(sizeof...(X) == NA, "dualcast::vjp: give one cotangent array per active input");
   static_assert(sizeof...(Y) == K && (is_view_v<Y> && ...),
                 "dualcast::vjp: give one cotangent array per kernel output");
-  auto xv = detail::views_of<T>(in_cotangents);
-  auto yv = detail::const_views_of<T>(out_cotangents);
-  auto ins = std::apply([](auto const &...a) { return detail::collect_arrays<T>(a...); },
-                        inputs.items);
-  bool add[NA > 0 ? NA : 1], direct[NA > 0 ? NA : 1];
+  bool add[NA > 0 ? NA : 1];
   for (int a = 0; a < NA; ++a)
     add[a] = accumulate || in_cotangents.add[std::size_t(a)];
-  shape s = detail::check_vjp("dualcast::vjp", ins, Active::positions, xv.data(), NA, yv.data(), K,
-                              direct);
-
-  using Buffer = decltype(backend_buffer<T>(detail::hook{}, ex, index_t(0)));
-  Buffer scratch[NA > 0 ? NA : 1];
-  for (int a = 0; a < NA; ++a)
-    if (!direct[a])
-      scratch[a] = backend_buffer<T>(detail::hook{}, ex, s.size());
+  auto ins = std::apply([](auto const &...a) { return detail::collect_arrays<T>(a...); },
+                        inputs.items);
   auto scalars =
       std::apply([](auto const &...a) { return detail::scalar_table<F>(a...); }, inputs.items);
-  detail::vjp_pass<S, F, Layout, K, Active>(ex, k, s, ins, yv, xv, direct, scratch, scalars, add);
-  for (int a = 0; a < NA; ++a)
-    if (!direct[a])
-      backend_reduce(detail::hook{}, ex, s, static_cast<T const *>(scratch[a].get()), xv[a],
-                     add[a]);
+  detail::vjp_arrays<S, F, Layout, K, Active>(ex, k, ins, scalars, detail::views_of<T>(in_cotangents),
+                                              add, detail::const_views_of<T>(out_cotangents));
 }
 
 // ---- defaults: every array argument active ----------------------------------------------------

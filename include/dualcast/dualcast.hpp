@@ -7,6 +7,7 @@
 #include <dualcast/config.hpp>
 #include <dualcast/dual.hpp>
 #include <dualcast/errors.hpp>
+#include <dualcast/for_each.hpp>
 #include <dualcast/kernel.hpp>
 #include <dualcast/math.hpp>
 #include <dualcast/shape.hpp>

@@ -18,6 +18,7 @@
 #include <dualcast/backend/cpu.hpp>
 #include <dualcast/backend/seam.hpp>
 #include <dualcast/errors.hpp>
+#include <dualcast/for_each.hpp>
 #include <dualcast/memory.hpp>
 #include <dualcast/shape.hpp>
 
@@ -111,11 +112,10 @@ inline void copy_bytes(std::string const &op, void *dst, device const &dd, void 
 
 } // namespace DUALCAST_TAPE_ABI
 
-// f(i) for i in [0, n) on the executor's device (the for_each hook, backend/seam.hpp); `cost`
-// estimates the work of one index. f is a function object with a DUALCAST_HD call operator, so
-// every backend runs the same code.
+// f(i) for i in [0, n) on the executor's device (dualcast::for_each); `cost` estimates the work of
+// one index.
 template <class Ex, class F> void parallel_for(Ex const &ex, index_t n, index_t cost, F const &f) {
-  backend_for_each(hook{}, ex, n, cost, f);
+  dualcast::for_each(ex, n, f, cost);
 }
 
 // Every array operand of one operation on one device; else device_error naming the positions.

@@ -8,6 +8,7 @@
 #include <dualcast/view.hpp>
 
 #include <cstddef>
+#include <tuple>
 #include <type_traits>
 #include <utility>
 
@@ -75,6 +76,12 @@ template <int C, class Layout, int P = 0, int... Acc> constexpr auto all_arrays_
   else
     return all_arrays_active<C, Layout, P + 1, Acc...>();
 }
+
+// The argument layout and scalar table of a call whose arguments are a std::tuple.
+template <class Args> struct layout_of;
+template <class... A> struct layout_of<std::tuple<A...>> {
+  using type = arg_layout<A...>;
+};
 
 // The default active set: every array argument.
 template <class... A>

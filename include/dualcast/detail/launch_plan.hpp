@@ -8,6 +8,7 @@
 #include <dualcast/shape.hpp>
 #include <dualcast/view.hpp>
 
+#include <cstddef>
 #include <tuple>
 
 namespace dualcast::detail {
@@ -19,6 +20,13 @@ template <class T, class P> void align_operand(operand<P> &o, view<T> const &v, 
     int j = v.rank() - s.rank + d;
     o.stride[d] = (j < 0 || v.extent(j) == 1) ? 0 : v.stride(j);
   }
+}
+// n views as operands (out of line: one instance per element type, whatever n is).
+template <class T, class P>
+[[gnu::noinline]] void align_operands(operand<P> *o, view<T> const *v, std::size_t n,
+                                      shape const &s) {
+  for (std::size_t i = 0; i < n; ++i)
+    align_operand(o[i], v[i], s);
 }
 
 template <class T, int NI, int NO> struct launch_plan {
@@ -37,10 +45,16 @@ template <class T, int NI, int NO> struct launch_plan {
     return s;
   }
   void add_in(view<T const> const &v) { align_operand(p.in[ni++], v, dims()); }
-  // An output: overwritten, or with `add` added to (v = v + result).
-  void add_out(view<T> const &v, bool add = false) {
-    p.add[no] = add;
-    align_operand(p.out[no++], v, dims());
+  void add_ins(view<T const> const *v, std::size_t n) {
+    align_operands(p.in + ni, v, n, dims());
+    ni += int(n);
+  }
+  // Outputs: overwritten, or with add[i] added to (v = v + result).
+  void add_outs(view<T> const *v, bool const *add, std::size_t n) {
+    align_operands(p.out + no, v, n, dims());
+    for (std::size_t i = 0; i < n; ++i)
+      p.add[no + int(i)] = add[i];
+    no += int(n);
   }
 };
 

@@ -39,13 +39,12 @@ template <class... T> DUALCAST_HD constexpr tuple<std::decay_t<T>...> make_tuple
   return {{{static_cast<T &&>(x)}...}};
 }
 
-// The I-th of a pack of arguments (a reference to it).
-template <std::size_t I, class X, class... R>
-DUALCAST_HD constexpr decltype(auto) nth(X const &x, R const &...r) {
-  if constexpr (I == 0)
-    return x;
-  else
-    return nth<I - 1>(r...);
+// The I-th of a pack of arguments (a reference to it). Through a tuple of pointers rather than by
+// recursion: one instantiation per pack, not one per (index, suffix of the pack) -- a kernel with
+// 40 arguments that reads each of them would otherwise instantiate hundreds of functions.
+template <std::size_t I, class... X> DUALCAST_HD constexpr decltype(auto) nth(X const &...x) {
+  static_assert(I < sizeof...(X), "dualcast: argument index out of range");
+  return *get<I>(tuple<X const *...>{{{&x}...}});
 }
 
 template <class T> struct is_tuple : std::false_type {};

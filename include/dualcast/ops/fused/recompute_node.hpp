@@ -27,28 +27,33 @@ template <class T, int K, class Active, class Ex, class F, bool S, class Args>
 void recompute_node(Ex const &ex, tape &tp, kernel<F, S> const &k, Args const &args,
                     std::array<tensor<T>, K> const &outs, fused_core<T> &&core) {
   constexpr int NA = Active::count;
-  [&]<std::size_t... o>(std::index_sequence<o...>) {
-    std::apply([&](auto const &...x) { apply(ex, k, out(outs[o].raw_view()...), x...); }, args);
-  }
-  (std::make_index_sequence<K>{});
+  using Layout = typename layout_of<Args>::type;
+  auto ins = std::apply([](auto const &...x) { return collect_arrays<T>(x...); }, args);
+  auto scalars = std::apply([](auto const &...x) { return scalar_table<F>(x...); }, args);
+  std::array<view<T>, K> ov;
+  for (int i = 0; i < K; ++i)
+    ov[std::size_t(i)] = outs[std::size_t(i)].raw_view();
+  apply_arrays<values_op<F, Layout, K>, S>(ex, values_op<F, Layout, K>{{k.f, scalars}}, ins, ov,
+                                           std::array<bool, K>{}, K, "");
   auto saves = saves_of(tp.node_memory(), core, "argument");
   std::array<slot_ptr<T>, K> out_slots;
   for (int i = 0; i < K; ++i)
     out_slots[std::size_t(i)] = core.out[std::size_t(i)];
   tp.record<T, K>(
       "fused elementwise (recompute)", out_slots,
-      [ex, k, args, c = std::move(core)]() mutable {
+      [ex, k, ins, scalars, c = std::move(core)]() mutable {
         gather_ybar(c);
         prepare_targets(c);
-        [&]<std::size_t... q, std::size_t... k2>(std::index_sequence<q...>,
-                                                 std::index_sequence<k2...>) {
-          auto targets = out(c.target[q].raw_view()...);
-          for (int a = 0; a < NA; ++a)
-            targets.add[std::size_t(a)] = c.add[std::size_t(a)];
-          auto inputs = std::apply([](auto const &...x) { return in(x...); }, args);
-          vjp(ex, k, Active{}, targets, inputs, in(c.ybar[k2].cview()...));
+        std::array<view<T>, NA> xv;
+        bool add[NA > 0 ? NA : 1];
+        for (int a = 0; a < NA; ++a) {
+          xv[std::size_t(a)] = c.target[std::size_t(a)].raw_view();
+          add[a] = c.add[std::size_t(a)];
         }
-        (std::make_index_sequence<std::size_t(NA)>{}, std::make_index_sequence<std::size_t(K)>{});
+        std::array<view<T const>, K> yv;
+        for (int i = 0; i < K; ++i)
+          yv[std::size_t(i)] = c.ybar[std::size_t(i)].cview();
+        vjp_arrays<S, F, Layout, K, Active>(ex, k, ins, scalars, xv, add, yv);
         finish_targets(c);
       },
       saves.data(), saves.size());

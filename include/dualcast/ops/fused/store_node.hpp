@@ -121,16 +121,17 @@ template <class T, int K, class Active, class Ex, class F, bool S, class Args>
 void store_node(Ex const &ex, tape &tp, kernel<F, S> const &k, Args const &args,
                 std::array<tensor<T>, K> const &outs, fused_core<T> &&core) {
   constexpr int NA = Active::count;
+  using Layout = typename layout_of<Args>::type;
   alloc_partials(core);
-  [&]<std::size_t... o, std::size_t... q>(std::index_sequence<o...>, std::index_sequence<q...>) {
-    std::apply(
-        [&](auto const &...x) {
-          apply(ex, k, Active{}, out(outs[o].raw_view()...), out(core.keep[q].raw_view()...),
-                x...);
-        },
-        args);
-  }
-  (std::make_index_sequence<K>{}, std::make_index_sequence<std::size_t(K * NA)>{});
+  std::array<view<T>, std::size_t(K + K * NA)> all;
+  for (int i = 0; i < K + K * NA; ++i)
+    all[std::size_t(i)] =
+        i < K ? outs[std::size_t(i)].raw_view() : core.keep[std::size_t(i - K)].raw_view();
+  auto scalars = std::apply([](auto const &...x) { return scalar_table<F>(x...); }, args);
+  apply_arrays<partials_op<F, Layout, K, Active>, S>(
+      ex, partials_op<F, Layout, K, Active>{{k.f, scalars}},
+      std::apply([](auto const &...x) { return collect_arrays<T>(x...); }, args), all,
+      std::array<bool, std::size_t(K + K * NA)>{}, K, "partial");
   drop_unneeded_partials(core);
   auto saves = saves_of(tp.node_memory(), core, "partial");
   std::array<slot_ptr<T>, K> out_slots;
