@@ -101,8 +101,18 @@ TEST_CASE("device_error: a tensor on cuda:0 cannot be created without a CUDA res
     CHECK_THROWS_WITH_AS(dc::tensor<double>::zeros({2, 2}, dc::device::cuda(i)),
                          Contains("no CUDA resource"), dc::device_error);
   }
-  // the pool is not left holding anything
-  CHECK_NOTHROW(dc::tensor<float>::zeros({4}));
+  // the failed allocations leave the pool holding nothing, and it still serves the host
+  dc::pool_resource pool;
+  CHECK_THROWS_AS(dc::tensor<float>::empty({4}, dc::device::cuda(0), pool), dc::device_error);
+  auto st = pool.stats();
+  CHECK(st.bytes_in_use == 0);
+  CHECK(st.bytes_cached == 0);
+  CHECK(st.system_allocations == 0);
+  {
+    auto t = dc::tensor<float>::empty({4}, dc::device::host(), pool);
+    CHECK(pool.stats().bytes_in_use == 64);
+  }
+  CHECK(pool.stats().bytes_in_use == 0);
 }
 
 TEST_CASE("device_error: a cuda:0 tensor used with host tensors names both devices") {

@@ -32,6 +32,16 @@
 #define DUALCAST_FLATTEN
 #endif
 
+// A piece of a kernel's evaluation compiled as a function of its own on the host: the chunks of a
+// kernel with more active inputs than one dual carries. The backend's loop would otherwise inline
+// every chunk into one huge function, which takes the compiler superlinearly longer; each chunk
+// is heavy enough that the call costs nothing measurable. Inlined on the device.
+#if !defined(__CUDACC__) && (defined(__GNUC__) || defined(__clang__))
+#define DUALCAST_SEPARATE [[gnu::noinline, gnu::flatten]]
+#else
+#define DUALCAST_SEPARATE
+#endif
+
 // True while compiling device code (the device pass of nvcc).
 #if defined(__CUDA_ARCH__)
 #define DUALCAST_DEVICE_PASS 1

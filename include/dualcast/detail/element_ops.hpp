@@ -11,6 +11,7 @@
 #include <dualcast/detail/tuple.hpp>
 #include <dualcast/dual.hpp>
 #include <dualcast/kernel.hpp>
+#include <dualcast/math.hpp>
 #include <dualcast/view.hpp>
 
 #include <type_traits>
@@ -134,16 +135,29 @@ template <class F, class Layout, int K, class Active> struct partials_op : op_ba
   static constexpr int num_in = Layout::num_arrays;
   static constexpr int num_out = K + K * A;
 
-  template <class L> DUALCAST_HD void operator()(L const *in, L *out) const { chunks<0>(in, out); }
-  template <int Begin, class L> DUALCAST_HD void chunks(L const *in, L *out) const {
+  template <class L> DUALCAST_HD void operator()(L const *in, L *out) const {
+    if constexpr (A <= C)
+      chunk<0>(in, out);
+    else
+      chunks_apart<0>(in, out);
+  }
+  template <int Begin, class L> DUALCAST_HD DUALCAST_FORCEINLINE void chunk(L const *in, L *out) const {
     constexpr int width = (A - Begin) < C ? (A - Begin) : C;
     auto make = [&](auto p) {
       return chunk_arg<Active, Begin, width, decltype(p)::value>(*this, in);
     };
     auto r = call_with(this->f, make, std::make_index_sequence<Layout::arity>{});
     store<Begin, width>(r, out, std::make_index_sequence<K>{});
-    if constexpr (Begin + width < A)
-      chunks<Begin + width>(in, out);
+  }
+  // Several chunks: each a function of its own on the host (config.hpp, DUALCAST_SEPARATE).
+  template <int Begin, class L>
+  DUALCAST_SEPARATE DUALCAST_HD void chunk_apart(L const *in, L *out) const {
+    chunk<Begin>(in, out);
+  }
+  template <int Begin, class L> DUALCAST_HD void chunks_apart(L const *in, L *out) const {
+    chunk_apart<Begin>(in, out);
+    if constexpr (Begin + C < A)
+      chunks_apart<Begin + C>(in, out);
   }
   template <int Begin, int Width, class R, class L, std::size_t... k>
   DUALCAST_HD static void store(R const &r, L *out, std::index_sequence<k...>) {
@@ -194,26 +208,54 @@ template <class F, class Layout, int K, class Active> struct vjp_op : op_base<F,
   static constexpr int num_in = Layout::num_arrays + K;
   static constexpr int num_out = A;
 
-  template <class L> DUALCAST_HD void operator()(L const *in, L *out) const { chunks<0>(in, out); }
-  template <int Begin, class L> DUALCAST_HD void chunks(L const *in, L *out) const {
+  template <class L> DUALCAST_HD void operator()(L const *in, L *out) const {
+    if constexpr (A <= C)
+      chunk<0>(in, out);
+    else
+      chunks_apart<0>(in, out);
+  }
+  template <int Begin, class L> DUALCAST_HD DUALCAST_FORCEINLINE void chunk(L const *in, L *out) const {
     constexpr int width = (A - Begin) < C ? (A - Begin) : C;
     auto make = [&](auto p) {
       return chunk_arg<Active, Begin, width, decltype(p)::value>(*this, in);
     };
     auto r = call_with(this->f, make, std::make_index_sequence<Layout::arity>{});
     L const *ybar = in + Layout::num_arrays;
+    bool finite = true;
     for (int q = 0; q < width; ++q) {
-      out[Begin + q] = contract(r, ybar, q, std::make_index_sequence<K>{});
+      out[Begin + q] = contract<false>(r, ybar, q, std::make_index_sequence<K>{});
+      finite = finite && all_finite(out[Begin + q]);
     }
-    if constexpr (Begin + width < A)
-      chunks<Begin + width>(in, out);
+    if (!finite) [[unlikely]] // a zero factor wins: see contract
+      for (int q = 0; q < width; ++q)
+        out[Begin + q] = contract<true>(r, ybar, q, std::make_index_sequence<K>{});
   }
-  // sum over outputs in a fixed order: ybar_0 * p_0 + ybar_1 * p_1 + ...
-  template <class R, class L, std::size_t k0, std::size_t... k>
+  // Several chunks: each a function of its own on the host (config.hpp, DUALCAST_SEPARATE).
+  template <int Begin, class L>
+  DUALCAST_SEPARATE DUALCAST_HD void chunk_apart(L const *in, L *out) const {
+    chunk<Begin>(in, out);
+  }
+  template <int Begin, class L> DUALCAST_HD void chunks_apart(L const *in, L *out) const {
+    chunk_apart<Begin>(in, out);
+    if constexpr (Begin + C < A)
+      chunks_apart<Begin + C>(in, out);
+  }
+  // sum over outputs in a fixed order: ybar_0 * p_0 + ybar_1 * p_1 + ... Guarded: a term with a
+  // zero factor is zero even when the other is infinite or NaN -- an output nobody uses (ybar 0)
+  // at a point where its partial is NaN, or a zero partial (relu below 0) under an infinite
+  // cotangent (sqrt at 0) -- as the same program gives unfused, node by node, and as PyTorch
+  // gives. Computed only where the plain sum is not finite.
+  template <bool Guarded, class R, class L, std::size_t k0, std::size_t... k>
   DUALCAST_HD static L contract(R const &r, L const *ybar, int q, std::index_sequence<k0, k...>) {
-    L acc = ybar[k0] * partial_lane<L>(get<k0>(r), q);
-    ((acc = acc + ybar[k] * partial_lane<L>(get<k>(r), q)), ...);
+    L acc = times<Guarded>(ybar[k0], partial_lane<L>(get<k0>(r), q));
+    ((acc = acc + times<Guarded>(ybar[k], partial_lane<L>(get<k>(r), q))), ...);
     return acc;
+  }
+  template <bool Guarded, class L> DUALCAST_HD static L times(L const &y, L const &p) {
+    if constexpr (Guarded)
+      return pick((y == L(0)) || (p == L(0)), L(0), y * p);
+    else
+      return y * p;
   }
 };
 

@@ -105,4 +105,37 @@ template <class T> var<T> concat(std::vector<var<T>> const &xs, int axis = 0) {
       xs);
 }
 
+// Stacks variables of one shape along a new axis (numpy stack): n inputs of shape s give one of
+// shape s with n inserted at `axis`.
+template <class T> var<T> stack(std::vector<var<T>> const &xs, int axis = 0) {
+  char const *op = "dualcast::stack";
+  if (xs.empty())
+    throw shape_error(std::string(op) + ": nothing to stack");
+  shape const s = xs[0].dims();
+  int ax = detail::normalize_axis(op, axis, s.rank + 1);
+  for (std::size_t i = 1; i < xs.size(); ++i)
+    if (!(xs[i].dims() == s))
+      throw shape_error(std::string(op) + ": input " + std::to_string(i) + " has shape " +
+                        to_string(xs[i].dims()) + " but input 0 has shape " + to_string(s));
+  shape r;
+  r.rank = s.rank + 1;
+  for (int d = 0, j = 0; d < r.rank; ++d)
+    r.ext[d] = d == ax ? index_t(xs.size()) : s.ext[j++];
+  return custom_op(
+      "stack",
+      [&](auto const &, auto &, std::vector<tensor<T>> const &values) {
+        tensor<T> y = tensor<T>::empty(r, values[0].dev());
+        for (std::size_t i = 0; i < values.size(); ++i)
+          y.select(ax, index_t(i)).assign_raw(values[i]);
+        return y;
+      },
+      [ax](auto const &, auto const &, auto &g) {
+        tensor<T> gy = g.out(0);
+        for (std::size_t i = 0; i < g.inputs(); ++i)
+          if (g.needs(i))
+            g.add(i, gy.select(ax, index_t(i)));
+      },
+      xs);
+}
+
 } // namespace dualcast

@@ -23,18 +23,29 @@
 
 namespace dualcast::detail {
 
+// y * p, where with Guarded a zero factor wins over an infinite or NaN one (see vjp_op::contract,
+// detail/element_ops.hpp: the store and recompute nodes give the same gradients).
+template <bool Guarded, class Y, class P> DUALCAST_HD auto times(Y const &y, P const &p) {
+  if constexpr (Guarded)
+    return pick((y == Y(0)) || (p == P(0)), Y(0), y * p);
+  else
+    return y * p;
+}
 // sum_k y_k * p_k over argument pairs (y0, p0, y1, p1, ...), in a fixed order.
-template <class Y, class P, class... R>
+template <bool Guarded, class Y, class P, class... R>
 DUALCAST_HD auto contract_pairs(Y const &y, P const &p, R const &...r) {
   if constexpr (sizeof...(R) == 0)
-    return y * p;
+    return times<Guarded>(y, p);
   else
-    return y * p + contract_pairs(r...);
+    return times<Guarded>(y, p) + contract_pairs<Guarded>(r...);
 }
 // Function objects, not lambdas: nvcc runs them on the GPU too.
 struct contract_fn {
   template <class... A> DUALCAST_HD auto operator()(A const &...a) const {
-    return contract_pairs(a...);
+    auto r = contract_pairs<false>(a...);
+    if (!all_finite(r)) [[unlikely]]
+      r = contract_pairs<true>(a...);
+    return r;
   }
 };
 inline constexpr kernel<contract_fn> contract_kernel{contract_fn{}};
@@ -43,14 +54,17 @@ inline constexpr kernel<contract_fn> contract_kernel{contract_fn{}};
 //   xbar_a [+]= sum_k ybar_k * P[k, a],  a = 0 .. NA - 1.
 // Arguments: ybar_0 .. ybar_{K-1}, then P in k-major order.
 template <int K, int NA> struct contract_all_fn {
-  template <std::size_t A, std::size_t... k, class... X>
+  template <bool Guarded, std::size_t A, std::size_t... k, class... X>
   DUALCAST_HD static auto term(std::index_sequence<k...>, X const &...x) {
     // the same order of operations as contract_pairs
-    return ((nth<k>(x...) * nth<K + k * NA + A>(x...)) + ...);
+    return (times<Guarded>(nth<k>(x...), nth<K + k * NA + A>(x...)) + ...);
   }
   template <std::size_t... A, class... X>
   DUALCAST_HD static auto all(std::index_sequence<A...>, X const &...x) {
-    return outputs(term<A>(std::make_index_sequence<K>{}, x...)...);
+    auto r = outputs(term<false, A>(std::make_index_sequence<K>{}, x...)...);
+    if (!(all_finite(get<A>(r)) && ...)) [[unlikely]]
+      r = outputs(term<true, A>(std::make_index_sequence<K>{}, x...)...);
+    return r;
   }
   template <class... X> DUALCAST_HD auto operator()(X const &...x) const {
     return all(std::make_index_sequence<NA>{}, x...);

@@ -1,0 +1,156 @@
+// bench/tape_overhead.cpp: what the tape costs per node on small arrays.
+//
+// node_chain: a chain of fused nodes h <- tanh(h * w + b) (3 inputs, 1 output, recompute policy)
+//   over n elements, recorded and then run backward; per node: the time to record it (its
+//   forward pass included) and the time of its backward, at n = 14, 256, 4096, 65536. Variants:
+//   fused (dc::fused), lazy (the same written with operators: one fused node per step), unfused
+//   (the lazy code on a tape with fused == false: one node per operation).
+// dlstm: ADBench's D-LSTM (examples/models/dlstm.hpp: each layer-step one fused node) at l = 2
+//   and 4, c = 1024: the objective (constants: nothing recorded), the objective and its gradient,
+//   and a plain double-precision C++ objective, interleaved in each repetition.
+// Output: CSV rows benchmark,variant,size,threads,median_ms,us_per_node,nodes,ratio_to_plain.
+//   tape_overhead [--reps N] [--threads N] [--quick] [--data DIR]
+#include "models/dlstm.hpp"
+
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
+#include <cstdlib>
+#include <string>
+#include <vector>
+
+namespace dc = dualcast;
+
+namespace {
+
+using clock_type = std::chrono::steady_clock;
+double ms_since(clock_type::time_point t0) {
+  return std::chrono::duration<double, std::milli>(clock_type::now() - t0).count();
+}
+double median(std::vector<double> v) {
+  std::sort(v.begin(), v.end());
+  return v[v.size() / 2];
+}
+
+struct tanh_affine {
+  template <class H, class W, class B> DUALCAST_HD auto operator()(H h, W w, B b) const {
+    return dc::tanh(h * w + b);
+  }
+};
+constexpr dc::kernel<tanh_affine> step{tanh_affine{}};
+
+// One repetition of a chain of `nodes` steps over n elements: {record ms, backward ms}.
+std::pair<double, double> chain(int variant, dc::index_t n, int nodes, int threads) {
+  dc::tape tp;
+  tp.ex = dc::cpu{threads};
+  tp.default_policy = dc::policy_kind::recompute;
+  tp.fused = variant != 2;
+  auto w = tp.variable(dc::tensor<double>::full({n}, 0.9));
+  auto b = tp.variable(dc::tensor<double>::full({n}, 0.1));
+  auto h = tp.variable(dc::tensor<double>::full({n}, 0.5));
+  auto t0 = clock_type::now();
+  dc::var<double> x = h;
+  for (int i = 0; i < nodes; ++i) {
+    if (variant == 0)
+      x = dc::fused(dc::policy::recompute, step, x, w, b);
+    else
+      x = dc::tanh(x * w + b); // materialised by the assignment: one node, or one per operation
+  }
+  double record = ms_since(t0);
+  auto seed = dc::tensor<double>::full({n}, 1.0);
+  t0 = clock_type::now();
+  tp.backward(std::vector<dc::var<double>>{x}, std::vector<dc::tensor<double>>{seed});
+  return {record, ms_since(t0)};
+}
+
+} // namespace
+
+int main(int argc, char **argv) {
+  int reps = 21, threads = 2;
+  bool quick = false;
+  std::string data = DUALCAST_DATA_DIR;
+  for (int i = 1; i < argc; ++i) {
+    std::string a = argv[i];
+    if (a == "--reps" && i + 1 < argc)
+      reps = std::atoi(argv[++i]);
+    else if (a == "--threads" && i + 1 < argc)
+      threads = std::atoi(argv[++i]);
+    else if (a == "--data" && i + 1 < argc)
+      data = argv[++i];
+    else if (a == "--quick")
+      quick = true;
+  }
+  if (quick)
+    reps = 3;
+  std::printf("benchmark,variant,size,threads,median_ms,us_per_node,nodes,ratio_to_plain\n");
+
+  // ---- node chains --------------------------------------------------------------------------
+  char const *names[] = {"fused", "lazy", "unfused"};
+  for (dc::index_t n : {dc::index_t(14), dc::index_t(256), dc::index_t(4096), dc::index_t(65536)}) {
+    int nodes = int(std::max<dc::index_t>(64, std::min<dc::index_t>(4096, (dc::index_t(1) << 22) / n)));
+    if (quick)
+      nodes = std::min(nodes, 256);
+    std::vector<double> rec[3], bwd[3];
+    for (int r = 0; r < reps; ++r)
+      for (int v = 0; v < 3; ++v) { // interleaved
+        auto [a, b] = chain(v, n, nodes, threads);
+        rec[v].push_back(a), bwd[v].push_back(b);
+      }
+    for (int v = 0; v < 3; ++v) {
+      int per = v == 2 ? 3 : 1; // unfused: tanh, *, + are three nodes per step
+      double mr = median(rec[v]), mb = median(bwd[v]);
+      std::printf("node_chain,%s_record,%ld,%d,%.4f,%.3f,%d,\n", names[v], long(n), threads, mr,
+                  1e3 * mr / nodes, nodes * per);
+      std::printf("node_chain,%s_backward,%ld,%d,%.4f,%.3f,%d,\n", names[v], long(n), threads, mb,
+                  1e3 * mb / nodes, nodes * per);
+      std::printf("node_chain,%s_record_and_backward,%ld,%d,%.4f,%.3f,%d,\n", names[v], long(n),
+                  threads, mr + mb, 1e3 * (mr + mb) / nodes, nodes * per);
+      std::fflush(stdout);
+    }
+  }
+
+  // ---- the D-LSTM ---------------------------------------------------------------------------
+  for (int layers : {2, 4}) {
+    dlstm::problem p =
+        dlstm::read_adbench(data + "/adbench-lstm/lstm_l" + std::to_string(layers) + "_c1024.txt");
+    auto M = dc::tensor<double>::from({2 * p.l, 4 * p.b}, p.main);
+    auto E = dc::tensor<double>::from({3, p.b}, p.extra);
+    std::vector<double> plain, objective, gradient;
+    std::size_t nodes = 0;
+    double sink = 0;
+    for (int r = 0; r < reps; ++r) {
+      auto t0 = clock_type::now();
+      sink += dlstm::objective_plain(p);
+      plain.push_back(ms_since(t0));
+
+      t0 = clock_type::now();
+      {
+        dc::tape tp;
+        tp.ex = dc::cpu{threads};
+        sink += dlstm::loss(p, tp.constant(M), tp.constant(E)).item();
+      }
+      objective.push_back(ms_since(t0));
+
+      t0 = clock_type::now();
+      {
+        dc::tape tp;
+        tp.ex = dc::cpu{threads};
+        auto m = tp.variable(M), e = tp.variable(E);
+        auto loss = dlstm::loss(p, m, e);
+        tp.backward(loss);
+        sink += m.grad().data()[0];
+        nodes = tp.node_count();
+      }
+      gradient.push_back(ms_since(t0));
+    }
+    std::string size = "l" + std::to_string(p.l) + "_c" + std::to_string(p.c);
+    double mp = median(plain), mo = median(objective), mg = median(gradient);
+    std::printf("dlstm,plain_objective,%s,1,%.4f,,,1.00\n", size.c_str(), mp);
+    std::printf("dlstm,objective,%s,%d,%.4f,,,%.2f\n", size.c_str(), threads, mo, mo / mp);
+    std::printf("dlstm,gradient,%s,%d,%.4f,%.3f,%zu,%.2f\n", size.c_str(), threads, mg,
+                1e3 * mg / double(nodes), nodes, mg / mp);
+    std::fflush(stdout);
+    if (sink == 12345.678)
+      std::printf("#\n");
+  }
+}
