@@ -87,7 +87,8 @@ int main(int argc, char **argv) {
   // ---- node chains --------------------------------------------------------------------------
   char const *names[] = {"fused", "lazy", "unfused"};
   for (dc::index_t n : {dc::index_t(14), dc::index_t(256), dc::index_t(4096), dc::index_t(65536)}) {
-    int nodes = int(std::max<dc::index_t>(64, std::min<dc::index_t>(4096, (dc::index_t(1) << 22) / n)));
+    int nodes =
+        int(std::max<dc::index_t>(64, std::min<dc::index_t>(4096, (dc::index_t(1) << 22) / n)));
     if (quick)
       nodes = std::min(nodes, 256);
     std::vector<double> rec[3], bwd[3];

@@ -65,8 +65,8 @@ template <class T> dc::var<T> normalize_rows(dc::var<T> const &x) {
         dc::tensor<T> gy = g.out(0).contiguous();
         auto gx = dc::tensor<T>::empty(gy.dims(), gy.dev());
         dc::for_each(ex, rows,
-                     normalize_row_backward<T>{ctx.saved(0).data(), gy.data(),
-                                               ctx.saved(1).data(), gx.data(), n},
+                     normalize_row_backward<T>{ctx.saved(0).data(), gy.data(), ctx.saved(1).data(),
+                                               gx.data(), n},
                      n);
         g.add(0, gx);
       },

@@ -29,7 +29,8 @@ int main(int argc, char **argv) {
   auto main = tp.variable(M), extra = tp.variable(E);
   auto loss = dlstm::loss(p, main, extra);
   tp.backward(loss);
-  double ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
+  double ms =
+      std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
   std::printf("D-LSTM l=%d c=%d b=%d: objective %.15f (plain C++ %.15f), gradient of %d + %d "
               "parameters in %.2f ms, %zu nodes\n",
               p.l, p.c, p.b, loss.item(), plain, rows * cols, 3 * p.b, ms, tp.node_count());

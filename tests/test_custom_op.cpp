@@ -155,8 +155,7 @@ inline V64 scale_by(V64 const &x, T64 const &c) {
         CHECK(!g.needs(1)); // the constant
         auto gy = g.out(0);
         auto gx = T64::empty(gy.dims());
-        dc::apply(ex, mul, dc::out(gx.raw_view()), gy.cview(),
-                  ctx.saved(0).cview());
+        dc::apply(ex, mul, dc::out(gx.raw_view()), gy.cview(), ctx.saved(0).cview());
         g.add(0, gx); // of the broadcast shape: summed to x's
       },
       x, c);
@@ -195,7 +194,9 @@ TEST_CASE("custom_op: two outputs, one of them unreached by backward") {
 TEST_CASE("custom_op: a run-time number of inputs, state from forward, constants") {
   auto x0 = random_tensor({3, 2}, 6), x1 = random_tensor({3, 2}, 7), x2 = random_tensor({3, 2}, 8);
   check_gradients(
-      [](auto const &v) { return user_ops::weighted_sum({v[0], v[1], v[2], v[0]}, {1, -2, 3, 4}); },
+      [](auto const &v) {
+        return user_ops::weighted_sum({v[0], v[1], v[2], v[0]}, {1, -2, 3, 4});
+      },
       {x0, x1, x2});
   check_gradients([](auto const &v) { return user_ops::row_max(v[0] * 1.5); },
                   {random_tensor({4, 6}, 9)});

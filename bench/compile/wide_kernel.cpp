@@ -64,7 +64,8 @@ int main() {
 #if MODE == 3
   std::vector<dc::tensor<double>> outs, grads, seeds;
   for (int i = 0; i < n_out; ++i)
-    outs.push_back(dc::tensor<double>::empty({b})), seeds.push_back(dc::tensor<double>::full({b}, 1.0));
+    outs.push_back(dc::tensor<double>::empty({b})),
+        seeds.push_back(dc::tensor<double>::full({b}, 1.0));
   for (int i = 0; i < n_in; ++i)
     grads.push_back(dc::tensor<double>::empty({b}));
   [&]<std::size_t... I, std::size_t... O>(std::index_sequence<I...>, std::index_sequence<O...>) {
@@ -72,7 +73,8 @@ int main() {
     dc::apply(ex, step, dc::out(outs[O].raw_view()...), values[I].cview()...);
     dc::vjp(ex, step, dc::out(grads[I].raw_view()...), dc::in(values[I].cview()...),
             dc::in(seeds[O].cview()...));
-  }(std::make_index_sequence<n_in>{}, std::make_index_sequence<n_out>{});
+  }
+  (std::make_index_sequence<n_in>{}, std::make_index_sequence<n_out>{});
   std::printf("%g\n", grads[0].item() + outs[0].item());
 #else
   dc::tape tp;
@@ -87,7 +89,8 @@ int main() {
 #else
     return dc::fused(step, v[I]...);
 #endif
-  }(std::make_index_sequence<n_in>{});
+  }
+  (std::make_index_sequence<n_in>{});
   auto loss = dc::sum(r[0]);
   for (int k = 1; k < n_out; ++k)
     loss = loss + dc::sum(r[std::size_t(k)]);

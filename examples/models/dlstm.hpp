@@ -91,14 +91,14 @@ inline double objective_plain(problem const &p) {
 }
 
 // ---- with dualcast ----------------------------------------------------------------------------
-// One layer-step, as one fused kernel: (x, h, s, w_f, w_i, w_o, w_g, b_f, b_i, b_o, b_g) -> (h', s').
-// A function object (not a lambda) so that nvcc can run it too.
+// One layer-step, as one fused kernel: (x, h, s, w_f, w_i, w_o, w_g, b_f, b_i, b_o, b_g) -> (h',
+// s'). A function object (not a lambda) so that nvcc can run it too.
 struct layer_step {
   template <class X, class H, class S, class WF, class WI, class WO, class WG, class BF, class BI,
             class BO, class BG>
   DUALCAST_HD auto operator()(X const &x, H const &h, S const &s, WF const &wf, WI const &wi,
-                              WO const &wo, WG const &wg, BF const &bf, BI const &bi,
-                              BO const &bo, BG const &bg) const {
+                              WO const &wo, WG const &wg, BF const &bf, BI const &bi, BO const &bo,
+                              BG const &bg) const {
     auto f = dc::sigmoid(x * wf + bf);
     auto i = dc::sigmoid(h * wi + bi);
     auto o = dc::sigmoid(x * wo + bo);
@@ -174,9 +174,9 @@ dc::var<T> loss(problem const &p, dc::var<T> const &main, dc::var<T> const &extr
     }
     last.push_back(h[std::size_t(l - 1)]);
   }
-  auto y = dc::stack(last, 0) * prm.out_weight + prm.out_bias;           // (c - 1, b)
-  auto lse = dc::log(dc::sum(dc::exp(y), {1}, true) + 2.0);            // (c - 1, 1)
-  auto total = dc::sum((y - lse) * seq.slice(0, 1, c));                 // the next characters
+  auto y = dc::stack(last, 0) * prm.out_weight + prm.out_bias; // (c - 1, b)
+  auto lse = dc::log(dc::sum(dc::exp(y), {1}, true) + 2.0);    // (c - 1, 1)
+  auto total = dc::sum((y - lse) * seq.slice(0, 1, c));        // the next characters
   return total * (T(-1) / (T(c - 1) * T(b)));
 }
 

@@ -123,7 +123,8 @@ void vjp_arrays(Ex const &ex, kernel<F, S> const &k, array_args<T, N> const &ins
     scratch = backend_buffer<T>(hook{}, ex, index_t(n_scratch) * s.size());
   std::array<view<T>, NA> outs;
   for (int a = 0, j = 0; a < NA; ++a) {
-    outs[std::size_t(a)] = direct[a] ? xv[std::size_t(a)] : view<T>(scratch.get() + j++ * s.size(), s);
+    outs[std::size_t(a)] =
+        direct[a] ? xv[std::size_t(a)] : view<T>(scratch.get() + j++ * s.size(), s);
     add[a] = add_in[a] && direct[a]; // (broadcast ones are added by the reduction afterwards)
   }
   auto plan = plan_with_args<T, Layout::num_arrays + K, NA>(s, ins);
@@ -211,8 +212,8 @@ void jvp(Ex const &ex, kernel<F, S> const &k, active_set<C, I...>, pack<O...> co
     all[std::size_t(i)] = i < K ? ov[std::size_t(i)] : tv[std::size_t(i - K)];
     add[std::size_t(i)] = i < K ? outs.add[std::size_t(i)] : out_tangents.add[std::size_t(i - K)];
   }
-  auto ins = std::apply([](auto const &...a) { return detail::collect_arrays<T>(a...); },
-                        inputs.items);
+  auto ins =
+      std::apply([](auto const &...a) { return detail::collect_arrays<T>(a...); }, inputs.items);
   detail::output_roles<2 * K> roles("output", K, "output tangent");
   shape s = ov[0].dims();
   detail::check_call(op_name, ins.views.data(), ins.pos.data(), ins.size, all.data(), roles.role,
@@ -253,12 +254,13 @@ void vjp(Ex const &ex, kernel<F, S> const &k, active_set<C, I...>, pack<X...> co
   bool add[NA > 0 ? NA : 1];
   for (int a = 0; a < NA; ++a)
     add[a] = accumulate || in_cotangents.add[std::size_t(a)];
-  auto ins = std::apply([](auto const &...a) { return detail::collect_arrays<T>(a...); },
-                        inputs.items);
+  auto ins =
+      std::apply([](auto const &...a) { return detail::collect_arrays<T>(a...); }, inputs.items);
   auto scalars =
       std::apply([](auto const &...a) { return detail::scalar_table<F>(a...); }, inputs.items);
-  detail::vjp_arrays<S, F, Layout, K, Active>(ex, k, ins, scalars, detail::views_of<T>(in_cotangents),
-                                              add, detail::const_views_of<T>(out_cotangents));
+  detail::vjp_arrays<S, F, Layout, K, Active>(ex, k, ins, scalars,
+                                              detail::views_of<T>(in_cotangents), add,
+                                              detail::const_views_of<T>(out_cotangents));
 }
 
 // ---- defaults: every array argument active ----------------------------------------------------

@@ -212,7 +212,7 @@ template <std::size_t NO, class T> auto unwrap(std::array<var<T>, NO> &&r) {
 // A new tape operation from a forward and a backward (see the file comment), with fixed inputs.
 template <class State = no_state, class Fwd, class Bwd, class... In>
 requires((var_like<In> || is_tensor_v<In>)&&...) auto custom_op(std::string_view name, Fwd &&fwd,
-                                                                  Bwd &&bwd, In const &...in) {
+                                                                Bwd &&bwd, In const &...in) {
   if constexpr ((lazy_expr<In> || ...)) {
     return custom_op<State>(name, std::forward<Fwd>(fwd), std::forward<Bwd>(bwd),
                             detail::as_var(in)...);
@@ -251,8 +251,7 @@ requires((var_like<In> || is_tensor_v<In>)&&...) auto custom_op(std::string_view
     constexpr std::size_t NO = detail::outputs_of<R>::count;
     std::array<tensor<T>, NO> ys = detail::outputs_of<R>::list(y);
     return detail::unwrap<NO>(detail::record_custom<T, State, NI, NO>(
-        name, tp, dev, host, ys, std::move(slots), std::move(ctx), std::forward<Bwd>(bwd),
-        needs));
+        name, tp, dev, host, ys, std::move(slots), std::move(ctx), std::forward<Bwd>(bwd), needs));
   }
 }
 

@@ -138,8 +138,8 @@ DUALCAST_HD constexpr dual<T, N> chain2_checked(dual<T, N> const &x, dual<T, N> 
     if (!all_finite(dfdx) || !all_finite(dfdy)) {
       dual<T, N> r(value);
       for (int i = 0; i < N; ++i)
-        r.d[i] = pick(x.d[i] == T(0), T(0), dfdx * x.d[i]) +
-                 pick(y.d[i] == T(0), T(0), dfdy * y.d[i]);
+        r.d[i] =
+            pick(x.d[i] == T(0), T(0), dfdx * x.d[i]) + pick(y.d[i] == T(0), T(0), dfdy * y.d[i]);
       return r;
     }
   }

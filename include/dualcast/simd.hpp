@@ -129,9 +129,7 @@ template <class T, int W> struct mask {
   bool any() const { return bits() != 0; }
   // Branching on a mask: the truth of the running path's lanes, splitting the path where they
   // disagree (detail::lane_paths).
-  explicit operator bool() const {
-    return detail::current_lane_paths().take(bits(), all_bits);
-  }
+  explicit operator bool() const { return detail::current_lane_paths().take(bits(), all_bits); }
   static constexpr std::uint32_t all_bits = W == 32 ? ~0u : (std::uint32_t(1) << W) - 1;
   // The mask whose lane i is set iff bit i of b is.
   static mask from_bits(std::uint32_t b) {

@@ -8,14 +8,15 @@
 //   tp.zero_grad(); tp.clear();               // next iteration
 //
 // Every operation on variables records ONE node holding what its backward needs (the tensors it
-// saved and a closure), in the tape's arena (detail/tape_node.hpp). Nodes run in reverse recording order, which is a topological order of
-// a define-by-run graph. Backward frees the nodes' saved data unless keep_graph is asked for; a
-// second backward through freed nodes throws dualcast::tape_error. Each saved tensor's storage
-// version is recorded; if it changed when backward reaches the node (an in-place write after the
-// save), backward throws dualcast::version_error naming the operation. A backward that throws
-// leaves every leaf gradient as it was before it started (each backward writes fresh leaf
-// gradients and adds them to the old ones only when it succeeds); the nodes it had already run
-// are consumed, as they would have been by a successful backward.
+// saved and a closure), in the tape's arena (detail/tape_node.hpp). Nodes run in reverse recording
+// order, which is a topological order of a define-by-run graph. Backward frees the nodes' saved
+// data unless keep_graph is asked for; a second backward through freed nodes throws
+// dualcast::tape_error. Each saved tensor's storage version is recorded; if it changed when
+// backward reaches the node (an in-place write after the save), backward throws
+// dualcast::version_error naming the operation. A backward that throws leaves every leaf gradient
+// as it was before it started (each backward writes fresh leaf gradients and adds them to the old
+// ones only when it succeeds); the nodes it had already run are consumed, as they would have been
+// by a successful backward.
 //
 // Operations run where their operands live (detail/device_dispatch.hpp): on the tape's CPU
 // executor `ex` for host tensors, on the CUDA executor (default stream) for CUDA tensors in
@@ -159,8 +160,9 @@ public:
   }
   template <class T> var<T> constant(tensor<T> value) { return variable(std::move(value), false); }
 
-  // ---- recording (used by operations) ------------------------------------------------------------
-  // An output variable of an operation: requires gradients iff `needs` (some input does).
+  // ---- recording (used by operations)
+  // ------------------------------------------------------------ An output variable of an
+  // operation: requires gradients iff `needs` (some input does).
   template <class T> var<T> make_output(tensor<T> value, bool needs) {
     if (!needs)
       return var<T>(std::move(value), nullptr, this);
@@ -338,7 +340,9 @@ template <class T> inline constexpr bool is_var_v = is_var<std::remove_cvref_t<T
 // A variable or a lazy elementwise expression over variables (ops/lazy/expr.hpp), which every
 // operation accepts and materialises (ONE fused node) first.
 template <class X>
-concept lazy_expr = requires { std::remove_cvref_t<X>::is_dualcast_expr; };
+concept lazy_expr = requires {
+  std::remove_cvref_t<X>::is_dualcast_expr;
+};
 template <class X>
 concept var_like = is_var_v<X> || lazy_expr<X>;
 namespace detail {
@@ -348,7 +352,8 @@ template <class X> decltype(auto) as_var(X const &x) {
   else
     return (x);
 }
-template <class X> using var_of_t = std::remove_cvref_t<decltype(as_var(std::declval<X const &>()))>;
+template <class X>
+using var_of_t = std::remove_cvref_t<decltype(as_var(std::declval<X const &>()))>;
 } // namespace detail
 
 // Finds the tape of the variables among args (all must share it); nullptr if there are none.

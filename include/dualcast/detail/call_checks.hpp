@@ -64,8 +64,7 @@ shape broadcast_args(char const *op, view<T const> const *v, int const *pos, std
   return broadcast_shapes(
       op, [v](int i) -> shape const & { return v[i].dims(); }, pos, int(n));
 }
-template <class T, std::size_t N>
-shape broadcast_args(char const *op, array_args<T, N> const &a) {
+template <class T, std::size_t N> shape broadcast_args(char const *op, array_args<T, N> const &a) {
   return broadcast_args(op, a.views.data(), a.pos.data(), N);
 }
 
@@ -137,9 +136,8 @@ shape const &shape_at(view<T const> const *v, int const *pos, std::size_t n, int
 template <class T>
 [[gnu::noinline]] void check_tangents(char const *op, view<T const> const *v, int const *pos,
                                       std::size_t n, int const *active, view<T const> const *tin,
-                                      std::size_t n_active, view<T> const *outs,
-                                      std::size_t n_out, char const *const *roles,
-                                      int const *idx, shape const &s) {
+                                      std::size_t n_active, view<T> const *outs, std::size_t n_out,
+                                      char const *const *roles, int const *idx, shape const &s) {
   for (std::size_t a = 0; a < n_active; ++a) {
     shape const &xs = shape_at(v, pos, n, active[a]);
     if (!(tin[a].dims() == xs))
@@ -178,16 +176,16 @@ template <class T>
     bool ok = true;
     s = broadcast_pair(s, yv[i].dims(), ok);
     if (!ok)
-      throw shape_error(std::string(op) + ": output cotangent " + std::to_string(i) +
-                        " of shape " + to_string(yv[i].dims()) +
-                        " does not broadcast with the inputs' shape " + to_string(s_in));
+      throw shape_error(std::string(op) + ": output cotangent " + std::to_string(i) + " of shape " +
+                        to_string(yv[i].dims()) + " does not broadcast with the inputs' shape " +
+                        to_string(s_in));
   }
   for (std::size_t a = 0; a < n_active; ++a) {
     shape const &xs = shape_at(v, pos, n, active[a]);
     if (!(xv[a].dims() == xs))
-      throw shape_error(std::string(op) + ": input cotangent " + std::to_string(a) +
-                        " has shape " + to_string(xv[a].dims()) + " but argument " +
-                        std::to_string(active[a]) + " has shape " + to_string(xs));
+      throw shape_error(std::string(op) + ": input cotangent " + std::to_string(a) + " has shape " +
+                        to_string(xv[a].dims()) + " but argument " + std::to_string(active[a]) +
+                        " has shape " + to_string(xs));
     direct[a] = xs == s;
     for (int d = 0; d < xv[a].rank() && xv[a].size() > 0; ++d)
       if (xv[a].extent(d) > 1 && xv[a].stride(d) == 0)

@@ -141,7 +141,8 @@ template <class F, class Layout, int K, class Active> struct partials_op : op_ba
     else
       chunks_apart<0>(in, out);
   }
-  template <int Begin, class L> DUALCAST_HD DUALCAST_FORCEINLINE void chunk(L const *in, L *out) const {
+  template <int Begin, class L>
+  DUALCAST_HD DUALCAST_FORCEINLINE void chunk(L const *in, L *out) const {
     constexpr int width = (A - Begin) < C ? (A - Begin) : C;
     auto make = [&](auto p) {
       return chunk_arg<Active, Begin, width, decltype(p)::value>(*this, in);
@@ -214,7 +215,8 @@ template <class F, class Layout, int K, class Active> struct vjp_op : op_base<F,
     else
       chunks_apart<0>(in, out);
   }
-  template <int Begin, class L> DUALCAST_HD DUALCAST_FORCEINLINE void chunk(L const *in, L *out) const {
+  template <int Begin, class L>
+  DUALCAST_HD DUALCAST_FORCEINLINE void chunk(L const *in, L *out) const {
     constexpr int width = (A - Begin) < C ? (A - Begin) : C;
     auto make = [&](auto p) {
       return chunk_arg<Active, Begin, width, decltype(p)::value>(*this, in);

@@ -79,9 +79,7 @@ template <int C, class Layout, int P = 0, int... Acc> constexpr auto all_arrays_
 
 // The argument layout and scalar table of a call whose arguments are a std::tuple.
 template <class Args> struct layout_of;
-template <class... A> struct layout_of<std::tuple<A...>> {
-  using type = arg_layout<A...>;
-};
+template <class... A> struct layout_of<std::tuple<A...>> { using type = arg_layout<A...>; };
 
 // The default active set: every array argument.
 template <class... A>

@@ -74,8 +74,8 @@ template <class T, std::size_t K, class Bwd> class fn_node final : public node {
 public:
   fn_node(char const *name, std::array<std::shared_ptr<grad_slot<T>>, K> outs, Bwd &&bwd,
           saved_tensor *saved, std::size_t n_saved)
-      : node(name), outs_(std::move(outs)), bwd_(std::move(bwd)), saved_(saved),
-        n_saved_(n_saved) {}
+      : node(name), outs_(std::move(outs)), bwd_(std::move(bwd)), saved_(saved), n_saved_(n_saved) {
+  }
   ~fn_node() override { destroy_saved(); }
 
   bool reached() const override {

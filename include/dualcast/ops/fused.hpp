@@ -77,7 +77,9 @@ requires(is_policy_v<P> && !(lazy_expr<A> || ...)) auto fused(P, kernel<F, S> co
   return detail::on_device(name, dev, host, [&](auto const &ex) {
     auto args = std::make_tuple(detail::as_kernel_arg<T>(a)...);
     shape const s = std::apply(
-        [&](auto const &...x) { return detail::broadcast_args(name, detail::collect_arrays<T>(x...)); },
+        [&](auto const &...x) {
+          return detail::broadcast_args(name, detail::collect_arrays<T>(x...));
+        },
         args);
     std::array<tensor<T>, K> outs;
     for (auto &o : outs)
@@ -86,8 +88,7 @@ requires(is_policy_v<P> && !(lazy_expr<A> || ...)) auto fused(P, kernel<F, S> co
     std::array<var<T>, K> result;
     if (info.n_required == 0) {
       [&]<std::size_t... o>(std::index_sequence<o...>) {
-        std::apply([&](auto const &...x) { apply(ex, k, out(outs[o].raw_view()...), x...); },
-                   args);
+        std::apply([&](auto const &...x) { apply(ex, k, out(outs[o].raw_view()...), x...); }, args);
       }
       (std::make_index_sequence<K>{});
       for (int i = 0; i < K; ++i)
@@ -102,19 +103,19 @@ requires(is_policy_v<P> && !(lazy_expr<A> || ...)) auto fused(P, kernel<F, S> co
                               s.size(), sizeof(T), info.input_bytes);
     if constexpr (compiled::store) {
       if (chosen == policy_kind::store || !compiled::recompute) {
-        detail::store_node<T, K, Active>(
-            ex, *tp, k, args, outs,
-            detail::make_core<T>(tp->node_memory(), refs.data(), refs.size(), result.data(), K,
-                                 false, std::size_t(K * NA), dev, host, s));
+        detail::store_node<T, K, Active>(ex, *tp, k, args, outs,
+                                         detail::make_core<T>(tp->node_memory(), refs.data(),
+                                                              refs.size(), result.data(), K, false,
+                                                              std::size_t(K * NA), dev, host, s));
         return detail::wrap_outputs(result);
       }
     }
     if constexpr (compiled::recompute) {
       // (the array inputs kept alive, and version-checked, for the re-evaluation)
-      detail::recompute_node<T, K, Active>(
-          ex, *tp, k, args, outs,
-          detail::make_core<T>(tp->node_memory(), refs.data(), refs.size(), result.data(), K,
-                               true, 0, dev, host, s));
+      detail::recompute_node<T, K, Active>(ex, *tp, k, args, outs,
+                                           detail::make_core<T>(tp->node_memory(), refs.data(),
+                                                                refs.size(), result.data(), K, true,
+                                                                0, dev, host, s));
     }
     return detail::wrap_outputs(result);
   });

@@ -17,8 +17,7 @@ namespace dualcast {
 
 template <var_like X> auto transpose(X const &x, int a = 0, int b = 1) {
   return custom_op(
-      "transpose",
-      [&](auto const &, auto &, auto const &xv) { return xv.transposed(a, b); },
+      "transpose", [&](auto const &, auto &, auto const &xv) { return xv.transposed(a, b); },
       [a, b](auto const &, auto const &, auto &g) { g.add(0, g.out(0).transposed(a, b)); }, x);
 }
 

@@ -97,7 +97,8 @@ template <class T> struct softmax_row_backward {
   }
 };
 
-template <class X> auto softmax_like(char const *op, X const &x, int axis, int mode, bool keepdims) {
+template <class X>
+auto softmax_like(char const *op, X const &x, int axis, int mode, bool keepdims) {
   using T = typename var_of_t<X>::value_type;
   auto const &v = as_var(x);
   int ax = normalize_axis(op, axis, v.rank());
@@ -122,8 +123,7 @@ template <class X> auto softmax_like(char const *op, X const &x, int axis, int m
         if (mode == 2)
           ys.ext[ys.rank - 1] = 1;
         tensor<T> yp = tensor<T>::empty(ys, xv.dev());
-        parallel_for(ex, rv.rows, 4 * rv.n,
-                     softmax_row<T>{rv.data.data(), yp.data(), rv.n, mode});
+        parallel_for(ex, rv.rows, 4 * rv.n, softmax_row<T>{rv.data.data(), yp.data(), rv.n, mode});
         ctx.data = {yp, rv.perm, rv.rows, rv.n};
         ctx.save(yp, "result");
         if (mode == 2) {
@@ -142,9 +142,9 @@ template <class X> auto softmax_like(char const *op, X const &x, int axis, int m
         tensor<T> gc = mode == 2 ? gy.contiguous().reshape(gs) : gy.permuted(st.perm).contiguous();
         tensor<T> xp = mode == 2 ? ctx.saved(1) : tensor<T>{};
         tensor<T> gx = tensor<T>::empty(mode == 2 ? xp.dims() : gs, gy.dev());
-        parallel_for(ex, st.rows, 4 * st.n,
-                     softmax_row_backward<T>{st.yp.data(), gc.data(), xp.data(), gx.data(), st.n,
-                                             mode});
+        parallel_for(
+            ex, st.rows, 4 * st.n,
+            softmax_row_backward<T>{st.yp.data(), gc.data(), xp.data(), gx.data(), st.n, mode});
         g.add(0, from_rows(gx, st.perm));
       },
       v);

@@ -15,9 +15,7 @@
 #include <string>
 
 namespace dualcast {
-template <> struct executor_traits<cpu> {
-  static constexpr bool is_executor = true;
-};
+template <> struct executor_traits<cpu> { static constexpr bool is_executor = true; };
 } // namespace dualcast
 
 namespace dualcast::detail {

@@ -16,9 +16,7 @@
 #include <string>
 
 namespace dualcast {
-template <> struct executor_traits<cuda> {
-  static constexpr bool is_executor = true;
-};
+template <> struct executor_traits<cuda> { static constexpr bool is_executor = true; };
 } // namespace dualcast
 
 namespace dualcast::detail {

@@ -35,9 +35,7 @@
 namespace dualcast {
 
 // What the front end may ask of an executor type; a backend specialises it for its executor.
-template <class Ex> struct executor_traits {
-  static constexpr bool is_executor = false;
-};
+template <class Ex> struct executor_traits { static constexpr bool is_executor = false; };
 template <class Ex>
 inline constexpr bool is_executor_v = executor_traits<std::remove_cvref_t<Ex>>::is_executor;
 

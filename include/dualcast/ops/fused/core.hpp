@@ -41,8 +41,7 @@ struct fused_args_info {
   std::size_t input_bytes = 0;    // of the array arguments
 };
 template <class T>
-[[gnu::noinline]] fused_args_info inspect_args(char const *op, arg_ref<T> const *r,
-                                               std::size_t n) {
+[[gnu::noinline]] fused_args_info inspect_args(char const *op, arg_ref<T> const *r, std::size_t n) {
   fused_args_info info;
   bool first = true;
   int first_pos = 0;
@@ -95,11 +94,16 @@ template <class T>
   std::size_t nv = 0;
   for (std::size_t i = 0; i < n; ++i)
     nv += r[i].v ? 1 : 0;
-  fused_core<T> c{arena_array<slot_ptr<T>>(mem, nv), arena_array<shape>(mem, nv),
-                  arena_array<slot_ptr<T>>(mem, k),  arena_array<tensor<T>>(mem, n_keep),
-                  arena_array<tensor<T>>(mem, nv),   arena_array<bool>(mem, nv),
-                  arena_array<bool>(mem, nv),        arena_array<tensor<T>>(mem, k),
-                  dev,                               host,
+  fused_core<T> c{arena_array<slot_ptr<T>>(mem, nv),
+                  arena_array<shape>(mem, nv),
+                  arena_array<slot_ptr<T>>(mem, k),
+                  arena_array<tensor<T>>(mem, n_keep),
+                  arena_array<tensor<T>>(mem, nv),
+                  arena_array<bool>(mem, nv),
+                  arena_array<bool>(mem, nv),
+                  arena_array<tensor<T>>(mem, k),
+                  dev,
+                  host,
                   s};
   for (std::size_t i = 0, a = 0; i < n; ++i)
     if (r[i].v) {

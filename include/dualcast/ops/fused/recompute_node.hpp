@@ -6,8 +6,8 @@
 
 #include <dualcast/broadcast.hpp>
 #include <dualcast/detail/grad_slot.hpp>
-#include <dualcast/ops/fused/core.hpp>
 #include <dualcast/kernel.hpp>
+#include <dualcast/ops/fused/core.hpp>
 #include <dualcast/tape.hpp>
 #include <dualcast/tensor.hpp>
 #include <dualcast/view_overlap.hpp>

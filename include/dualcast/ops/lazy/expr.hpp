@@ -254,7 +254,6 @@ template <class Op, class A, class B> auto make_binary(char const *op, A const &
   return join<T, Op>(op, as_expr<T>(a), as_expr<T>(b));
 }
 
-
 // Throws version_error if a leaf of e was modified in place since e captured it.
 template <class E> void check_versions(E const &e) {
   constexpr int NV = E::num_vars, NT = E::num_tensors;

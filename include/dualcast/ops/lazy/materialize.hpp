@@ -193,13 +193,13 @@ bool eval_shared(P pol, E0 const &big, E1 const &part, bool part_first,
   }
 }
 
-
 } // namespace detail::lz
 
 template <class T, class Tree, int NV, int NT>
 template <class P>
 var<T> expr<T, Tree, NV, NT>::eval(P pol) const {
-  static_assert(is_policy_v<P>, "dualcast::expr::eval: the argument is a policy (dualcast::policy::store, ...)");
+  static_assert(is_policy_v<P>,
+                "dualcast::expr::eval: the argument is a policy (dualcast::policy::store, ...)");
   if (cache_->owner())
     return *cache_;
   tape *tp = owner();
@@ -219,7 +219,7 @@ var<T> expr<T, Tree, NV, NT>::eval(P pol) const {
 // which one is a subexpression of the other (c2 inside h2 = sigmoid(o) * tanh(c2)), the node's
 // inputs are the larger one's leaves only (no duplicated leaves).
 template <class P, class E0, class... E>
-requires(is_policy_v<P> && detail::lz::lazy_operand<E0> &&
+requires(is_policy_v<P> &&detail::lz::lazy_operand<E0> &&
          (detail::lz::lazy_operand<E> && ...)) auto eval(P pol, E0 const &e0, E const &...es) {
   using T = detail::lz::elem_t<E0>;
   tape *tp = e0.owner();

@@ -128,7 +128,6 @@ template <bool Direct, int NV, int NT, class... Trees> struct tree_fn {
   }
 };
 
-
 // ---- sharing: an output that is a subexpression of another output (an LSTM cell's c2 inside
 // h2) reuses that output's leaves instead of adding its own duplicates -------------------------
 template <class N> struct strip { using type = N; };

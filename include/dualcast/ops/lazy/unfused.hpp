@@ -78,7 +78,6 @@ template <class T, class E> var<T> eval_eager(E const &e, memo_t<T> &memo) {
   }
 }
 
-
 } // namespace detail::lz
 
 namespace detail {
@@ -89,7 +88,6 @@ template <class T, class A> auto unfused_arg(tape &tp, A const &a) {
     return a;
 }
 } // namespace detail
-
 
 // The kernel's lambda evaluated on the variables operation by operation, each operation its own
 // node (classic unfused reverse mode). The lambda must be callable on variables: arithmetic and

@@ -29,7 +29,8 @@ template <> struct vec16<double> {
 };
 
 template <class T, int NI, int NO, class Op>
-DUALCAST_GLOBAL void __launch_bounds__(max_block) map_strided(map_params<T, NI, NO> p, index_t total, Op op) {
+DUALCAST_GLOBAL void __launch_bounds__(max_block)
+    map_strided(map_params<T, NI, NO> p, index_t total, Op op) {
   T in[NI > 0 ? NI : 1], out[NO];
   for (index_t e = index_t(blockIdx.x) * blockDim.x + threadIdx.x; e < total;
        e += index_t(gridDim.x) * blockDim.x) {
