@@ -72,7 +72,7 @@ F32 random_tensor(dc::shape const &s, unsigned seed, float scale) {
   std::uniform_real_distribution<float> u(-scale, scale);
   F32 t = F32::empty(s);
   for (dc::index_t i = 0; i < t.size(); ++i)
-    t.data()[i] = u(g);
+    t.mutable_data()[i] = u(g);
   return t;
 }
 

@@ -54,7 +54,8 @@ template <class T> dc::var<T> normalize_rows(dc::var<T> const &x) {
         dc::tensor<T> xc = xv.contiguous();
         auto y = dc::tensor<T>::empty(xv.dims(), xv.dev());
         auto norm = dc::tensor<T>::empty({rows}, xv.dev());
-        dc::for_each(ex, rows, normalize_row<T>{xc.data(), y.data(), norm.data(), n}, n);
+        dc::for_each(ex, rows,
+                     normalize_row<T>{xc.data(), y.mutable_data(), norm.mutable_data(), n}, n);
         ctx.save(y, "result"); // version-checked before backward reads them
         ctx.save(norm, "row lengths");
         return y;
@@ -66,7 +67,7 @@ template <class T> dc::var<T> normalize_rows(dc::var<T> const &x) {
         auto gx = dc::tensor<T>::empty(gy.dims(), gy.dev());
         dc::for_each(ex, rows,
                      normalize_row_backward<T>{ctx.saved(0).data(), gy.data(), ctx.saved(1).data(),
-                                               gx.data(), n},
+                                               gx.mutable_data(), n},
                      n);
         g.add(0, gx);
       },

@@ -48,8 +48,8 @@ int main(int argc, char **argv) {
       if (idx >= base.size())
         continue;
       auto plus = base.clone(), minus = base.clone();
-      plus.data()[idx] += 1e-6;
-      minus.data()[idx] -= 1e-6;
+      plus.mutable_data()[idx] += 1e-6;
+      minus.mutable_data()[idx] -= 1e-6;
       double fd = which == 0 ? (objective(plus, E) - objective(minus, E)) / 2e-6
                              : (objective(M, plus) - objective(M, minus)) / 2e-6;
       double g = which == 0 ? gm[std::size_t(idx)] : ge[std::size_t(idx)];

@@ -49,8 +49,8 @@ inline double central_difference(fn const &f, std::vector<T64> const &xs, std::s
   for (auto const &x : xs)
     plus.push_back(x.clone()), minus.push_back(x.clone());
   const double h = 1e-6;
-  plus[i].data()[j] += h;
-  minus[i].data()[j] -= h;
+  plus[i].mutable_data()[j] += h;
+  minus[i].mutable_data()[j] -= h;
   return (eval(plus) - eval(minus)) / (2 * h);
 }
 

@@ -56,8 +56,8 @@ inline std::array<V64, 2> min_max(V64 const &a, V64 const &b) {
         auto ac = av.contiguous(), bc = bv.contiguous();
         for (dc::index_t i = 0; i < av.size(); ++i) {
           bool a_low = ac.data()[i] <= bc.data()[i];
-          lo.data()[i] = a_low ? ac.data()[i] : bc.data()[i];
-          hi.data()[i] = a_low ? bc.data()[i] : ac.data()[i];
+          lo.mutable_data()[i] = a_low ? ac.data()[i] : bc.data()[i];
+          hi.mutable_data()[i] = a_low ? bc.data()[i] : ac.data()[i];
         }
         ctx.save(ac, "a");
         ctx.save(bc, "b");
@@ -69,8 +69,8 @@ inline std::array<V64, 2> min_max(V64 const &a, V64 const &b) {
         auto ga = T64::empty(glo.dims()), gb = T64::empty(glo.dims());
         for (dc::index_t i = 0; i < glo.size(); ++i) {
           bool a_low = ctx.saved(0).data()[i] <= ctx.saved(1).data()[i];
-          ga.data()[i] = a_low ? glo.data()[i] : ghi.data()[i];
-          gb.data()[i] = a_low ? ghi.data()[i] : glo.data()[i];
+          ga.mutable_data()[i] = a_low ? glo.data()[i] : ghi.data()[i];
+          gb.mutable_data()[i] = a_low ? ghi.data()[i] : glo.data()[i];
         }
         g.add(0, ga);
         g.add(1, gb);
@@ -87,7 +87,7 @@ inline V64 weighted_sum(std::vector<V64> const &xs, std::vector<double> w) {
         for (std::size_t i = 0; i < values.size(); ++i) {
           auto c = values[i].contiguous();
           for (dc::index_t j = 0; j < y.size(); ++j)
-            y.data()[j] += w[i] * c.data()[j];
+            y.mutable_data()[j] += w[i] * c.data()[j];
         }
         return y;
       },
@@ -119,7 +119,7 @@ inline V64 row_max(V64 const &x) {
             if (xc.data()[r * n + j] > xc.data()[r * n + best])
               best = j;
           ctx.data.pos.push_back(best);
-          y.data()[r] = xc.data()[r * n + best];
+          y.mutable_data()[r] = xc.data()[r * n + best];
         }
         return y;
       },

@@ -223,13 +223,11 @@ requires((var_like<In> || is_tensor_v<In>)&&...) auto custom_op(std::string_view
     constexpr std::size_t NI = sizeof...(In);
     std::string const op(name);
     tape *tp = detail::tape_of(op.c_str(), in...);
-    device dev;
-    {
-      std::vector<std::pair<int, device>> devs;
-      int p = 0;
-      ((devs.emplace_back(p++, detail::value_of_input<T>(in).dev())), ...);
-      dev = detail::common_device(op, devs);
-    }
+    device const devs[] = {detail::value_of_input<T>(in).dev()...};
+    for (std::size_t i = 1; i < NI; ++i)
+      if (!(devs[i] == devs[0]))
+        detail::devices_differ(op.c_str(), 0, devs[0], int(i), devs[i]);
+    device const dev = devs[0];
     std::array<std::shared_ptr<detail::grad_slot<T>>, NI> slots{};
     bool needs = false;
     {
@@ -260,7 +258,6 @@ template <class State = no_state, class T, class Fwd, class Bwd>
 auto custom_op(std::string_view name, Fwd &&fwd, Bwd &&bwd, std::vector<var<T>> const &in) {
   std::string const op(name);
   tape *tp = nullptr;
-  std::vector<std::pair<int, device>> devs;
   std::vector<std::shared_ptr<detail::grad_slot<T>>> slots(in.size());
   std::vector<tensor<T>> values(in.size());
   bool needs = false;
@@ -270,12 +267,15 @@ auto custom_op(std::string_view name, Fwd &&fwd, Bwd &&bwd, std::vector<var<T>> 
         throw tape_error(op + ": inputs of different tapes");
       tp = in[i].owner();
     }
-    devs.emplace_back(int(i), in[i].value().dev());
+    if (!(in[i].value().dev() == in[0].value().dev()))
+      detail::devices_differ(op.c_str(), 0, in[0].value().dev(), int(i), in[i].value().dev());
     slots[i] = in[i].slot();
     values[i] = in[i].value();
     needs = needs || slots[i] != nullptr;
   }
-  device dev = detail::common_device(op, devs);
+  if (in.empty())
+    throw shape_error(op + ": no inputs");
+  device const dev = in[0].value().dev();
   cpu const host = tp ? tp->ex : cpu{};
   op_context<T, State> ctx(needs && tp, host);
   auto y = detail::on_device(op, dev, host, [&](auto const &ex) { return fwd(ex, ctx, values); });

@@ -10,6 +10,7 @@
 #pragma once
 
 #include <dualcast/backend/device.hpp>
+#include <dualcast/detail/recycling_allocator.hpp>
 #include <dualcast/errors.hpp>
 
 #include <cstddef>
@@ -89,7 +90,7 @@ public:
                              std::to_string(max_bytes) + " bytes)");
     std::size_t c = size_class(bytes);
     std::lock_guard<std::mutex> lock(m_);
-    auto &list = free_[key(c, d)];
+    auto &list = free_list(c, d);
     void *p;
     if (!list.empty()) {
       p = list.back();
@@ -114,7 +115,7 @@ public:
     std::size_t c = size_class(bytes);
     std::lock_guard<std::mutex> lock(m_);
     try {
-      free_[key(c, d)].push_back(p);
+      free_list(c, d).push_back(p);
       stats_.bytes_cached += c;
     } catch (...) {
       up().deallocate(p, c, d);
@@ -124,6 +125,11 @@ public:
   // Returns every cached block to the upstream resource.
   void release() noexcept {
     std::lock_guard<std::mutex> lock(m_);
+    for (int i = 0; i < n_small; ++i) {
+      for (void *p : small_[i])
+        up().deallocate(p, std::size_t(64) << i, device::host());
+      small_[i].clear();
+    }
     for (auto &[k, list] : free_)
       for (void *p : list)
         up().deallocate(p, k.first, k.second);
@@ -150,7 +156,18 @@ private:
       return a.second.index < b.second.index;
     }
   };
-  static std::pair<std::size_t, device> key(std::size_t c, device const &d) { return {c, d}; }
+  // Host blocks below 1 MiB (64 B to 512 KiB: the hot sizes of small arrays) in an array of
+  // lists by size class; the rest in a map.
+  static constexpr int n_small = 14;
+  std::vector<void *> &free_list(std::size_t c, device const &d) {
+    if (d.is_host() && c < (std::size_t(1) << 20)) {
+      int i = 0;
+      while ((std::size_t(64) << i) < c)
+        ++i;
+      return small_[i];
+    }
+    return free_[{c, d}];
+  }
   static host_resource &system_host() {
     static host_resource host;
     return host;
@@ -158,6 +175,7 @@ private:
   memory_resource &up() { return *upstream_; }
   memory_resource *upstream_;
   mutable std::mutex m_;
+  std::vector<void *> small_[n_small];
   std::map<std::pair<std::size_t, device>, std::vector<void *>, dev_less> free_;
   stats_t stats_;
 };
@@ -180,7 +198,7 @@ public:
 
   static std::shared_ptr<storage> allocate(std::size_t bytes, device d = device::host(),
                                            memory_resource &r = default_pool()) {
-    return std::make_shared<storage>(bytes, d, r);
+    return std::allocate_shared<storage>(detail::recycling_allocator<storage>{}, bytes, d, r);
   }
   void *data() const { return ptr_; }
   std::size_t bytes() const { return bytes_; }

@@ -12,24 +12,9 @@
 
 #include <dualcast/config.hpp>
 
-#if DUALCAST_HAS_SIMD
-
-#include <cmath>
 #include <cstdint>
-#include <cstring>
-#include <type_traits>
 
-#if defined(__SSE2__)
-#include <immintrin.h>
-#endif
-
-namespace dualcast {
-
-namespace detail {
-template <class T> struct same_size_int;
-template <> struct same_size_int<float> { using type = std::int32_t; };
-template <> struct same_size_int<double> { using type = std::int64_t; };
-
+namespace dualcast::detail {
 // The lanes of the batch being evaluated on this thread, split by the branches they take:
 // `lanes` follow the running evaluation, `pending` are lane sets still to be evaluated on their
 // own path (bit i: lane i). A set is pushed when the running lanes disagree at a branch; every
@@ -61,6 +46,26 @@ inline lane_paths &current_lane_paths() {
   thread_local lane_paths paths;
   return paths;
 }
+} // namespace dualcast::detail
+
+#if DUALCAST_HAS_SIMD
+
+#include <cmath>
+#include <cstdint>
+#include <cstring>
+#include <type_traits>
+
+#if defined(__SSE2__)
+#include <immintrin.h>
+#endif
+
+namespace dualcast {
+
+namespace detail {
+template <class T> struct same_size_int;
+template <> struct same_size_int<float> { using type = std::int32_t; };
+template <> struct same_size_int<double> { using type = std::int64_t; };
+
 } // namespace detail
 
 // The widest native vector: 64 bytes with AVX-512, 32 with AVX, else 16.

@@ -79,8 +79,21 @@ public:
   index_t size() const { return value_.size(); }
   bool requires_grad() const { return slot_ != nullptr; }
   bool is_leaf() const { return !slot_ || slot_->is_leaf; }
-  // The accumulated gradient (undefined tensor if none has reached this variable).
-  tensor<T> grad() const { return slot_ ? slot_->grad : tensor<T>{}; }
+  // The accumulated gradient. A variable that requires gradients but that no backward reached has
+  // zeros; one that requires none (a constant) an undefined tensor; an intermediate's gradient is
+  // kept only when asked for with retain_grad() (else tape_error).
+  tensor<T> grad() const {
+    if (!slot_)
+      return tensor<T>{};
+    if (slot_->grad.defined())
+      return slot_->grad;
+    if (slot_->is_leaf)
+      return tensor<T>::zeros(dims(), value_.dev());
+    throw tape_error("dualcast::var::grad: this intermediate variable has no gradient: backward "
+                     "keeps an intermediate's gradient only after retain_grad() was called on it");
+  }
+  // Whether a gradient is held (a leaf that backward reached, or a retained intermediate).
+  bool has_grad() const { return slot_ && slot_->grad.defined(); }
   // Keep this intermediate's gradient after backward, until the next backward starts (leaves
   // keep theirs and accumulate).
   var const &retain_grad() const {
@@ -119,7 +132,7 @@ public:
       detail::no_cuda_here("dualcast::tape::variable", value.dev());
     if (!requires_grad)
       return var<T>(std::move(value), nullptr, this);
-    auto slot = std::make_shared<detail::grad_slot<T>>();
+    auto slot = detail::make_slot<T>();
     slot->dims = value.dims();
     slot->dev = value.dev();
     // held: the gradient from before the running backward; zeroed: the gradient is all zeros
@@ -166,7 +179,7 @@ public:
   template <class T> var<T> make_output(tensor<T> value, bool needs) {
     if (!needs)
       return var<T>(std::move(value), nullptr, this);
-    auto slot = std::make_shared<detail::grad_slot<T>>();
+    auto slot = detail::make_slot<T>();
     slot->dims = value.dims();
     slot->dev = value.dev();
     slot->is_leaf = false;
@@ -273,7 +286,7 @@ public:
     std::size_t b = 0;
     for (detail::node const *n : nodes_)
       for (auto s = n->saved_begin(); s != n->saved_end(); ++s)
-        if (seen.insert(s->st.get()).second)
+        if (seen.insert(s->st).second)
           b += s->st->bytes();
     return b;
   }

@@ -55,6 +55,29 @@ inline constexpr kernel<scale_fn> scale_kernel{scale_fn{}};
 
 inline namespace DUALCAST_TAPE_ABI { // see detail/device_dispatch.hpp
 
+// One element of a tensor: converts to its value; assigning to it writes the element and bumps
+// the tensor's version (the tape sees the write).
+template <class T> class element_ref {
+public:
+  element_ref(T *p, storage *st) : p_(p), st_(st) {}
+  element_ref(element_ref const &) = default;
+  operator T() const { return *p_; } // NOLINT(google-explicit-constructor)
+  element_ref &operator=(T v) {
+    st_->bump_version();
+    *p_ = v;
+    return *this;
+  }
+  element_ref &operator=(element_ref const &o) { return *this = T(o); }
+  element_ref &operator+=(T v) { return *this = *p_ + v; }
+  element_ref &operator-=(T v) { return *this = *p_ - v; }
+  element_ref &operator*=(T v) { return *this = *p_ * v; }
+  element_ref &operator/=(T v) { return *this = *p_ / v; }
+
+private:
+  T *p_;
+  storage *st_;
+};
+
 template <class T> class tensor {
   static_assert(std::is_same_v<T, float> || std::is_same_v<T, double>,
                 "dualcast::tensor holds float or double");
@@ -88,7 +111,7 @@ public:
                         " values for shape " + to_string(s));
     tensor t = empty(s);
     for (index_t i = 0; i < s.size(); ++i)
-      t.data()[i] = values[std::size_t(i)];
+      t.raw_data()[i] = values[std::size_t(i)];
     return t;
   }
   static tensor scalar(T v, device d = device::host()) { return full(shape{}, v, d); }
@@ -109,8 +132,22 @@ public:
       st_->bump_version();
   }
 
-  // Raw pointer to element (0, ..., 0).
-  T *data() const { return st_ ? static_cast<T *>(st_->data()) + offset_ : nullptr; }
+  // ---- element access ---------------------------------------------------------------------
+  // Every write a tensor's API offers is seen by the tape: it bumps the storage's version, which
+  // backward checks for the tensors it saved (a stale save is a version_error, never a silently
+  // wrong gradient). The exceptions are named raw_*: for freshly allocated results only.
+
+  // Read-only pointer to element (0, ..., 0).
+  T const *data() const { return raw_data(); }
+  // Writable pointer: counts as an in-place modification now (bumps the version). Writes through
+  // a pointer kept after the tape saved the tensor again are not seen: take it where you write.
+  T *mutable_data() const {
+    bump_version();
+    return raw_data();
+  }
+  // Writable pointer without bumping the version (unchecked): for freshly allocated results.
+  // (Null for an undefined tensor.)
+  T *raw_data() const { return st_ ? static_cast<T *>(st_->data()) + offset_ : nullptr; }
   // Read access as a view.
   view<T const> cview() const { return view<T const>(data(), shape_, stride_); }
   // Write access as a view: counts as an in-place modification (bumps the version).
@@ -118,14 +155,38 @@ public:
     bump_version();
     return raw_view();
   }
-  // Write access without bumping the version: for freshly allocated results only.
-  view<T> raw_view() const { return view<T>(data(), shape_, stride_); }
+  // Write access without bumping the version (unchecked): for freshly allocated results only.
+  view<T> raw_view() const { return view<T>(raw_data(), shape_, stride_); }
 
   bool is_contiguous() const { return cview().is_contiguous(); }
 
-  // Element access (host).
-  template <class... I> T &operator()(I... i) const { return raw_view()(i...); }
+  // One element (host tensors): x(i, j) reads it, x(i, j) = v writes it and bumps the version.
+  // The indices are checked (their number against the rank, each against its extent) unless
+  // NDEBUG is defined; at() checks them always.
+  template <class... I> element_ref<T> operator()(I... i) const {
+#if !defined(NDEBUG)
+    return at(i...);
+#else
+    return element_ref<T>(raw_data() + offset_of(i...), st_.get());
+#endif
+  }
+  template <class... I> element_ref<T> at(I... i) const {
+    static_assert((std::is_integral_v<I> && ...), "dualcast::tensor::at: integer indices");
+    index_t const idx[] = {index_t(i)..., 0};
+    if (int(sizeof...(I)) != rank())
+      throw index_error("dualcast::tensor::at: " + std::to_string(sizeof...(I)) +
+                        " indices for a tensor of rank " + std::to_string(rank()) + " (shape " +
+                        to_string(shape_) + ")");
+    for (int d = 0; d < rank(); ++d)
+      if (idx[d] < 0 || idx[d] >= shape_.ext[d])
+        throw index_error("dualcast::tensor::at: index " + std::to_string(idx[d]) +
+                          " is out of range for dimension " + std::to_string(d) + " of shape " +
+                          to_string(shape_));
+    check_host("at");
+    return element_ref<T>(raw_data() + offset_of(i...), st_.get());
+  }
   T item() const {
+    require_defined("item");
     if (size() != 1)
       throw shape_error("dualcast::tensor::item: tensor of shape " + to_string(shape_) +
                         " is not a single element");
@@ -134,6 +195,7 @@ public:
     return *data();
   }
   std::vector<T> to_vector() const {
+    require_defined("to_vector");
     tensor c = to(device::host(), "dualcast::tensor::to_vector").contiguous();
     return std::vector<T>(c.data(), c.data() + c.size());
   }
@@ -238,7 +300,8 @@ public:
     if (!(src.dev() == dev())) {
       if (src.size() == size() && src.dims() == dims() && is_contiguous()) {
         tensor c = src.contiguous();
-        detail::copy_bytes("dualcast::tensor::copy", data(), dev(), c.data(), c.dev(), nbytes());
+        detail::copy_bytes("dualcast::tensor::copy", raw_data(), dev(), c.data(), c.dev(),
+                           nbytes());
         return;
       }
       assign_raw(src.to(dev(), "dualcast::tensor::copy"));
@@ -248,6 +311,13 @@ public:
       apply(ex, detail::copy_kernel, out(raw_view()), src.cview());
     });
   }
+  // Throws for an undefined tensor (a default-constructed one: the gradient of a variable that has
+  // none, say), which has no elements to read.
+  void require_defined(char const *op) const {
+    if (!st_)
+      throw error(std::string("dualcast::tensor::") + op +
+                  ": the tensor is undefined (a default-constructed handle, holding no memory)");
+  }
   void check_host(char const *op) const {
     if (st_ && !st_->dev().is_host())
       throw device_error(std::string("dualcast::tensor::") + op + ": tensor on " +
@@ -256,12 +326,19 @@ public:
   }
 
 private:
+  template <class... I> index_t offset_of(I... i) const {
+    index_t const idx[] = {index_t(i)..., 0};
+    index_t off = 0;
+    for (int d = 0; d < int(sizeof...(I)); ++d)
+      off += idx[d] * stride_[d];
+    return off;
+  }
   tensor to(device d, char const *op) const {
     if (dev() == d)
       return *this;
     tensor c = contiguous(); // on the source device
     tensor r = empty(shape_, d);
-    detail::copy_bytes(op, r.data(), d, c.data(), c.dev(), nbytes());
+    detail::copy_bytes(op, r.raw_data(), d, c.data(), c.dev(), nbytes());
     return r;
   }
   // n * sizeof(T) for the n elements of s (at least one element), or allocation_error when the

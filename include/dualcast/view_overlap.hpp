@@ -8,7 +8,9 @@
 #include <dualcast/shape.hpp>
 #include <dualcast/view.hpp>
 
+#include <cstddef>
 #include <cstdint>
+#include <memory>
 #include <type_traits>
 #include <utility>
 
@@ -97,6 +99,32 @@ template <class T, class U> bool overlaps(view<T> const &a, view<U> const &b) {
   }
   return true;
 }
+// The address ranges of n views (empty ones as empty ranges), computed once for the pairwise
+// checks of a call: most pairs of operands are distinct allocations, and two range comparisons
+// settle them; the exact test runs only where ranges meet.
+template <class T> extent_range range_of(view<T> const &v) {
+  return v.size() == 0 ? extent_range{0, 0} : memory_range(v);
+}
+inline bool ranges_meet(extent_range a, extent_range b) { return a.lo < b.hi && b.lo < a.hi; }
+class range_table {
+public:
+  template <class T> range_table(view<T> const *v, std::size_t n) : n_(n) {
+    if (n > inline_size)
+      more_.reset(new extent_range[n]);
+    extent_range *r = data();
+    for (std::size_t i = 0; i < n; ++i)
+      r[i] = range_of(v[i]);
+  }
+  extent_range operator[](std::size_t i) const { return more_ ? more_[i] : inline_[i]; }
+
+private:
+  extent_range *data() { return more_ ? more_.get() : inline_; }
+  static constexpr std::size_t inline_size = 64;
+  std::size_t n_;
+  extent_range inline_[inline_size];
+  std::unique_ptr<extent_range[]> more_;
+};
+
 template <class T, class U> bool same_elements(view<T> const &a, view<U> const &b, shape const &s) {
   // a (an output of shape s) and b (an input broadcast to s) address the same element everywhere.
   if (static_cast<void const *>(a.data()) != static_cast<void const *>(b.data()) ||

@@ -75,8 +75,8 @@ inline std::string check_tape_case(std::string const &name, tape_fn const &f,
       std::vector<tensor64> plus, minus;
       for (auto const &x : xs)
         plus.push_back(x.clone()), minus.push_back(x.clone());
-      plus[i].data()[j] += h;
-      minus[i].data()[j] -= h;
+      plus[i].mutable_data()[j] += h;
+      minus[i].mutable_data()[j] -= h;
       fd[i].push_back((run_tape_case(f, plus, d, tape_mode::recompute, nullptr) -
                        run_tape_case(f, minus, d, tape_mode::recompute, nullptr)) /
                       (2 * h));

@@ -91,13 +91,14 @@ template <class T>
 void check_aliasing(char const *op, view<T> const *outs, char const *const *roles, int const *idx,
                     std::size_t n_out, view<T const> const *v, int const *pos, std::size_t n,
                     shape const &s) {
+  range_table ro(outs, n_out), ri(v, n);
   for (std::size_t i = 0; i < n_out; ++i) {
     for (std::size_t j = 0; j < i; ++j)
-      if (overlaps(outs[i], outs[j]))
+      if (ranges_meet(ro[i], ro[j]) && overlaps(outs[i], outs[j]))
         throw aliasing_error(std::string(op) + ": " + role_name(roles[i], idx[i]) + " overlaps " +
                              role_name(roles[j], idx[j]));
     for (std::size_t a = 0; a < n; ++a)
-      if (overlaps(outs[i], v[a]) && !same_elements(outs[i], v[a], s))
+      if (ranges_meet(ro[i], ri[a]) && overlaps(outs[i], v[a]) && !same_elements(outs[i], v[a], s))
         throw aliasing_error(std::string(op) + ": " + role_name(roles[i], idx[i]) +
                              " overlaps argument " + std::to_string(pos[a]) +
                              " without being the same elements; write to separate memory");
@@ -145,9 +146,11 @@ template <class T>
                         to_string(tin[a].dims()) + " but argument " + std::to_string(active[a]) +
                         " has shape " + to_string(xs));
   }
+  range_table ro(outs, n_out), rt(tin, n_active);
   for (std::size_t i = 0; i < n_out; ++i)
     for (std::size_t a = 0; a < n_active; ++a)
-      if (overlaps(outs[i], tin[a]) && !same_elements(outs[i], tin[a], s))
+      if (ranges_meet(ro[i], rt[a]) && overlaps(outs[i], tin[a]) &&
+          !same_elements(outs[i], tin[a], s))
         throw aliasing_error(std::string(op) + ": " + role_name(roles[i], idx[i]) +
                              " overlaps tangent " + std::to_string(a) +
                              " without being the same elements; write to separate memory");
@@ -192,20 +195,21 @@ template <class T>
         throw aliasing_error(std::string(op) + ": input cotangent " + std::to_string(a) +
                              " has stride 0 in dimension " + std::to_string(d));
   }
+  range_table rx(xv, n_active), ri(v, n), ry(yv, k);
   for (std::size_t i = 0; i < n_active; ++i) {
     for (std::size_t j = 0; j < i; ++j)
-      if (overlaps(xv[i], xv[j]))
+      if (ranges_meet(rx[i], rx[j]) && overlaps(xv[i], xv[j]))
         throw aliasing_error(std::string(op) + ": " + role_name("input cotangent", int(i)) +
                              " overlaps " + role_name("input cotangent", int(j)));
     for (std::size_t a = 0; a < n; ++a)
-      if (overlaps(xv[i], v[a]) && !same_elements(xv[i], v[a], s))
+      if (ranges_meet(rx[i], ri[a]) && overlaps(xv[i], v[a]) && !same_elements(xv[i], v[a], s))
         throw aliasing_error(std::string(op) + ": " + role_name("input cotangent", int(i)) +
                              " overlaps argument " + std::to_string(pos[a]) +
                              " without being the same elements; write to separate memory");
     // Written while the output cotangents are read (those of broadcast inputs are written after
     // the pass, by the reduction).
     for (std::size_t j = 0; j < k && direct[i]; ++j)
-      if (overlaps(xv[i], yv[j]) && !same_elements(xv[i], yv[j], s))
+      if (ranges_meet(rx[i], ry[j]) && overlaps(xv[i], yv[j]) && !same_elements(xv[i], yv[j], s))
         throw aliasing_error(std::string(op) + ": input cotangent " + std::to_string(i) +
                              " overlaps output cotangent " + std::to_string(j) +
                              " without being the same elements; write to separate memory");

@@ -70,8 +70,8 @@ inline memory_resource &default_resource(device const &d) {
   return default_pool();
 }
 
-[[noreturn]] inline void no_cuda_here(std::string const &op, device const &d) {
-  throw device_error(op + ": tensor on " + to_string(d) +
+[[noreturn]] inline void no_cuda_here(char const *op, device const &d) {
+  throw device_error(std::string(op) + ": tensor on " + to_string(d) +
                      ", but this translation unit computes on host only: tape operations on CUDA "
                      "tensors run in .cu files compiled by nvcc (include <dualcast/cuda.cuh>)");
 }
@@ -80,7 +80,7 @@ inline memory_resource &default_resource(device const &d) {
 // executor on the default stream (all tape work on one stream: the CUDA pool relies on stream
 // order), with d's GPU current. Tensors know their device, so its launches skip the pointer checks.
 template <class F>
-decltype(auto) on_device(std::string const &op, device const &d, cpu const &host, F &&f) {
+decltype(auto) on_device(char const *op, device const &d, cpu const &host, F &&f) {
   if (d.is_host())
     return std::forward<F>(f)(host);
 #if defined(__CUDACC__)
@@ -93,9 +93,13 @@ decltype(auto) on_device(std::string const &op, device const &d, cpu const &host
   no_cuda_here(op, d);
 #endif
 }
+template <class F>
+decltype(auto) on_device(std::string const &op, device const &d, cpu const &host, F &&f) {
+  return on_device(op.c_str(), d, host, std::forward<F>(f));
+}
 
 // Copies n bytes between (possibly different) devices; the destination is ready on return.
-inline void copy_bytes(std::string const &op, void *dst, device const &dd, void const *src,
+inline void copy_bytes(char const *op, void *dst, device const &dd, void const *src,
                        device const &sd, std::size_t n) {
   if (dd.is_host() && sd.is_host()) {
     if (n > 0)
@@ -119,24 +123,27 @@ template <class Ex, class F> void parallel_for(Ex const &ex, index_t n, index_t 
 }
 
 // Every array operand of one operation on one device; else device_error naming the positions.
-// `devs` holds (argument position, device) of the array operands, in order.
+// devs[i] is the device of the array operand at argument position pos[i].
+[[noreturn]] inline void devices_differ(char const *op, int pa, device const &a, int pb,
+                                        device const &b) {
+  throw device_error(std::string(op) + ": argument " + std::to_string(pa) + " is on " +
+                     to_string(a) + " but argument " + std::to_string(pb) + " is on " +
+                     to_string(b) +
+                     " (all arrays of one operation must be on one device; move them with "
+                     "tensor::to)");
+}
 inline device common_device(std::string const &op,
                             std::vector<std::pair<int, device>> const &devs) {
   for (std::size_t i = 1; i < devs.size(); ++i)
     if (!(devs[i].second == devs[0].second))
-      throw device_error(op + ": argument " + std::to_string(devs[0].first) + " is on " +
-                         to_string(devs[0].second) + " but argument " +
-                         std::to_string(devs[i].first) + " is on " + to_string(devs[i].second) +
-                         " (all arrays of one operation must be on one device; move them with "
-                         "tensor::to)");
+      devices_differ(op.c_str(), devs[0].first, devs[0].second, devs[i].first, devs[i].second);
   return !devs.empty() ? devs[0].second : device::host();
 }
 // The same for two operands (argument positions 0 and 1).
-inline device common_device(std::string const &op, device const &a, device const &b) {
-  std::vector<std::pair<int, device>> devs;
-  devs.emplace_back(0, a);
-  devs.emplace_back(1, b);
-  return common_device(op, devs);
+inline device common_device(char const *op, device const &a, device const &b) {
+  if (!(a == b))
+    devices_differ(op, 0, a, 1, b);
+  return a;
 }
 
 } // namespace dualcast::detail

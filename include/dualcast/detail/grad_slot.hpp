@@ -12,6 +12,7 @@
 #include <dualcast/backend/device.hpp>
 #include <dualcast/backend/seam.hpp>
 #include <dualcast/detail/device_dispatch.hpp>
+#include <dualcast/detail/recycling_allocator.hpp>
 #include <dualcast/errors.hpp>
 #include <dualcast/shape.hpp>
 #include <dualcast/tensor.hpp>
@@ -42,6 +43,11 @@ template <class T> struct grad_slot {
   bool zeros_outside_views = false;
   std::vector<view<T const>> handed;
 };
+
+// A new slot (its control block recycled: tapes make one per operation output).
+template <class T> std::shared_ptr<grad_slot<T>> make_slot() {
+  return std::allocate_shared<grad_slot<T>>(recycling_allocator<grad_slot<T>>{});
+}
 
 // Creates s's gradient if it has none: zeros, or for a view the view of its base's gradient
 // (created the same way). true: it was created now, holds zeros and no other view of the same
@@ -118,10 +124,20 @@ template <class T> void accumulate_grad(grad_slot<T> &s, tensor<T> const &g, cpu
 }
 
 // The gradient of an output slot, or a zero tensor (stride 0) of its shape when backward did not
-// reach it.
+// reach it. On the host that zero is one per thread and element type, made again if anything
+// wrote to it, so an unreached output costs no allocation.
 template <class T> tensor<T> out_grad(grad_slot<T> const &s) {
   if (s.grad.defined())
     return s.grad;
+  if (s.dev.is_host()) {
+    thread_local tensor<T> zero;
+    thread_local std::uint64_t version = 0;
+    if (!zero.defined() || zero.version() != version) {
+      zero = tensor<T>::zeros(shape{});
+      version = zero.version();
+    }
+    return zero.broadcast_to(s.dims);
+  }
   return tensor<T>::zeros(shape{}, s.dev).broadcast_to(s.dims);
 }
 

@@ -24,10 +24,11 @@
 namespace dualcast::detail {
 inline namespace DUALCAST_TAPE_ABI { // see detail/device_dispatch.hpp
 
-// A tensor saved for backward: its storage (kept alive) and version at save time. `what` names it
-// in version errors ("argument", "operand", "result", ...), with `index` appended when >= 0.
+// A tensor saved for backward: its storage and version at save time (the node's state keeps the
+// tensor alive; this is what backward checks). `what` names it in version errors ("argument",
+// "operand", "result", ...), with `index` appended when >= 0.
 struct saved_tensor {
-  std::shared_ptr<storage> st;
+  storage const *st = nullptr;
   std::uint64_t version = 0;
   char const *what = "saved tensor";
   int index = -1;
@@ -37,7 +38,7 @@ struct saved_tensor {
   }
 };
 template <class T> saved_tensor save(tensor<T> const &t, char const *what, int index = -1) {
-  return {t.store(), t.version(), what, index};
+  return {t.store().get(), t.version(), what, index};
 }
 
 class node {

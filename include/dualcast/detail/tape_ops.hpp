@@ -1,5 +1,5 @@
 // dualcast/detail/tape_ops.hpp: helpers shared by the whole-array operations on tape variables:
-// devices of operands, axes and the shapes of reductions.
+// axes and the shapes of reductions.
 #pragma once
 
 #include <dualcast/detail/device_dispatch.hpp>
@@ -12,15 +12,6 @@
 #include <vector>
 
 namespace dualcast::detail {
-
-// The device of the variables (one operation's array operands); device_error naming the
-// positions when they differ.
-template <class... V> device device_of(std::string const &op, V const &...v) {
-  std::vector<std::pair<int, device>> devs;
-  int p = 0;
-  ((devs.emplace_back(p++, v.value().dev())), ...);
-  return common_device(op, devs);
-}
 
 // A dimension index, negative counting from the end; checked against the rank.
 inline int normalize_axis(char const *op, int axis, int rank) {

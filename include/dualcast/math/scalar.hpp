@@ -46,8 +46,16 @@ DUALCAST_DETAIL_UNARY_C(erf)
 DUALCAST_DETAIL_UNARY_C(erfc)
 DUALCAST_DETAIL_UNARY_C(floor)
 DUALCAST_DETAIL_UNARY_C(ceil)
-DUALCAST_DETAIL_UNARY_C(round)
 #undef DUALCAST_DETAIL_UNARY_C
+
+// round: to the nearest integer, ties to even (NumPy's, PyTorch's and JAX's rounding; the C
+// library's round() sends ties away from zero).
+template <std::floating_point T> DUALCAST_HD inline T round(T x) {
+  if constexpr (sizeof(T) == sizeof(float))
+    return ::nearbyintf(x);
+  else
+    return ::nearbyint(static_cast<double>(x));
+}
 
 #define DUALCAST_DETAIL_BINARY_C(name)                                                             \
   template <std::floating_point T> DUALCAST_HD inline T name(T x, T y) {                           \

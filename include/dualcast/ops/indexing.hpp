@@ -101,7 +101,7 @@ void run_index_lines(char const *op, cpu const &host, tensor<T> const &x, tensor
   for (int d = 0; d < y.rank(); ++d)
     f.ext[d] = y.extent(d), f.xs[d] = x.stride(d), f.ys[d] = y.stride(d);
   f.src = Scatter ? y.data() : x.data();
-  f.dst = Scatter ? x.data() : y.data();
+  f.dst = Scatter ? x.raw_data() : y.raw_data(); // (a gradient, or a fresh result)
   f.idx = static_cast<index_t const *>(idx.data());
   f.per_element = per_element;
   index_t n_ax = y.extent(axis), lines = n_ax > 0 ? y.size() / n_ax : 0;

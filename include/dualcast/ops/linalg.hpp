@@ -70,8 +70,8 @@ void gemm(cpu const &host, tensor<T> const &a, tensor<T> const &b, tensor<T> con
   if (ldc < n)
     ldc = n;
   on_device("dualcast::matmul", c.dev(), host, [&](auto const &ex) {
-    backend_gemm(hook{}, ex, A.trans, B.trans, m, n, k, A.ptr, A.ld, B.ptr, B.ld, beta, c.data(),
-                 ldc);
+    backend_gemm(hook{}, ex, A.trans, B.trans, m, n, k, A.ptr, A.ld, B.ptr, B.ld, beta,
+                 c.raw_data(), ldc);
   });
 }
 
@@ -116,6 +116,8 @@ template <var_like XA, var_like XB> auto matmul(XA const &a_in, XB const &b_in) 
         tensor<T> B = ga ? ctx.saved(next) : tensor<T>{};
         if (g.needs(0)) { // dA = dC @ B^T
           auto [t, acc] = g.target(0);
+          if (batch == 0 && !acc) // an operand shared by an empty batch: nothing adds to it
+            t.assign_raw(tensor<T>::zeros(shape{}, t.dev()));
           for (index_t i = 0; i < batch; ++i) {
             bool accumulate = acc || (ra == 2 && i > 0);
             detail::gemm(g.host(), detail::batch_entry(gy, i),
@@ -125,6 +127,8 @@ template <var_like XA, var_like XB> auto matmul(XA const &a_in, XB const &b_in) 
         }
         if (g.needs(1)) { // dB = A^T @ dC
           auto [t, acc] = g.target(1);
+          if (batch == 0 && !acc)
+            t.assign_raw(tensor<T>::zeros(shape{}, t.dev()));
           for (index_t i = 0; i < batch; ++i) {
             bool accumulate = acc || (rb == 2 && i > 0);
             detail::gemm(g.host(), detail::batch_entry(A, i).transposed(),

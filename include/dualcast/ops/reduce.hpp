@@ -90,7 +90,7 @@ auto mean(X const &x, std::vector<int> const &axes = {}, bool keepdims = false) 
   for (int i = 0; i < v.rank(); ++i)
     if (mask[std::size_t(i)])
       n *= v.dims().ext[i];
-  return sum(v, axes, keepdims) * (T(1) / T(n > 0 ? n : 1));
+  return sum(v, axes, keepdims) * (T(1) / T(n)); // over no element: 0 * inf = NaN, like NumPy
 }
 
 namespace detail {
@@ -106,10 +106,13 @@ auto extremum(char const *op, X const &x, std::vector<int> const &axes, bool kee
   auto mask = axis_mask(op, axes, v.rank());
   auto perm = kept_then_reduced(mask);
   shape kd = reduced_shape(v.dims(), mask, true);
-  index_t n_out = kd.size(), n_red = n_out > 0 ? v.size() / n_out : 0;
-  if (n_red == 0)
+  index_t n_out = kd.size(), n_red = 1;
+  for (int i = 0; i < v.rank(); ++i)
+    if (mask[std::size_t(i)])
+      n_red *= v.dims().ext[i];
+  if (n_red == 0 && n_out > 0) // (an empty result of a non-empty reduction is fine)
     throw shape_error(std::string(op) + ": cannot reduce over an empty axis of shape " +
-                      to_string(v.dims()));
+                      to_string(v.dims()) + ": the extremum of no element is undefined");
   shape const out_shape = keepdims ? kd : reduced_shape(v.dims(), mask, false);
   shape const ps = permuted_shape(v.dims(), perm);
   return custom_op<extremum_state>(
@@ -122,7 +125,7 @@ auto extremum(char const *op, X const &x, std::vector<int> const &axes, bool kee
         ctx.data.arg =
             storage::allocate(std::size_t(n_out) * sizeof(index_t), dev, default_resource(dev));
         parallel_for(ex, n_out, n_red,
-                     extremum_groups<T, Max>{xp.data(), y.data(),
+                     extremum_groups<T, Max>{xp.data(), y.raw_data(),
                                              static_cast<index_t *>(ctx.data.arg->data()), n_red});
         return y.reshape(out_shape);
       },
@@ -134,7 +137,7 @@ auto extremum(char const *op, X const &x, std::vector<int> const &axes, bool kee
         parallel_for(ex, n_out, 1,
                      extremum_scatter<T>{gy.data(),
                                          static_cast<index_t const *>(ctx.data.arg->data()),
-                                         gp.data(), n_red});
+                                         gp.raw_data(), n_red});
         add_into(g.zeroed(0).permuted(perm), gp);
       },
       v);

@@ -15,6 +15,7 @@
 #include <dualcast/tensor.hpp>
 
 #include <cmath>
+#include <limits>
 #include <string>
 #include <vector>
 
@@ -102,8 +103,8 @@ auto softmax_like(char const *op, X const &x, int axis, int mode, bool keepdims)
   using T = typename var_of_t<X>::value_type;
   auto const &v = as_var(x);
   int ax = normalize_axis(op, axis, v.rank());
-  if (v.dims().ext[ax] == 0)
-    throw shape_error(std::string(op) + ": the axis is empty in shape " + to_string(v.dims()));
+  // Over an empty axis softmax and log_softmax are empty and logsumexp is -inf (the log of an
+  // empty sum), as in NumPy and PyTorch.
   shape lse_shape; // logsumexp without keepdims
   for (int i = 0; i < v.rank(); ++i)
     if (i != ax)
@@ -123,7 +124,10 @@ auto softmax_like(char const *op, X const &x, int axis, int mode, bool keepdims)
         if (mode == 2)
           ys.ext[ys.rank - 1] = 1;
         tensor<T> yp = tensor<T>::empty(ys, xv.dev());
-        parallel_for(ex, rv.rows, 4 * rv.n, softmax_row<T>{rv.data.data(), yp.data(), rv.n, mode});
+        if (mode == 2 && rv.n == 0)
+          yp.assign_raw(tensor<T>::full(shape{}, -std::numeric_limits<T>::infinity(), xv.dev()));
+        parallel_for(ex, rv.rows, 4 * rv.n,
+                     softmax_row<T>{rv.data.data(), yp.raw_data(), rv.n, mode});
         ctx.data = {yp, rv.perm, rv.rows, rv.n};
         ctx.save(yp, "result");
         if (mode == 2) {
@@ -133,7 +137,7 @@ auto softmax_like(char const *op, X const &x, int axis, int mode, bool keepdims)
         return from_rows(yp, rv.perm);
       },
       [mode](auto const &ex, auto const &ctx, auto &g) {
-        if (!g.needs(0))
+        if (!g.needs(0) || ctx.data.n == 0) // (no input element: nothing to write)
           return;
         auto const &st = ctx.data;
         // gy in the permuted contiguous layout
@@ -144,7 +148,7 @@ auto softmax_like(char const *op, X const &x, int axis, int mode, bool keepdims)
         tensor<T> gx = tensor<T>::empty(mode == 2 ? xp.dims() : gs, gy.dev());
         parallel_for(
             ex, st.rows, 4 * st.n,
-            softmax_row_backward<T>{st.yp.data(), gc.data(), xp.data(), gx.data(), st.n, mode});
+            softmax_row_backward<T>{st.yp.data(), gc.data(), xp.data(), gx.raw_data(), st.n, mode});
         g.add(0, from_rows(gx, st.perm));
       },
       v);

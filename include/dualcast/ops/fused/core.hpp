@@ -52,8 +52,7 @@ template <class T>
     if (first) {
       info.dev = t->dev(), first_pos = int(i), first = false;
     } else if (!(t->dev() == info.dev)) {
-      std::vector<std::pair<int, device>> devs{{first_pos, info.dev}, {int(i), t->dev()}};
-      common_device(op, devs); // throws, naming both
+      devices_differ(op, first_pos, info.dev, int(i), t->dev());
     }
     info.input_bytes += std::size_t(t->size()) * sizeof(T);
     if (r[i].v) {

@@ -217,7 +217,9 @@ var<T> expr<T, Tree, NV, NT>::eval(P pol) const {
 // Materialises several exprs (or variables) of one tape as ONE fused node with one output each
 // (an LSTM cell's h and c); node by node on a tape with fused == false. With two outputs of
 // which one is a subexpression of the other (c2 inside h2 = sigmoid(o) * tanh(c2)), the node's
-// inputs are the larger one's leaves only (no duplicated leaves).
+// inputs are the larger one's leaves only (no duplicated leaves). Each output has its own
+// expression's shape: expressions of different shapes are materialised one by one (a fused
+// kernel runs over one iteration shape).
 template <class P, class E0, class... E>
 requires(is_policy_v<P> &&detail::lz::lazy_operand<E0> &&
          (detail::lz::lazy_operand<E> && ...)) auto eval(P pol, E0 const &e0, E const &...es) {
@@ -228,6 +230,17 @@ requires(is_policy_v<P> &&detail::lz::lazy_operand<E0> &&
     std::array<var<T>, 1 + sizeof...(E)> r{detail::lz::eval_eager<T>(e0, memo),
                                            detail::lz::eval_eager<T>(es, memo)...};
     return r;
+  }
+  if constexpr (sizeof...(E) > 0) {
+    if (!((es.dims() == e0.dims()) && ...)) {
+      auto one = [&](auto const &e) -> var<T> {
+        if constexpr (is_expr_v<decltype(e)>)
+          return e.eval(pol);
+        else
+          return e;
+      };
+      return std::array<var<T>, 1 + sizeof...(E)>{one(e0), one(es)...};
+    }
   }
   if constexpr (sizeof...(E) == 1) {
     std::array<var<T>, 2> shared;
