@@ -223,6 +223,12 @@ template <class F, class Layout, int K, class Active> struct vjp_op : op_base<F,
     };
     auto r = call_with(this->f, make, std::make_index_sequence<Layout::arity>{});
     L const *ybar = in + Layout::num_arrays;
+#ifdef __CUDA_ARCH__
+    // On a GPU the guarded sum directly: a second pass would keep every partial live across the
+    // check, and wide kernels would spill registers.
+    for (int q = 0; q < width; ++q)
+      out[Begin + q] = contract<true>(r, ybar, q, std::make_index_sequence<K>{});
+#else
     bool finite = true;
     for (int q = 0; q < width; ++q) {
       out[Begin + q] = contract<false>(r, ybar, q, std::make_index_sequence<K>{});
@@ -231,6 +237,7 @@ template <class F, class Layout, int K, class Active> struct vjp_op : op_base<F,
     if (!finite) [[unlikely]] // a zero factor wins: see contract
       for (int q = 0; q < width; ++q)
         out[Begin + q] = contract<true>(r, ybar, q, std::make_index_sequence<K>{});
+#endif
   }
   // Several chunks: each a function of its own on the host (config.hpp, DUALCAST_SEPARATE).
   template <int Begin, class L>

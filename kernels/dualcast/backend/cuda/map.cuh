@@ -57,8 +57,12 @@ DUALCAST_GLOBAL void __launch_bounds__(max_block)
 template <class T, int NI, int NO, class Op>
 DUALCAST_GLOBAL void __launch_bounds__(max_block)
     map_contiguous(map_params<T, NI, NO> p, index_t total, Op op) {
-  using V = typename vec16<T>::type;
-  constexpr int lanes = vec16<T>::lanes;
+  // 16-byte loads put `lanes` copies of the element operation into one iteration; with many
+  // operands their live values exceed the registers (ptxas spilled with 11 operands in double),
+  // so wide operations load one element at a time.
+  constexpr bool wide = NI + NO > 8;
+  using V = std::conditional_t<wide, T, typename vec16<T>::type>;
+  constexpr int lanes = wide ? 1 : vec16<T>::lanes;
   T in[NI > 0 ? NI : 1], out[NO];
   const index_t vectors = total / lanes;
   // Not unrolled: for tiny bodies (a negation's value and constant partial) NVVM unrolled this
