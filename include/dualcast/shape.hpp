@@ -82,10 +82,14 @@ inline shape broadcast_pair(shape const &a, shape const &b, bool &ok) {
 // and both shapes.
 template <class ShapeOf>
 shape broadcast_shapes(char const *op, ShapeOf const &shape_of, int const *positions, int n) {
-  shape r;
-  for (int i = 0; i < n; ++i) {
+  if (n == 0)
+    return shape{};
+  shape r = shape_of(0);
+  for (int i = 1; i < n; ++i) {
     bool ok = true;
     shape const &si = shape_of(i);
+    if (si == r) // (the usual case: operands of one shape)
+      continue;
     shape next = broadcast_pair(r, si, ok);
     if (!ok) {
       int j = 0; // an earlier argument that conflicts with this one on its own
