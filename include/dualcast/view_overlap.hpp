@@ -108,7 +108,7 @@ template <class T> extent_range range_of(view<T> const &v) {
 inline bool ranges_meet(extent_range a, extent_range b) { return a.lo < b.hi && b.lo < a.hi; }
 class range_table {
 public:
-  template <class T> range_table(view<T> const *v, std::size_t n) : n_(n) {
+  template <class T> range_table(view<T> const *v, std::size_t n) {
     if (n > inline_size)
       more_.reset(new extent_range[n]);
     extent_range *r = data();
@@ -120,7 +120,6 @@ public:
 private:
   extent_range *data() { return more_ ? more_.get() : inline_; }
   static constexpr std::size_t inline_size = 64;
-  std::size_t n_;
   extent_range inline_[inline_size];
   std::unique_ptr<extent_range[]> more_;
 };

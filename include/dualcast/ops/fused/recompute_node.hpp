@@ -45,7 +45,7 @@ void recompute_node(Ex const &ex, tape &tp, kernel<F, S> const &k, Args const &a
         gather_ybar(c);
         prepare_targets(c);
         std::array<view<T>, NA> xv;
-        bool add[NA > 0 ? NA : 1];
+        bool add[Active::count > 0 ? Active::count : 1]; // (clang 14: NA here would need a capture)
         for (int a = 0; a < NA; ++a) {
           xv[std::size_t(a)] = c.target[std::size_t(a)].raw_view();
           add[a] = c.add[std::size_t(a)];
