@@ -238,7 +238,8 @@ template <class T, int N> DUALCAST_HD DUALCAST_FORCEINLINE dual<T, N> sigmoid(du
   T s = sigmoid(x.val);
   return detail::chain(x, s, s * (T(1) - s));
 }
-template <class T, int N> DUALCAST_HD DUALCAST_FORCEINLINE dual<T, N> softplus(dual<T, N> const &x) {
+template <class T, int N>
+DUALCAST_HD DUALCAST_FORCEINLINE dual<T, N> softplus(dual<T, N> const &x) {
   return detail::chain(x, softplus(x.val), sigmoid(x.val));
 }
 
