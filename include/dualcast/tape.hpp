@@ -305,7 +305,7 @@ private:
       std::uninitialized_copy_n(saves, n_saves, saved);
     }
     nodes_.push_back(arena_.make<detail::fn_node<T, K, std::decay_t<Bwd>>>(
-        text, std::move(outs), std::move(bwd), saved, n_saves));
+        text, std::move(outs), std::forward<Bwd>(bwd), saved, n_saves));
   }
   // One step of backward: the node's gradient if any of its outputs got one.
   static void run_node(detail::node &n, bool keep_graph) {
