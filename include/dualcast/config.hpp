@@ -24,6 +24,16 @@
 #endif
 #endif
 
+// The math functions on dual numbers: always inlined with GCC, whose `flatten` in the CPU
+// backend's loop left them as calls (160-byte duals through memory) where a translation unit used
+// them in several kernels. Not forced with clang (the sanitizer and tidy builds), which keeps its
+// own inlining choices there.
+#if defined(__CUDACC__) || !defined(__clang__)
+#define DUALCAST_MATH_INLINE DUALCAST_FORCEINLINE
+#else
+#define DUALCAST_MATH_INLINE
+#endif
+
 // Inlines everything a function calls (the CPU backend's inner loop over a kernel's lambda), so
 // the dual-number arithmetic of one element stays in registers.
 #if !defined(__CUDACC__) && (defined(__GNUC__) || defined(__clang__))

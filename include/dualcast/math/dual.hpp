@@ -54,37 +54,37 @@ DUALCAST_HD constexpr auto where(C const &c, A const &a, B const &b) -> decltype
 }
 
 // ---- exponentials and logarithms ----------------------------------------------------------
-template <class T, int N> DUALCAST_HD DUALCAST_FORCEINLINE dual<T, N> exp(dual<T, N> const &x) {
+template <class T, int N> DUALCAST_HD DUALCAST_MATH_INLINE dual<T, N> exp(dual<T, N> const &x) {
   T e = exp(x.val);
   return detail::chain(x, e, e);
 }
-template <class T, int N> DUALCAST_HD DUALCAST_FORCEINLINE dual<T, N> expm1(dual<T, N> const &x) {
+template <class T, int N> DUALCAST_HD DUALCAST_MATH_INLINE dual<T, N> expm1(dual<T, N> const &x) {
   T e = expm1(x.val);
   return detail::chain(x, e, e + T(1));
 }
-template <class T, int N> DUALCAST_HD DUALCAST_FORCEINLINE dual<T, N> exp2(dual<T, N> const &x) {
+template <class T, int N> DUALCAST_HD DUALCAST_MATH_INLINE dual<T, N> exp2(dual<T, N> const &x) {
   T e = exp2(x.val);
   return detail::chain(x, e, e * T(std::numbers::ln2));
 }
-template <class T, int N> DUALCAST_HD DUALCAST_FORCEINLINE dual<T, N> log(dual<T, N> const &x) {
+template <class T, int N> DUALCAST_HD DUALCAST_MATH_INLINE dual<T, N> log(dual<T, N> const &x) {
   return detail::chain_checked(x, log(x.val), T(1) / x.val);
 }
-template <class T, int N> DUALCAST_HD DUALCAST_FORCEINLINE dual<T, N> log1p(dual<T, N> const &x) {
+template <class T, int N> DUALCAST_HD DUALCAST_MATH_INLINE dual<T, N> log1p(dual<T, N> const &x) {
   return detail::chain_checked(x, log1p(x.val), T(1) / (x.val + T(1)));
 }
-template <class T, int N> DUALCAST_HD DUALCAST_FORCEINLINE dual<T, N> log2(dual<T, N> const &x) {
+template <class T, int N> DUALCAST_HD DUALCAST_MATH_INLINE dual<T, N> log2(dual<T, N> const &x) {
   return detail::chain_checked(x, log2(x.val), T(1) / (x.val * T(std::numbers::ln2)));
 }
-template <class T, int N> DUALCAST_HD DUALCAST_FORCEINLINE dual<T, N> log10(dual<T, N> const &x) {
+template <class T, int N> DUALCAST_HD DUALCAST_MATH_INLINE dual<T, N> log10(dual<T, N> const &x) {
   return detail::chain_checked(x, log10(x.val), T(1) / (x.val * T(std::numbers::ln10)));
 }
 
 // ---- roots and powers -----------------------------------------------------------------------
-template <class T, int N> DUALCAST_HD DUALCAST_FORCEINLINE dual<T, N> sqrt(dual<T, N> const &x) {
+template <class T, int N> DUALCAST_HD DUALCAST_MATH_INLINE dual<T, N> sqrt(dual<T, N> const &x) {
   T s = sqrt(x.val);
   return detail::chain_checked(x, s, T(0.5) / s);
 }
-template <class T, int N> DUALCAST_HD DUALCAST_FORCEINLINE dual<T, N> cbrt(dual<T, N> const &x) {
+template <class T, int N> DUALCAST_HD DUALCAST_MATH_INLINE dual<T, N> cbrt(dual<T, N> const &x) {
   T c = cbrt(x.val);
   return detail::chain_checked(x, c, T(1) / (T(3) * c * c));
 }
@@ -118,42 +118,42 @@ template <class T, int N> DUALCAST_HD dual<T, N> pow(dual<T, N> const &x, int n)
 }
 
 // ---- trigonometric and hyperbolic ---------------------------------------------------------
-template <class T, int N> DUALCAST_HD DUALCAST_FORCEINLINE dual<T, N> sin(dual<T, N> const &x) {
+template <class T, int N> DUALCAST_HD DUALCAST_MATH_INLINE dual<T, N> sin(dual<T, N> const &x) {
   return detail::chain(x, sin(x.val), cos(x.val));
 }
-template <class T, int N> DUALCAST_HD DUALCAST_FORCEINLINE dual<T, N> cos(dual<T, N> const &x) {
+template <class T, int N> DUALCAST_HD DUALCAST_MATH_INLINE dual<T, N> cos(dual<T, N> const &x) {
   return detail::chain(x, cos(x.val), -sin(x.val));
 }
-template <class T, int N> DUALCAST_HD DUALCAST_FORCEINLINE dual<T, N> tan(dual<T, N> const &x) {
+template <class T, int N> DUALCAST_HD DUALCAST_MATH_INLINE dual<T, N> tan(dual<T, N> const &x) {
   T t = tan(x.val);
   return detail::chain(x, t, T(1) + t * t);
 }
-template <class T, int N> DUALCAST_HD DUALCAST_FORCEINLINE dual<T, N> asin(dual<T, N> const &x) {
+template <class T, int N> DUALCAST_HD DUALCAST_MATH_INLINE dual<T, N> asin(dual<T, N> const &x) {
   return detail::chain_checked(x, asin(x.val), T(1) / sqrt(T(1) - x.val * x.val));
 }
-template <class T, int N> DUALCAST_HD DUALCAST_FORCEINLINE dual<T, N> acos(dual<T, N> const &x) {
+template <class T, int N> DUALCAST_HD DUALCAST_MATH_INLINE dual<T, N> acos(dual<T, N> const &x) {
   return detail::chain_checked(x, acos(x.val), T(-1) / sqrt(T(1) - x.val * x.val));
 }
-template <class T, int N> DUALCAST_HD DUALCAST_FORCEINLINE dual<T, N> atan(dual<T, N> const &x) {
+template <class T, int N> DUALCAST_HD DUALCAST_MATH_INLINE dual<T, N> atan(dual<T, N> const &x) {
   return detail::chain(x, atan(x.val), T(1) / (T(1) + x.val * x.val));
 }
-template <class T, int N> DUALCAST_HD DUALCAST_FORCEINLINE dual<T, N> sinh(dual<T, N> const &x) {
+template <class T, int N> DUALCAST_HD DUALCAST_MATH_INLINE dual<T, N> sinh(dual<T, N> const &x) {
   return detail::chain(x, sinh(x.val), cosh(x.val));
 }
-template <class T, int N> DUALCAST_HD DUALCAST_FORCEINLINE dual<T, N> cosh(dual<T, N> const &x) {
+template <class T, int N> DUALCAST_HD DUALCAST_MATH_INLINE dual<T, N> cosh(dual<T, N> const &x) {
   return detail::chain(x, cosh(x.val), sinh(x.val));
 }
-template <class T, int N> DUALCAST_HD DUALCAST_FORCEINLINE dual<T, N> tanh(dual<T, N> const &x) {
+template <class T, int N> DUALCAST_HD DUALCAST_MATH_INLINE dual<T, N> tanh(dual<T, N> const &x) {
   T t = tanh(x.val);
   return detail::chain(x, t, T(1) - t * t);
 }
-template <class T, int N> DUALCAST_HD DUALCAST_FORCEINLINE dual<T, N> asinh(dual<T, N> const &x) {
+template <class T, int N> DUALCAST_HD DUALCAST_MATH_INLINE dual<T, N> asinh(dual<T, N> const &x) {
   return detail::chain(x, asinh(x.val), T(1) / sqrt(x.val * x.val + T(1)));
 }
-template <class T, int N> DUALCAST_HD DUALCAST_FORCEINLINE dual<T, N> acosh(dual<T, N> const &x) {
+template <class T, int N> DUALCAST_HD DUALCAST_MATH_INLINE dual<T, N> acosh(dual<T, N> const &x) {
   return detail::chain_checked(x, acosh(x.val), T(1) / (sqrt(x.val - T(1)) * sqrt(x.val + T(1))));
 }
-template <class T, int N> DUALCAST_HD DUALCAST_FORCEINLINE dual<T, N> atanh(dual<T, N> const &x) {
+template <class T, int N> DUALCAST_HD DUALCAST_MATH_INLINE dual<T, N> atanh(dual<T, N> const &x) {
   return detail::chain_checked(x, atanh(x.val), T(1) / (T(1) - x.val * x.val));
 }
 template <class A, class B>
@@ -175,28 +175,28 @@ requires(is_dual_v<A> || is_dual_v<B>) DUALCAST_HD auto hypot(A const &xa, B con
 }
 
 // ---- error function -------------------------------------------------------------------------
-template <class T, int N> DUALCAST_HD DUALCAST_FORCEINLINE dual<T, N> erf(dual<T, N> const &x) {
+template <class T, int N> DUALCAST_HD DUALCAST_MATH_INLINE dual<T, N> erf(dual<T, N> const &x) {
   return detail::chain(x, erf(x.val), T(std::numbers::inv_sqrtpi * 2) * exp(-x.val * x.val));
 }
-template <class T, int N> DUALCAST_HD DUALCAST_FORCEINLINE dual<T, N> erfc(dual<T, N> const &x) {
+template <class T, int N> DUALCAST_HD DUALCAST_MATH_INLINE dual<T, N> erfc(dual<T, N> const &x) {
   return detail::chain(x, erfc(x.val), T(-std::numbers::inv_sqrtpi * 2) * exp(-x.val * x.val));
 }
 
 // ---- piecewise functions --------------------------------------------------------------------
-template <class T, int N> DUALCAST_HD DUALCAST_FORCEINLINE dual<T, N> abs(dual<T, N> const &x) {
+template <class T, int N> DUALCAST_HD DUALCAST_MATH_INLINE dual<T, N> abs(dual<T, N> const &x) {
   T sign = select(x.val > T(0), T(1), select(x.val < T(0), T(-1), T(0)));
   return detail::chain(x, abs(x.val), sign);
 }
-template <class T, int N> DUALCAST_HD DUALCAST_FORCEINLINE dual<T, N> relu(dual<T, N> const &x) {
+template <class T, int N> DUALCAST_HD DUALCAST_MATH_INLINE dual<T, N> relu(dual<T, N> const &x) {
   return detail::chain(x, relu(x.val), select(x.val > T(0), T(1), T(0)));
 }
-template <class T, int N> DUALCAST_HD DUALCAST_FORCEINLINE dual<T, N> floor(dual<T, N> const &x) {
+template <class T, int N> DUALCAST_HD DUALCAST_MATH_INLINE dual<T, N> floor(dual<T, N> const &x) {
   return dual<T, N>(floor(x.val));
 }
-template <class T, int N> DUALCAST_HD DUALCAST_FORCEINLINE dual<T, N> ceil(dual<T, N> const &x) {
+template <class T, int N> DUALCAST_HD DUALCAST_MATH_INLINE dual<T, N> ceil(dual<T, N> const &x) {
   return dual<T, N>(ceil(x.val));
 }
-template <class T, int N> DUALCAST_HD DUALCAST_FORCEINLINE dual<T, N> round(dual<T, N> const &x) {
+template <class T, int N> DUALCAST_HD DUALCAST_MATH_INLINE dual<T, N> round(dual<T, N> const &x) {
   return dual<T, N>(round(x.val));
 }
 template <class A, class B>
@@ -234,12 +234,12 @@ requires(is_dual_v<A> || is_dual_v<B> || is_dual_v<C>)
 }
 
 // ---- activations ------------------------------------------------------------------------------
-template <class T, int N> DUALCAST_HD DUALCAST_FORCEINLINE dual<T, N> sigmoid(dual<T, N> const &x) {
+template <class T, int N> DUALCAST_HD DUALCAST_MATH_INLINE dual<T, N> sigmoid(dual<T, N> const &x) {
   T s = sigmoid(x.val);
   return detail::chain(x, s, s * (T(1) - s));
 }
 template <class T, int N>
-DUALCAST_HD DUALCAST_FORCEINLINE dual<T, N> softplus(dual<T, N> const &x) {
+DUALCAST_HD DUALCAST_MATH_INLINE dual<T, N> softplus(dual<T, N> const &x) {
   return detail::chain(x, softplus(x.val), sigmoid(x.val));
 }
 
