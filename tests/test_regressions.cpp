@@ -198,13 +198,12 @@ TEST_CASE("conventions: round half to even; max / min send a tie's gradient to t
   CHECK(x.grad().to_vector() == std::vector<double>{1, 1, 0, 1, 0, 1});
 }
 
-// Known, not yet fixed (found by the differential tape fuzzer: tests/test_tape_fuzz.cpp with
-// DUALCAST_TAPE_FUZZ_WILD=1). Inside one fused kernel the chain rule runs forward on dual numbers,
-// so a zero derivative times an infinite partial (tanh'(-inf) = 0 after log'(0) = inf), or a NaN
-// derivative times a zero partial (sin' at a NaN value after relu' = 0), is NaN; the unfused tape
-// contracts node by node, where zero factors win, and gives 0. The two disagree (neither is the
-// limit in every case: d/dx exp(log(x)) -> 1 at 0+). should_fail: these cases fail until the
-// formulations agree; then drop should_fail.
+// Found by the differential tape fuzzer (tests/test_tape_fuzz.cpp with DUALCAST_TAPE_FUZZ_WILD=1):
+// inside one fused kernel the chain rule runs forward on dual numbers, where a zero derivative
+// times an infinite partial (tanh'(-inf) = 0 after log'(0) = inf), or a NaN derivative times a
+// zero partial (sin' at a NaN value after relu' = 0), gave NaN; the unfused tape contracts node by
+// node, where zero factors win, and gives 0. The dual chain rule now uses zero-wins products where
+// a partial comes out non-finite (detail::chain), so both formulations agree.
 namespace {
 // d/dx of f at x0 on a tape with fused == true (lazy operators: ONE fused node) and false.
 template <class F> std::array<double, 2> both_ways(F f, double x0) {
@@ -225,19 +224,24 @@ void check_same(std::array<double, 2> g) {
 }
 } // namespace
 
-TEST_CASE("known: fused and unfused disagree where a zero derivative meets an infinite partial "
-          "inside one kernel" *
-          doctest::should_fail()) {
-  // tanh(log(x)) at 0 is -1 (finite); d/dx = 4x / (x^2 + 1)^2 -> 0. Fused NaN, unfused 0.
+TEST_CASE("fused and unfused agree where a zero derivative meets an infinite partial inside one "
+          "kernel") {
+  // tanh(log(x)) at 0 is -1 (finite); d/dx = 4x / (x^2 + 1)^2 -> 0 (fused was NaN).
   check_same(both_ways([](V64 const &x) { return dc::tanh(dc::log(x)); }, 0.0));
-  // exp(log(x)) at 0 is 0; fused NaN, unfused 0.
+  // exp(log(x)) at 0 is 0 (fused was NaN, unfused 0).
   check_same(both_ways([](V64 const &x) { return dc::exp(dc::log(x)); }, 0.0));
+  // relu(sqrt(x)) at 0: relu'(0) = 0 after sqrt'(0) = inf; both 0 (PyTorch: 0).
+  auto g = both_ways([](V64 const &x) { return dc::relu(dc::sqrt(x)); }, 0.0);
+  check_same(g);
+  CHECK(g[0] == 0.0);
+  // A product with an infinite factor: d/dx (x * inf) * 0 -- the zero cotangent wins both ways.
+  check_same(both_ways([](V64 const &x) { return (x * INFINITY) * 0.0; }, 1.0));
+  // exp overflowing in a division: x / exp(x) at 1000 (0 / inf partials).
+  check_same(both_ways([](V64 const &x) { return x / dc::exp(x); }, 1000.0));
 }
 
-TEST_CASE("known: fused and unfused disagree where a NaN derivative meets a zero partial inside "
-          "one kernel" *
-          doctest::should_fail()) {
+TEST_CASE("fused and unfused agree where a NaN derivative meets a zero partial inside one kernel") {
   // log(relu(x) - 1) is NaN at x = -0.5 and its partial 0 (relu' = 0); sin' of NaN is NaN: fused
-  // NaN, unfused 0.
+  // was NaN, unfused 0.
   check_same(both_ways([](V64 const &x) { return dc::sin(dc::log(dc::relu(x) - 1.0)); }, -0.5));
 }

@@ -12,6 +12,7 @@
 
 #include <dualcast/custom_op.hpp>
 #include <dualcast/memory.hpp>
+#include <dualcast/ops/cells.hpp>
 #include <dualcast/ops/elementwise.hpp>
 #include <dualcast/ops/indexing.hpp>
 #include <dualcast/ops/linalg.hpp>

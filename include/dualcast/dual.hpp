@@ -74,24 +74,6 @@ template <class T> DUALCAST_HD constexpr auto value_of(T const &x) {
 }
 
 namespace detail {
-// Builds f(x) from the value f(x.val) and the derivative f'(x.val): the chain rule.
-template <class T, int N>
-DUALCAST_HD constexpr dual<T, N> chain(dual<T, N> const &x, T const &value, T const &deriv) {
-  dual<T, N> r(value);
-  for (int i = 0; i < N; ++i)
-    r.d[i] = deriv * x.d[i];
-  return r;
-}
-// Builds f(x, y) from the value and both partials.
-template <class T, int N>
-DUALCAST_HD constexpr dual<T, N> chain2(dual<T, N> const &x, dual<T, N> const &y, T const &value,
-                                        T const &dfdx, T const &dfdy) {
-  dual<T, N> r(value);
-  for (int i = 0; i < N; ++i)
-    r.d[i] = dfdx * x.d[i] + dfdy * y.d[i];
-  return r;
-}
-
 // c ? a : b per lane: a ternary on plain numbers; on SIMD batches their select, found by
 // argument-dependent lookup (math/simd.hpp), so that this header needs no math library.
 template <class C, class T> DUALCAST_HD constexpr T pick(C const &c, T const &a, T const &b) {
@@ -113,37 +95,58 @@ template <class T> DUALCAST_HD constexpr bool all_finite(T const &v) {
       return m.all();
   }
 }
-// The chain rule for functions whose derivative is infinite somewhere in their domain (sqrt at 0,
-// log at 0, asin at 1, x / y at y = 0...). A partial with respect to an input the argument does not
-// depend on must stay 0 there, not become inf * 0 = NaN (d/dy of sqrt(x) + y at x = 0 is 1).
-// Checked once per call; the guarded loop runs only where the derivative is not finite.
+
+// Whether every partial of r is finite: one test of their sum (a NaN or an inf in any partial
+// makes it non-finite; a false alarm from an overflowing sum only costs the guarded path).
+template <class T, int N> DUALCAST_HD constexpr bool partials_finite(dual<T, N> const &r) {
+  if constexpr (N == 0 || is_dual_v<T>) {
+    return true;
+  } else {
+    T s = r.d[0];
+    for (int i = 1; i < N; ++i)
+      s += r.d[i];
+    return all_finite(s);
+  }
+}
+
+// a * b where a zero factor wins: 0 * inf and 0 * NaN are 0. The unfused tape contracts node by
+// node with this rule, so the chain rule on dual numbers uses it too: a gradient must not depend
+// on how a program is fused (d/dx tanh(log(x)) at 0 is 0 both ways, not NaN fused).
+template <class T> DUALCAST_HD constexpr T zero_wins(T const &a, T const &b) {
+  return pick(a == T(0) || b == T(0), T(0), a * b);
+}
+
+// The chain rule: f(x) from the value f(x.val) and the derivative f'(x.val). The plain products
+// run first; only where a partial came out non-finite (rare: log at 0, sqrt at 0, overflow, NaN
+// inputs) are they recomputed with zero-wins products -- one test of the partials' sum per call.
 // (Nested duals keep the plain rule: their inner partials can be non-zero where the value is 0.)
 template <class T, int N>
-DUALCAST_HD constexpr dual<T, N> chain_checked(dual<T, N> const &x, T const &value,
-                                               T const &deriv) {
+DUALCAST_HD constexpr dual<T, N> chain(dual<T, N> const &x, T const &value, T const &deriv) {
+  dual<T, N> r(value);
+  for (int i = 0; i < N; ++i)
+    r.d[i] = deriv * x.d[i];
   if constexpr (!is_dual_v<T>) {
-    if (!all_finite(deriv)) {
-      dual<T, N> r(value);
+    if (!partials_finite(r)) [[unlikely]] {
       for (int i = 0; i < N; ++i)
-        r.d[i] = pick(x.d[i] == T(0), T(0), deriv * x.d[i]);
-      return r;
+        r.d[i] = zero_wins(deriv, x.d[i]);
     }
   }
-  return chain(x, value, deriv);
+  return r;
 }
+// f(x, y) from the value and both partials.
 template <class T, int N>
-DUALCAST_HD constexpr dual<T, N> chain2_checked(dual<T, N> const &x, dual<T, N> const &y,
-                                                T const &value, T const &dfdx, T const &dfdy) {
+DUALCAST_HD constexpr dual<T, N> chain2(dual<T, N> const &x, dual<T, N> const &y, T const &value,
+                                        T const &dfdx, T const &dfdy) {
+  dual<T, N> r(value);
+  for (int i = 0; i < N; ++i)
+    r.d[i] = dfdx * x.d[i] + dfdy * y.d[i];
   if constexpr (!is_dual_v<T>) {
-    if (!all_finite(dfdx) || !all_finite(dfdy)) {
-      dual<T, N> r(value);
+    if (!partials_finite(r)) [[unlikely]] {
       for (int i = 0; i < N; ++i)
-        r.d[i] =
-            pick(x.d[i] == T(0), T(0), dfdx * x.d[i]) + pick(y.d[i] == T(0), T(0), dfdy * y.d[i]);
-      return r;
+        r.d[i] = zero_wins(dfdx, x.d[i]) + zero_wins(dfdy, y.d[i]);
     }
   }
-  return chain2(x, y, value, dfdx, dfdy);
+  return r;
 }
 } // namespace detail
 
@@ -190,22 +193,19 @@ DUALCAST_HD constexpr dual<T, N> operator-(dual<T, N> const &x, dual<T, N> const
 }
 template <class T, int N>
 DUALCAST_HD constexpr dual<T, N> operator*(dual<T, N> const &x, dual<T, N> const &y) {
-  dual<T, N> r(x.val * y.val);
-  for (int i = 0; i < N; ++i)
-    r.d[i] = x.d[i] * y.val + x.val * y.d[i];
-  return r;
+  return detail::chain2(x, y, x.val * y.val, y.val, x.val);
 }
 template <class T, int N>
 DUALCAST_HD constexpr dual<T, N> operator/(dual<T, N> const &x, dual<T, N> const &y) {
   T inv = T(1) / y.val;
   T q = x.val / y.val; // the value rounds like plain division; inv serves the partials
-  if constexpr (!is_dual_v<T>) {
-    if (!detail::all_finite(inv) || !detail::all_finite(q)) // y == 0: see chain_checked
-      return detail::chain2_checked(x, y, q, inv, -q * inv);
-  }
   dual<T, N> r(q);
   for (int i = 0; i < N; ++i)
     r.d[i] = (x.d[i] - q * y.d[i]) * inv;
+  if constexpr (!is_dual_v<T>) {
+    if (!detail::partials_finite(r)) [[unlikely]] // y == 0, overflow, NaN: see detail::chain
+      return detail::chain2(x, y, q, inv, -q * inv);
+  }
   return r;
 }
 
@@ -242,35 +242,26 @@ template <class T, int N, class S>
 requires detail::constant_for<S, T, N> DUALCAST_HD constexpr dual<T, N>
 operator*(dual<T, N> const &x, S const &s) {
   T c(s);
-  dual<T, N> r(x.val * c);
-  for (int i = 0; i < N; ++i)
-    r.d[i] = x.d[i] * c;
-  return r;
+  return detail::chain(x, x.val * c, c);
 }
 template <class T, int N, class S>
 requires detail::constant_for<S, T, N> DUALCAST_HD constexpr dual<T, N>
 operator*(S const &s, dual<T, N> const &x) {
   T c(s);
-  dual<T, N> r(c * x.val);
-  for (int i = 0; i < N; ++i)
-    r.d[i] = c * x.d[i];
-  return r;
+  return detail::chain(x, c * x.val, c);
 }
 template <class T, int N, class S>
 requires detail::constant_for<S, T, N> DUALCAST_HD constexpr dual<T, N>
 operator/(dual<T, N> const &x, S const &s) {
   T inv = T(1) / T(s);
-  dual<T, N> r(x.val * inv);
-  for (int i = 0; i < N; ++i)
-    r.d[i] = x.d[i] * inv;
-  return r;
+  return detail::chain(x, x.val * inv, inv);
 }
 template <class T, int N, class S>
 requires detail::constant_for<S, T, N> DUALCAST_HD constexpr dual<T, N>
 operator/(S const &s, dual<T, N> const &x) {
   T inv = T(1) / x.val;
   T q = T(s) * inv;
-  return detail::chain_checked(x, q, -q * inv);
+  return detail::chain(x, q, -q * inv);
 }
 
 // ---- comparisons: on values only -----------------------------------------------------------

@@ -4,6 +4,7 @@
 
 #include <dualcast/backend/cpu.hpp>
 #include <dualcast/broadcast.hpp>
+#include <dualcast/cells.hpp>
 #include <dualcast/config.hpp>
 #include <dualcast/dual.hpp>
 #include <dualcast/errors.hpp>

@@ -1,0 +1,97 @@
+// dualcast/ops/cells.hpp: the ready cells (cells.hpp) on tape variables, each ONE fused node.
+//
+//   auto gates = dualcast::matmul(x, W) + dualcast::matmul(h, U) + b;   // (B, 4H): i, f, g, o
+//   auto [h2, c2] = dualcast::lstm_cell(gates, c);                       // one fused node
+//
+// Every wrapper takes an optional policy first (policy.hpp: store the partials, or recompute
+// them in backward; by default the cost model decides). Arguments may be variables, lazy
+// expressions or tensors (constants), as for dualcast::fused. The packed forms slice the gate
+// matrix along its last axis (views: no copy, and no scatter of the gradient).
+#pragma once
+
+#include <dualcast/cells.hpp>
+#include <dualcast/errors.hpp>
+#include <dualcast/ops/fused.hpp>
+#include <dualcast/ops/shape_ops.hpp>
+#include <dualcast/policy.hpp>
+
+#include <array>
+#include <string>
+
+namespace dualcast {
+namespace detail {
+// The k-th of `parts` equal blocks of x's last axis.
+template <class X> auto gate_block(char const *op, X const &x, int k, int parts) {
+  auto const &v = as_var(x);
+  int const last = v.rank() - 1;
+  if (last < 0 || v.dims()[last] % parts != 0)
+    throw shape_error(std::string(op) + ": the packed gates need a last axis divisible by " +
+                      std::to_string(parts) + ", got shape " + to_string(v.dims()));
+  index_t const n = v.dims()[last] / parts;
+  return slice(v, last, k * n, (k + 1) * n);
+}
+} // namespace detail
+
+// LSTM cell from the four gate pre-activations and the cell state: returns {h', c'}.
+template <class P, class I, class F, class G, class O, class C>
+requires is_policy_v<P>
+auto lstm_cell(P pol, I const &i, F const &f, G const &g, O const &o, C const &c) {
+  return fused(pol, cells::lstm, i, f, g, o, c);
+}
+template <class I, class F, class G, class O, class C>
+requires(!is_policy_v<I>) auto lstm_cell(I const &i, F const &f, G const &g, O const &o,
+                                         C const &c) {
+  return fused(cells::lstm, i, f, g, o, c);
+}
+// The packed form: gates (..., 4H) in PyTorch's order i, f, g, o, and c (..., H).
+template <class P, class Gates, class C>
+requires is_policy_v<P>
+auto lstm_cell(P pol, Gates const &gates, C const &c) {
+  char const *op = "dualcast::lstm_cell";
+  return fused(pol, cells::lstm, detail::gate_block(op, gates, 0, 4),
+               detail::gate_block(op, gates, 1, 4), detail::gate_block(op, gates, 2, 4),
+               detail::gate_block(op, gates, 3, 4), c);
+}
+template <class Gates, class C>
+requires(!is_policy_v<Gates>) auto lstm_cell(Gates const &gates, C const &c) {
+  return lstm_cell(policy::automatic, gates, c);
+}
+
+// GRU cell (PyTorch's formulation, cells.hpp) from the packed input projection gx (..., 3H: r, z,
+// n), the packed hidden projection gh (..., 3H: r, z, n; its bias included) and h: returns h'.
+template <class P, class GX, class GH, class H>
+requires is_policy_v<P>
+auto gru_cell(P pol, GX const &gx, GH const &gh, H const &h) {
+  char const *op = "dualcast::gru_cell";
+  return fused(pol, cells::gru, detail::gate_block(op, gx, 0, 3), detail::gate_block(op, gx, 1, 3),
+               detail::gate_block(op, gx, 2, 3), detail::gate_block(op, gh, 0, 3),
+               detail::gate_block(op, gh, 1, 3), detail::gate_block(op, gh, 2, 3), h);
+}
+template <class GX, class GH, class H>
+requires(!is_policy_v<GX>) auto gru_cell(GX const &gx, GH const &gh, H const &h) {
+  return gru_cell(policy::automatic, gx, gh, h);
+}
+
+// HM-LSTM cell-state update (cells.hpp): masks z, zb (give them as tensors: constants), the cell
+// state c and the gate pre-activations f, i, g: returns c'.
+template <class P, class Z, class ZB, class C, class F, class I, class G>
+requires is_policy_v<P>
+auto hmlstm_update(P pol, Z const &z, ZB const &zb, C const &c, F const &f, I const &i,
+                   G const &g) {
+  return fused(pol, cells::hmlstm_update, z, zb, c, f, i, g);
+}
+template <class Z, class ZB, class C, class F, class I, class G>
+requires(!is_policy_v<Z>) auto hmlstm_update(Z const &z, ZB const &zb, C const &c, F const &f,
+                                             I const &i, G const &g) {
+  return fused(cells::hmlstm_update, z, zb, c, f, i, g);
+}
+
+// D-LSTM layer-step (cells.hpp): input x, state (h, s), diagonal weights and biases: {h', s'}.
+template <class P, class... A>
+requires(is_policy_v<P> && sizeof...(A) == 11) auto dlstm_cell(P pol, A const &...a) {
+  return fused(pol, cells::dlstm, a...);
+}
+template <class... A>
+requires(sizeof...(A) == 11) auto dlstm_cell(A const &...a) { return fused(cells::dlstm, a...); }
+
+} // namespace dualcast
