@@ -110,22 +110,29 @@ template <class T, int N> DUALCAST_HD constexpr bool partials_finite(dual<T, N> 
 }
 
 // a * b where a zero factor wins: 0 * inf and 0 * NaN are 0. The unfused tape contracts node by
-// node with this rule, so the chain rule on dual numbers uses it too: a gradient must not depend
-// on how a program is fused (d/dx tanh(log(x)) at 0 is 0 both ways, not NaN fused).
+// node with this rule, so the chain rule on dual numbers follows it too: a gradient must not
+// depend on how a program is fused (d/dx tanh(log(x)) at 0 is 0 both ways, not NaN fused).
 template <class T> DUALCAST_HD constexpr T zero_wins(T const &a, T const &b) {
   return pick(a == T(0) || b == T(0), T(0), a * b);
 }
 
-// The chain rule: f(x) from the value f(x.val) and the derivative f'(x.val). The plain products
-// run first; only where a partial came out non-finite (rare: log at 0, sqrt at 0, overflow, NaN
-// inputs) are they recomputed with zero-wins products -- one test of the partials' sum per call.
-// (Nested duals keep the plain rule: their inner partials can be non-zero where the value is 0.)
+// Where the zero-wins rule is applied. On plain numbers (the GPU, scalar code, the CPU's slow
+// lane-by-lane path) every chain-rule step runs the plain products, tests their sum, and
+// recomputes them zero-wins only where a partial came out non-finite (rare: log or sqrt at 0,
+// overflow, NaN inputs). On SIMD batches (the CPU's hot path) that test would cost as much as the
+// products themselves, so a step only guards a non-finite derivative of its own (the _checked
+// forms: sqrt, log, division...), and the fused kernels test each result's partials once and
+// re-run a batch whose partials are not all finite lane by lane on plain numbers
+// (detail/element_ops.hpp): the same results, one test per kernel instead of one per step.
+template <class T> inline constexpr bool checks_each_step = std::is_arithmetic_v<T>;
+
+// The chain rule: f(x) from the value f(x.val) and the derivative f'(x.val).
 template <class T, int N>
 DUALCAST_HD constexpr dual<T, N> chain(dual<T, N> const &x, T const &value, T const &deriv) {
   dual<T, N> r(value);
   for (int i = 0; i < N; ++i)
     r.d[i] = deriv * x.d[i];
-  if constexpr (!is_dual_v<T>) {
+  if constexpr (checks_each_step<T>) {
     if (!partials_finite(r)) [[unlikely]] {
       for (int i = 0; i < N; ++i)
         r.d[i] = zero_wins(deriv, x.d[i]);
@@ -140,13 +147,44 @@ DUALCAST_HD constexpr dual<T, N> chain2(dual<T, N> const &x, dual<T, N> const &y
   dual<T, N> r(value);
   for (int i = 0; i < N; ++i)
     r.d[i] = dfdx * x.d[i] + dfdy * y.d[i];
-  if constexpr (!is_dual_v<T>) {
+  if constexpr (checks_each_step<T>) {
     if (!partials_finite(r)) [[unlikely]] {
       for (int i = 0; i < N; ++i)
         r.d[i] = zero_wins(dfdx, x.d[i]) + zero_wins(dfdy, y.d[i]);
     }
   }
   return r;
+}
+// The chain rule for functions whose derivative is infinite somewhere in their domain (sqrt at 0,
+// log at 0, asin at 1, x / y at y = 0...): on SIMD batches too, a partial with respect to an input
+// the argument does not depend on stays 0 there (d/dy of sqrt(x) + y at x = 0 is 1), tested once
+// per call on the derivative. (Nested duals keep the plain rule: their inner partials can be
+// non-zero where the value is 0.)
+template <class T, int N>
+DUALCAST_HD constexpr dual<T, N> chain_checked(dual<T, N> const &x, T const &value,
+                                               T const &deriv) {
+  if constexpr (!is_dual_v<T> && !checks_each_step<T>) {
+    if (!all_finite(deriv)) {
+      dual<T, N> r(value);
+      for (int i = 0; i < N; ++i)
+        r.d[i] = zero_wins(deriv, x.d[i]);
+      return r;
+    }
+  }
+  return chain(x, value, deriv);
+}
+template <class T, int N>
+DUALCAST_HD constexpr dual<T, N> chain2_checked(dual<T, N> const &x, dual<T, N> const &y,
+                                                T const &value, T const &dfdx, T const &dfdy) {
+  if constexpr (!is_dual_v<T> && !checks_each_step<T>) {
+    if (!all_finite(dfdx) || !all_finite(dfdy)) {
+      dual<T, N> r(value);
+      for (int i = 0; i < N; ++i)
+        r.d[i] = zero_wins(dfdx, x.d[i]) + zero_wins(dfdy, y.d[i]);
+      return r;
+    }
+  }
+  return chain2(x, y, value, dfdx, dfdy);
 }
 } // namespace detail
 
@@ -202,9 +240,12 @@ DUALCAST_HD constexpr dual<T, N> operator/(dual<T, N> const &x, dual<T, N> const
   dual<T, N> r(q);
   for (int i = 0; i < N; ++i)
     r.d[i] = (x.d[i] - q * y.d[i]) * inv;
-  if constexpr (!is_dual_v<T>) {
+  if constexpr (detail::checks_each_step<T>) {
     if (!detail::partials_finite(r)) [[unlikely]] // y == 0, overflow, NaN: see detail::chain
       return detail::chain2(x, y, q, inv, -q * inv);
+  } else if constexpr (!is_dual_v<T>) {
+    if (!detail::all_finite(inv) || !detail::all_finite(q)) // y == 0: see chain_checked
+      return detail::chain2_checked(x, y, q, inv, -q * inv);
   }
   return r;
 }
@@ -261,7 +302,7 @@ requires detail::constant_for<S, T, N> DUALCAST_HD constexpr dual<T, N>
 operator/(S const &s, dual<T, N> const &x) {
   T inv = T(1) / x.val;
   T q = T(s) * inv;
-  return detail::chain(x, q, -q * inv);
+  return detail::chain_checked(x, q, -q * inv);
 }
 
 // ---- comparisons: on values only -----------------------------------------------------------

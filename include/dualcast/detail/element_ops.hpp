@@ -14,6 +14,7 @@
 #include <dualcast/math.hpp>
 #include <dualcast/view.hpp>
 
+#include <array>
 #include <type_traits>
 #include <utility>
 
@@ -75,6 +76,41 @@ template <class L, class X> DUALCAST_HD L partial_lane(X const &x, int q) {
     return x.d[q];
   else
     return L(0);
+}
+
+// Whether every partial of every output of a kernel result is finite (see rerun_lanes).
+template <class X> DUALCAST_HD bool partials_finite_of(X const &x) {
+  if constexpr (is_dual_v<X>)
+    return partials_finite(x);
+  else
+    return true;
+}
+template <class R, std::size_t... k>
+DUALCAST_HD bool results_finite(R const &r, std::index_sequence<k...>) {
+  return (partials_finite_of(get<k>(r)) && ...);
+}
+
+// The slow path of a SIMD batch whose partials came out inf or NaN somewhere: the operation runs
+// again on each lane as plain numbers, whose chain rule applies the zero-wins rule at every step
+// (dual.hpp, checks_each_step), and the lanes are written back. A batch only takes it where a
+// derivative is infinite or undefined (log or sqrt at 0, overflow, NaN data), so the hot path
+// pays one test per result instead of one per chain-rule step. `run(in, out)` runs the operation
+// on plain-number lanes: NIn inputs, NOut results (all copied, so that results the operation does
+// not write keep their values).
+template <int NIn, int NOut, class L, class Run>
+DUALCAST_SEPARATE void rerun_lanes(L const *in, L *out, Run const &run) {
+  using S = typename L::value_type;
+  for (int j = 0; j < L::size; ++j) {
+    std::array<S, std::size_t(NIn)> lin{};
+    std::array<S, std::size_t(NOut)> lout{};
+    for (int p = 0; p < NIn; ++p)
+      lin[std::size_t(p)] = in[p][j];
+    for (int q = 0; q < NOut; ++q)
+      lout[std::size_t(q)] = out[q][j];
+    run(lin.data(), lout.data());
+    for (int q = 0; q < NOut; ++q)
+      out[q].set(j, lout[std::size_t(q)]);
+  }
 }
 
 // Evaluates f with each argument built by `make(p)`.
@@ -149,6 +185,11 @@ template <class F, class Layout, int K, class Active> struct partials_op : op_ba
     };
     auto r = call_with(this->f, make, std::make_index_sequence<Layout::arity>{});
     store<Begin, width>(r, out, std::make_index_sequence<K>{});
+    if constexpr (!std::is_arithmetic_v<L>) {
+      if (!results_finite(r, std::make_index_sequence<K>{})) [[unlikely]]
+        rerun_lanes<num_in, num_out>(
+            in, out, [this](auto const *li, auto *lo) { this->template chunk<Begin>(li, lo); });
+    }
   }
   // Several chunks: each a function of its own on the host (config.hpp, DUALCAST_SEPARATE).
   template <int Begin, class L>
@@ -181,6 +222,11 @@ template <class F, class Layout, int K, class Active> struct jvp_op : op_base<F,
     auto make = [&](auto p) { return this->arg<decltype(p)::value>(in, tangents); };
     auto r = call_with(this->f, make, std::make_index_sequence<Layout::arity>{});
     store(r, out, std::make_index_sequence<K>{});
+    if constexpr (!std::is_arithmetic_v<L>) {
+      if (!results_finite(r, std::make_index_sequence<K>{})) [[unlikely]] // see rerun_lanes
+        rerun_lanes<num_in, num_out>(in, out,
+                                     [this](auto const *li, auto *lo) { (*this)(li, lo); });
+    }
   }
   template <int P, class L> DUALCAST_HD auto arg(L const *in, L const *tangents) const {
     constexpr int a = active_index<Active>(P);
@@ -234,9 +280,15 @@ template <class F, class Layout, int K, class Active> struct vjp_op : op_base<F,
       out[Begin + q] = contract<false>(r, ybar, q, std::make_index_sequence<K>{});
       finite = finite && all_finite(out[Begin + q]);
     }
-    if (!finite) [[unlikely]] // a zero factor wins: see contract
-      for (int q = 0; q < width; ++q)
-        out[Begin + q] = contract<true>(r, ybar, q, std::make_index_sequence<K>{});
+    if (!finite) [[unlikely]] { // a zero factor wins: see contract
+      if constexpr (std::is_arithmetic_v<L>) {
+        for (int q = 0; q < width; ++q)
+          out[Begin + q] = contract<true>(r, ybar, q, std::make_index_sequence<K>{});
+      } else { // a SIMD batch: its partials too, lane by lane (see rerun_lanes)
+        rerun_lanes<num_in, num_out>(
+            in, out, [this](auto const *li, auto *lo) { this->template chunk<Begin>(li, lo); });
+      }
+    }
 #endif
   }
   // Several chunks: each a function of its own on the host (config.hpp, DUALCAST_SEPARATE).

@@ -67,32 +67,32 @@ template <class T, int N> DUALCAST_HD DUALCAST_MATH_INLINE dual<T, N> exp2(dual<
   return detail::chain(x, e, e * T(std::numbers::ln2));
 }
 template <class T, int N> DUALCAST_HD DUALCAST_MATH_INLINE dual<T, N> log(dual<T, N> const &x) {
-  return detail::chain(x, log(x.val), T(1) / x.val);
+  return detail::chain_checked(x, log(x.val), T(1) / x.val);
 }
 template <class T, int N> DUALCAST_HD DUALCAST_MATH_INLINE dual<T, N> log1p(dual<T, N> const &x) {
-  return detail::chain(x, log1p(x.val), T(1) / (x.val + T(1)));
+  return detail::chain_checked(x, log1p(x.val), T(1) / (x.val + T(1)));
 }
 template <class T, int N> DUALCAST_HD DUALCAST_MATH_INLINE dual<T, N> log2(dual<T, N> const &x) {
-  return detail::chain(x, log2(x.val), T(1) / (x.val * T(std::numbers::ln2)));
+  return detail::chain_checked(x, log2(x.val), T(1) / (x.val * T(std::numbers::ln2)));
 }
 template <class T, int N> DUALCAST_HD DUALCAST_MATH_INLINE dual<T, N> log10(dual<T, N> const &x) {
-  return detail::chain(x, log10(x.val), T(1) / (x.val * T(std::numbers::ln10)));
+  return detail::chain_checked(x, log10(x.val), T(1) / (x.val * T(std::numbers::ln10)));
 }
 
 // ---- roots and powers -----------------------------------------------------------------------
 template <class T, int N> DUALCAST_HD DUALCAST_MATH_INLINE dual<T, N> sqrt(dual<T, N> const &x) {
   T s = sqrt(x.val);
-  return detail::chain(x, s, T(0.5) / s);
+  return detail::chain_checked(x, s, T(0.5) / s);
 }
 template <class T, int N> DUALCAST_HD DUALCAST_MATH_INLINE dual<T, N> cbrt(dual<T, N> const &x) {
   T c = cbrt(x.val);
-  return detail::chain(x, c, T(1) / (T(3) * c * c));
+  return detail::chain_checked(x, c, T(1) / (T(3) * c * c));
 }
 template <class T, int N> DUALCAST_HD dual<T, N> pow(dual<T, N> const &x, dual<T, N> const &y) {
   T p = pow(x.val, y.val);
   T dx = select(y.val == T(0), T(0), y.val * pow(x.val, y.val - T(1)));
   T dy = select(x.val == T(0) && y.val >= T(0), T(0), p * log(x.val));
-  return detail::chain2(x, y, p, dx, dy);
+  return detail::chain2_checked(x, y, p, dx, dy);
 }
 // A plain constant stays plain at the inner levels of a nested dual: converted to the inner dual
 // it would go through dual ^ dual there, whose other partial (log(x) for x < 0, or y 0^(y-1) for
@@ -102,7 +102,7 @@ requires detail::constant_for<S, T, N> DUALCAST_HD dual<T, N> pow(dual<T, N> con
   using C = std::conditional_t<std::is_arithmetic_v<S>, scalar_of_t<T>, T>;
   C y(s);
   T dx = select(y == C(0), T(0), y * pow(x.val, y - C(1)));
-  return detail::chain(x, pow(x.val, y), dx);
+  return detail::chain_checked(x, pow(x.val, y), dx);
 }
 template <class T, int N, class S>
 requires detail::constant_for<S, T, N> DUALCAST_HD dual<T, N> pow(S const &s, dual<T, N> const &y) {
@@ -110,11 +110,11 @@ requires detail::constant_for<S, T, N> DUALCAST_HD dual<T, N> pow(S const &s, du
   C b(s);
   T p = pow(b, y.val);
   T dy = select(b == C(0) && y.val >= T(0), T(0), p * log(b));
-  return detail::chain(y, p, dy);
+  return detail::chain_checked(y, p, dy);
 }
 template <class T, int N> DUALCAST_HD dual<T, N> pow(dual<T, N> const &x, int n) {
   T dx = n == 0 ? T(0) : T(n) * pow(x.val, n - 1);
-  return detail::chain(x, pow(x.val, n), dx);
+  return detail::chain_checked(x, pow(x.val, n), dx);
 }
 
 // ---- trigonometric and hyperbolic ---------------------------------------------------------
@@ -129,10 +129,10 @@ template <class T, int N> DUALCAST_HD DUALCAST_MATH_INLINE dual<T, N> tan(dual<T
   return detail::chain(x, t, T(1) + t * t);
 }
 template <class T, int N> DUALCAST_HD DUALCAST_MATH_INLINE dual<T, N> asin(dual<T, N> const &x) {
-  return detail::chain(x, asin(x.val), T(1) / sqrt(T(1) - x.val * x.val));
+  return detail::chain_checked(x, asin(x.val), T(1) / sqrt(T(1) - x.val * x.val));
 }
 template <class T, int N> DUALCAST_HD DUALCAST_MATH_INLINE dual<T, N> acos(dual<T, N> const &x) {
-  return detail::chain(x, acos(x.val), T(-1) / sqrt(T(1) - x.val * x.val));
+  return detail::chain_checked(x, acos(x.val), T(-1) / sqrt(T(1) - x.val * x.val));
 }
 template <class T, int N> DUALCAST_HD DUALCAST_MATH_INLINE dual<T, N> atan(dual<T, N> const &x) {
   return detail::chain(x, atan(x.val), T(1) / (T(1) + x.val * x.val));
@@ -151,10 +151,10 @@ template <class T, int N> DUALCAST_HD DUALCAST_MATH_INLINE dual<T, N> asinh(dual
   return detail::chain(x, asinh(x.val), T(1) / sqrt(x.val * x.val + T(1)));
 }
 template <class T, int N> DUALCAST_HD DUALCAST_MATH_INLINE dual<T, N> acosh(dual<T, N> const &x) {
-  return detail::chain(x, acosh(x.val), T(1) / (sqrt(x.val - T(1)) * sqrt(x.val + T(1))));
+  return detail::chain_checked(x, acosh(x.val), T(1) / (sqrt(x.val - T(1)) * sqrt(x.val + T(1))));
 }
 template <class T, int N> DUALCAST_HD DUALCAST_MATH_INLINE dual<T, N> atanh(dual<T, N> const &x) {
-  return detail::chain(x, atanh(x.val), T(1) / (T(1) - x.val * x.val));
+  return detail::chain_checked(x, atanh(x.val), T(1) / (T(1) - x.val * x.val));
 }
 template <class A, class B>
 requires(is_dual_v<A> || is_dual_v<B>) DUALCAST_HD auto atan2(A const &ya, B const &xa) {
@@ -230,7 +230,7 @@ requires(is_dual_v<A> || is_dual_v<B> || is_dual_v<C>)
   D r(fma(a.val, b.val, c.val));
   for (int i = 0; i < D::size; ++i)
     r.d[i] = a.d[i] * b.val + a.val * b.d[i] + c.d[i];
-  if constexpr (!is_dual_v<typename D::value_type>) {
+  if constexpr (detail::checks_each_step<typename D::value_type>) {
     if (!detail::partials_finite(r)) [[unlikely]] { // zero-wins products: see detail::chain
       for (int i = 0; i < D::size; ++i)
         r.d[i] = detail::zero_wins(a.d[i], b.val) + detail::zero_wins(a.val, b.d[i]) + c.d[i];
