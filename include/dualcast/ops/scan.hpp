@@ -1,0 +1,260 @@
+// dualcast/ops/scan.hpp: scans along one axis, inclusive and exclusive, on tape variables and on
+// tensors: cumulative sums, products, maxima and minima, and a scan with an associative operator
+// of your own.
+//
+//   dualcast::cumsum(x, 1);                       // y_i = x_0 + ... + x_i along axis 1
+//   dualcast::cumprod(x, -1, true);               // exclusive: y_i = x_0 * ... * x_(i-1), y_0 = 1
+//   dualcast::cummax(x, 0);  dualcast::cummin(x, 0);
+//   dualcast::scan(x, [](auto a, auto b) { return a * b + a + b; }, 0.0, -1);
+//
+// Inclusive: y_i = x_0 op ... op x_i. Exclusive: y_0 = the neutral element (0, 1, -inf, +inf, or
+// the one given), y_i = x_0 op ... op x_(i-1). Elements combine in order along the axis (a user
+// operator need not be commutative; it must be associative and generic: the adjoint calls it on
+// dual numbers, dualcast::dual<T, 2>, so write it with dualcast's math functions; it is scalar).
+//
+// Adjoints (Futhark's rule for any operator): the backward linear recurrence
+//   s_(n-1) = ybar_(n-1),  s_i = ybar_i + J_(i+1) s_(i+1),  J_i = d(y_(i-1) op x_i) / d y_(i-1),
+// then xbar_i = s_i * d(y_(i-1) op x_i) / d x_i (xbar_0 = s_0), i.e. one reverse scan of affine
+// maps, evaluated in one backward pass per row; the two partials at each element come from one
+// evaluation of op on dual numbers (fixed formulas for the built-in operators). So:
+//   cumsum   xbar = the reverse cumulative sum of ybar;
+//   cumprod  J_i = x_i, d/dx_i = y_(i-1): no division, exact with any zeros;
+//   cummax / cummin  y_i takes x_i only where x_i is strictly larger (smaller) than y_(i-1), so
+//            the gradient of y_i goes to the FIRST element reaching the running extremum (ties:
+//            the lowest index, as dualcast::max); NaN propagates (a NaN element wins, and stays).
+// A term ybar * partial is 0 where ybar is 0, whatever the partial.
+//
+// Work: forward one op per element, backward one (dual) op per element; linear. Rows (all
+// positions of the other axes) run in parallel; each row is scanned sequentially, so a single
+// long row (a scan over a 1-D array) runs on one thread.
+#pragma once
+
+#include <dualcast/custom_op.hpp>
+#include <dualcast/detail/device_dispatch.hpp>
+#include <dualcast/dual.hpp>
+#include <dualcast/math.hpp>
+#include <dualcast/ops/groups.hpp>
+#include <dualcast/tape.hpp>
+#include <dualcast/tensor.hpp>
+
+#include <limits>
+#include <type_traits>
+
+namespace dualcast {
+
+namespace detail {
+
+// The operators of a scan: the value op(y_prev, x), and the partials of op(y_prev, x) with
+// respect to y_prev and x. uses_values: whether the partials depend on the values (cumsum's do
+// not: its backward reads no saved tensor).
+template <class T> struct scan_plus {
+  static constexpr bool uses_values = false;
+  DUALCAST_HD T operator()(T a, T b) const { return a + b; }
+  DUALCAST_HD void partials(T, T, T &dprev, T &dx) const { dprev = dx = T(1); }
+};
+template <class T> struct scan_times {
+  static constexpr bool uses_values = true;
+  DUALCAST_HD T operator()(T a, T b) const { return a * b; }
+  DUALCAST_HD void partials(T prev, T x, T &dprev, T &dx) const { dprev = x, dx = prev; }
+};
+template <class T, bool Max> struct scan_extremum {
+  static constexpr bool uses_values = true;
+  // Whether op(prev, x) is x: x strictly beyond prev, or x NaN where prev is not.
+  DUALCAST_HD static bool takes(T prev, T x) {
+    return (Max ? x > prev : x < prev) || (x != x && prev == prev);
+  }
+  DUALCAST_HD T operator()(T a, T b) const { return takes(a, b) ? b : a; }
+  DUALCAST_HD void partials(T prev, T x, T &dprev, T &dx) const {
+    bool const t = takes(prev, x);
+    dprev = t ? T(0) : T(1);
+    dx = t ? T(1) : T(0);
+  }
+};
+// A user operator: the partials by one evaluation on dual numbers with two partials.
+template <class T, class Op> struct scan_user {
+  static constexpr bool uses_values = true;
+  Op op;
+  DUALCAST_HD T operator()(T a, T b) const { return T(op(a, b)); }
+  DUALCAST_HD void partials(T prev, T x, T &dprev, T &dx) const {
+    using D = dual<T, 2>;
+    D const r = op(D::variable(prev, 0), D::variable(x, 1));
+    dprev = r.d[0];
+    dx = r.d[1];
+  }
+};
+
+// Row r of the scan: y along the row from x.
+template <class T, class Op> struct scan_rows_forward {
+  T const *x;
+  T *y;
+  scan_rows rows;
+  bool exclusive;
+  T neutral;
+  Op op;
+  DUALCAST_HD void operator()(index_t r) const {
+    index_t const n = rows.n, s = rows.inner, b = rows.base(r);
+    if (n == 0)
+      return;
+    T acc = x[b];
+    if (exclusive) {
+      y[b] = neutral;
+      for (index_t j = 1; j < n; ++j) {
+        y[b + j * s] = acc;
+        if (j + 1 < n)
+          acc = op(acc, x[b + j * s]);
+      }
+    } else {
+      y[b] = acc;
+      for (index_t j = 1; j < n; ++j) {
+        acc = op(acc, x[b + j * s]);
+        y[b + j * s] = acc;
+      }
+    }
+  }
+};
+// Row r of the adjoint: the backward linear recurrence, from the row's end. An exclusive scan is
+// the inclusive one of x_0 .. x_(n-2) shifted by one place (z_j = y_(j+1)): x_(n-1) gets 0.
+template <class T, class Op> struct scan_rows_adjoint {
+  T const *x, *y, *gy;
+  T *gx;
+  scan_rows rows;
+  bool exclusive;
+  Op op;
+  DUALCAST_HD void operator()(index_t r) const {
+    index_t const n = rows.n, s = rows.inner, b = rows.base(r);
+    if (n == 0)
+      return;
+    index_t const sh = exclusive ? 1 : 0; // z_j = y_(j + sh), zbar_j = ybar_(j + sh)
+    if (exclusive)
+      gx[b + (n - 1) * s] = T(0);
+    T carry = T(0); // J_(j+1) s_(j+1)
+    for (index_t j = n - 1 - sh; j >= 0; --j) {
+      T const sj = gy[b + (j + sh) * s] + carry;
+      if (j == 0) {
+        gx[b] = sj;
+        break;
+      }
+      T dprev = T(1), dx = T(1);
+      if constexpr (Op::uses_values)
+        op.partials(y[b + (j - 1 + sh) * s], x[b + j * s], dprev, dx);
+      gx[b + j * s] = times_cotangent(sj, dx);
+      carry = times_cotangent(sj, dprev);
+    }
+  }
+};
+
+template <class Ex, class T, class Op>
+tensor<T> scan_forward(Ex const &ex, tensor<T> const &xc, scan_rows const &rows, bool exclusive,
+                       T neutral, Op const &op) {
+  auto y = tensor<T>::empty(xc.dims(), xc.dev());
+  if (xc.size() > 0)
+    parallel_for(ex, rows.count(), rows.n,
+                 scan_rows_forward<T, Op>{xc.data(), y.raw_data(), rows, exclusive, neutral, op});
+  return y;
+}
+
+// A scan on the tape: op a scan operator above.
+template <class X, class Op>
+auto scan_op(char const *name, X const &x, Op const &op,
+             typename var_of_t<X>::value_type neutral, int axis, bool exclusive) {
+  using T = typename var_of_t<X>::value_type;
+  static_assert(std::is_trivially_copyable_v<Op>,
+                "dualcast::scan: the operator must be trivially copyable (a lambda capturing "
+                "values, not references)");
+  auto const &v = as_var(x);
+  int const ax = normalize_axis(name, axis, v.rank());
+  scan_rows const rows = make_scan_rows(v.dims(), ax);
+  return custom_op(
+      name + 10, // without "dualcast::"
+      [&](auto const &ex, auto &ctx, tensor<T> const &xv) {
+        tensor<T> xc = xv.contiguous();
+        tensor<T> y = scan_forward(ex, xc, rows, exclusive, neutral, op);
+        if constexpr (Op::uses_values) {
+          ctx.save(xc, "input");
+          ctx.save(y, "result");
+        }
+        return y;
+      },
+      [rows, exclusive, op](auto const &ex, auto const &ctx, auto &g) {
+        if (!g.needs(0) || rows.count() * rows.n == 0)
+          return;
+        tensor<T> gy = g.out(0).contiguous();
+        auto gx = tensor<T>::empty(gy.dims(), gy.dev());
+        T const *xs = nullptr, *ys = nullptr;
+        if constexpr (Op::uses_values)
+          xs = ctx.saved(0).data(), ys = ctx.saved(1).data();
+        parallel_for(ex, rows.count(), 2 * rows.n,
+                     scan_rows_adjoint<T, Op>{xs, ys, gy.data(), gx.raw_data(), rows, exclusive,
+                                              op});
+        g.add(0, gx);
+      },
+      v);
+}
+
+template <class T, class Op>
+tensor<T> scan_tensor(char const *name, tensor<T> const &x, Op const &op, T neutral, int axis,
+                      bool exclusive) {
+  int const ax = normalize_axis(name, axis, x.rank());
+  scan_rows const rows = make_scan_rows(x.dims(), ax);
+  return on_device(name, x.dev(), cpu{}, [&](auto const &ex) {
+    return scan_forward(ex, x.contiguous(), rows, exclusive, neutral, op);
+  });
+}
+
+template <class T> constexpr T scan_inf() { return std::numeric_limits<T>::infinity(); }
+
+} // namespace detail
+
+// ---- on tape variables and lazy expressions ------------------------------------------------------
+template <var_like X> auto cumsum(X const &x, int axis = -1, bool exclusive = false) {
+  using T = typename detail::var_of_t<X>::value_type;
+  return detail::scan_op("dualcast::cumsum", x, detail::scan_plus<T>{}, T(0), axis, exclusive);
+}
+template <var_like X> auto cumprod(X const &x, int axis = -1, bool exclusive = false) {
+  using T = typename detail::var_of_t<X>::value_type;
+  return detail::scan_op("dualcast::cumprod", x, detail::scan_times<T>{}, T(1), axis, exclusive);
+}
+template <var_like X> auto cummax(X const &x, int axis = -1, bool exclusive = false) {
+  using T = typename detail::var_of_t<X>::value_type;
+  return detail::scan_op("dualcast::cummax", x, detail::scan_extremum<T, true>{},
+                         -detail::scan_inf<T>(), axis, exclusive);
+}
+template <var_like X> auto cummin(X const &x, int axis = -1, bool exclusive = false) {
+  using T = typename detail::var_of_t<X>::value_type;
+  return detail::scan_op("dualcast::cummin", x, detail::scan_extremum<T, false>{},
+                         detail::scan_inf<T>(), axis, exclusive);
+}
+// A scan with an associative operator of your own (see the file comment); `neutral` is the first
+// element of an exclusive scan.
+template <var_like X, class Op>
+auto scan(X const &x, Op const &op, typename detail::var_of_t<X>::value_type neutral,
+          int axis = -1, bool exclusive = false) {
+  using T = typename detail::var_of_t<X>::value_type;
+  return detail::scan_op("dualcast::scan", x, detail::scan_user<T, Op>{op}, neutral, axis,
+                         exclusive);
+}
+
+// ---- on tensors: the values, on the tensor's device ---------------------------------------------
+template <class T> tensor<T> cumsum(tensor<T> const &x, int axis = -1, bool exclusive = false) {
+  return detail::scan_tensor("dualcast::cumsum", x, detail::scan_plus<T>{}, T(0), axis, exclusive);
+}
+template <class T> tensor<T> cumprod(tensor<T> const &x, int axis = -1, bool exclusive = false) {
+  return detail::scan_tensor("dualcast::cumprod", x, detail::scan_times<T>{}, T(1), axis,
+                             exclusive);
+}
+template <class T> tensor<T> cummax(tensor<T> const &x, int axis = -1, bool exclusive = false) {
+  return detail::scan_tensor("dualcast::cummax", x, detail::scan_extremum<T, true>{},
+                             -detail::scan_inf<T>(), axis, exclusive);
+}
+template <class T> tensor<T> cummin(tensor<T> const &x, int axis = -1, bool exclusive = false) {
+  return detail::scan_tensor("dualcast::cummin", x, detail::scan_extremum<T, false>{},
+                             detail::scan_inf<T>(), axis, exclusive);
+}
+template <class T, class Op>
+tensor<T> scan(tensor<T> const &x, Op const &op, std::type_identity_t<T> neutral, int axis = -1,
+               bool exclusive = false) {
+  return detail::scan_tensor("dualcast::scan", x, detail::scan_user<T, Op>{op}, neutral, axis,
+                             exclusive);
+}
+
+} // namespace dualcast
