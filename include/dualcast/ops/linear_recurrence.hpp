@@ -117,7 +117,8 @@ tensor<T> recurrence_tensor(Ex const &ex, tensor<T> const &a, tensor<T> const &b
 template <class T> struct recurrence_backward {
   recurrence_shapes rs;
   bool has_h0;
-  template <class Ex, class Ctx, class G> void operator()(Ex const &ex, Ctx const &ctx, G &g) const {
+  template <class Ex, class Ctx, class G>
+  void operator()(Ex const &ex, Ctx const &ctx, G &g) const {
     if (rs.out.size() == 0)
       return;
     device const dev = ctx.saved(0).dev();
@@ -146,7 +147,8 @@ template <class T> struct recurrence_backward {
 
 } // namespace detail
 
-// ---- on tape variables and lazy expressions ------------------------------------------------------
+// ---- on tape variables and lazy expressions
+// ------------------------------------------------------
 template <var_like A, var_like B> auto linear_recurrence(A const &a, B const &b, int axis = -1) {
   using T = typename detail::var_of_t<A>::value_type;
   auto const &av = detail::as_var(a);
@@ -178,8 +180,8 @@ auto linear_recurrence(A const &a, B const &b, H const &h0, int axis = -1) {
           tensor<T> const &ht) {
         tensor<T> ac = at.broadcast_to(rs.out).contiguous();
         tensor<T> hc = ht.broadcast_to(rs.h0).contiguous();
-        tensor<T> h = detail::recurrence_values(ex, ac, bt.broadcast_to(rs.out).contiguous(), hc,
-                                                rs.rows);
+        tensor<T> h =
+            detail::recurrence_values(ex, ac, bt.broadcast_to(rs.out).contiguous(), hc, rs.rows);
         ctx.save(ac, "a");
         ctx.save(h, "result");
         ctx.save(hc, "h0");

@@ -86,9 +86,7 @@ template <class T> struct prod_adjoint {
 
 // The forward: y (of shape gr.out), and for backward the zero counts and non-zero products per
 // group (of shape {n_out}).
-template <class T> struct prod_result {
-  tensor<T> y, zeros, p;
-};
+template <class T> struct prod_result { tensor<T> y, zeros, p; };
 template <class Ex, class T>
 prod_result<T> prod_forward(Ex const &ex, tensor<T> const &xp, reduce_groups const &gr) {
   device const dev = xp.dev();

@@ -129,9 +129,7 @@ template <class T, class Op> struct op_adjoint {
   }
 };
 
-template <class T> struct op_reduce_result {
-  tensor<T> y, part;
-};
+template <class T> struct op_reduce_result { tensor<T> y, part; };
 template <class Ex, class T, class Op>
 op_reduce_result<T> reduce_forward(Ex const &ex, tensor<T> const &xp, Op const &op, T neutral,
                                    reduce_groups const &gr) {
@@ -152,8 +150,8 @@ op_reduce_result<T> reduce_forward(Ex const &ex, tensor<T> const &xp, Op const &
 
 // The reduction over `axes` (all when empty) of a tensor with op: its value, on its device.
 template <class T, class Op>
-tensor<T> reduce(tensor<T> const &x, Op const &op, std::type_identity_t<T> neutral, std::vector<int> const &axes = {},
-                 bool keepdims = false) {
+tensor<T> reduce(tensor<T> const &x, Op const &op, std::type_identity_t<T> neutral,
+                 std::vector<int> const &axes = {}, bool keepdims = false) {
   auto const gr = detail::make_reduce_groups("dualcast::reduce", x.dims(), axes, keepdims);
   return detail::on_device("dualcast::reduce", x.dev(), cpu{}, [&](auto const &ex) {
     return detail::reduce_forward(ex, x.permuted(gr.perm).contiguous(), op, neutral, gr).y;

@@ -155,8 +155,8 @@ tensor<T> scan_forward(Ex const &ex, tensor<T> const &xc, scan_rows const &rows,
 
 // A scan on the tape: op a scan operator above.
 template <class X, class Op>
-auto scan_op(char const *name, X const &x, Op const &op,
-             typename var_of_t<X>::value_type neutral, int axis, bool exclusive) {
+auto scan_op(char const *name, X const &x, Op const &op, typename var_of_t<X>::value_type neutral,
+             int axis, bool exclusive) {
   using T = typename var_of_t<X>::value_type;
   static_assert(std::is_trivially_copyable_v<Op>,
                 "dualcast::scan: the operator must be trivially copyable (a lambda capturing "
@@ -183,9 +183,9 @@ auto scan_op(char const *name, X const &x, Op const &op,
         T const *xs = nullptr, *ys = nullptr;
         if constexpr (Op::uses_values)
           xs = ctx.saved(0).data(), ys = ctx.saved(1).data();
-        parallel_for(ex, rows.count(), 2 * rows.n,
-                     scan_rows_adjoint<T, Op>{xs, ys, gy.data(), gx.raw_data(), rows, exclusive,
-                                              op});
+        parallel_for(
+            ex, rows.count(), 2 * rows.n,
+            scan_rows_adjoint<T, Op>{xs, ys, gy.data(), gx.raw_data(), rows, exclusive, op});
         g.add(0, gx);
       },
       v);
@@ -205,7 +205,8 @@ template <class T> constexpr T scan_inf() { return std::numeric_limits<T>::infin
 
 } // namespace detail
 
-// ---- on tape variables and lazy expressions ------------------------------------------------------
+// ---- on tape variables and lazy expressions
+// ------------------------------------------------------
 template <var_like X> auto cumsum(X const &x, int axis = -1, bool exclusive = false) {
   using T = typename detail::var_of_t<X>::value_type;
   return detail::scan_op("dualcast::cumsum", x, detail::scan_plus<T>{}, T(0), axis, exclusive);
@@ -227,8 +228,8 @@ template <var_like X> auto cummin(X const &x, int axis = -1, bool exclusive = fa
 // A scan with an associative operator of your own (see the file comment); `neutral` is the first
 // element of an exclusive scan.
 template <var_like X, class Op>
-auto scan(X const &x, Op const &op, typename detail::var_of_t<X>::value_type neutral,
-          int axis = -1, bool exclusive = false) {
+auto scan(X const &x, Op const &op, typename detail::var_of_t<X>::value_type neutral, int axis = -1,
+          bool exclusive = false) {
   using T = typename detail::var_of_t<X>::value_type;
   return detail::scan_op("dualcast::scan", x, detail::scan_user<T, Op>{op}, neutral, axis,
                          exclusive);
