@@ -305,7 +305,7 @@ TEST_CASE("scans: values against a naive reference; exclusive starts at the neut
 
 TEST_CASE("scans: cumprod with zeros (no division), cummax / cummin ties to the first element") {
   auto x = random_tensor({2, 9}, 124, 0.5, 1.5);
-  for (auto zs : std::vector<std::vector<std::pair<dc::index_t, double>>>{
+  for (auto const &zs : std::vector<std::vector<std::pair<dc::index_t, double>>>{
            {{3, 0.0}}, {{0, 0.0}}, {{8, 0.0}}, {{2, 0.0}, {5, 0.0}, {9, 0.0}, {10, 0.0}}})
     for (bool ex : {false, true})
       check_gradients([ex](auto const &v) { return dc::cumprod(v[0], 1, ex); },
