@@ -83,62 +83,156 @@ template <class T, class Op> struct scan_user {
   }
 };
 
-// Row r of the scan: y along the row from x.
-template <class T, class Op> struct scan_rows_forward {
+// The blocks of a scan: each row split into `blocks` pieces of scan_block elements along the
+// axis (the last one shorter). Only few long rows are split (a decision on the shape alone, so
+// the result is the same at any number of threads); otherwise blocks == 1: one row, one piece.
+inline constexpr index_t scan_block = 4096;
+inline index_t scan_blocks(scan_rows const &rows, index_t n) {
+  return rows.count() >= 16 || n <= 2 * scan_block ? 1 : (n + scan_block - 1) / scan_block;
+}
+struct scan_piece {
+  index_t r, b, base, j0, j1; // row, block, the row's first element, elements [j0, j1)
+};
+DUALCAST_HD inline scan_piece piece_of(scan_rows const &rows, index_t n, index_t blocks,
+                                       index_t k) {
+  index_t const r = k / blocks, b = k % blocks;
+  index_t const j0 = blocks == 1 ? 0 : b * scan_block;
+  index_t const j1 = blocks == 1 || n - j0 < scan_block ? n : j0 + scan_block;
+  return {r, b, rows.base(r), j0, j1};
+}
+
+// Forward, pass 1 (blocks > 1 only): part[k] = x_j0 op ... op x_(j1-1) over piece k.
+template <class T, class Op> struct scan_piece_reduce {
   T const *x;
-  T *y;
+  T *part;
   scan_rows rows;
-  bool exclusive;
-  T neutral;
+  index_t blocks;
+  Op op;
+  DUALCAST_HD void operator()(index_t k) const {
+    scan_piece const p = piece_of(rows, rows.n, blocks, k);
+    index_t const s = rows.inner;
+    T acc = x[p.base + p.j0 * s];
+    for (index_t j = p.j0 + 1; j < p.j1; ++j)
+      acc = op(acc, x[p.base + j * s]);
+    part[k] = acc;
+  }
+};
+// Forward, pass 2 (blocks > 1 only), row r: part[k] becomes the carry into piece k, the
+// reduction of the pieces before it (undefined for the first).
+template <class T, class Op> struct scan_piece_carries {
+  T *part;
+  index_t blocks;
   Op op;
   DUALCAST_HD void operator()(index_t r) const {
-    index_t const n = rows.n, s = rows.inner, b = rows.base(r);
-    if (n == 0)
-      return;
-    T acc = x[b];
-    if (exclusive) {
-      y[b] = neutral;
-      for (index_t j = 1; j < n; ++j) {
-        y[b + j * s] = acc;
-        if (j + 1 < n)
-          acc = op(acc, x[b + j * s]);
-      }
-    } else {
-      y[b] = acc;
-      for (index_t j = 1; j < n; ++j) {
-        acc = op(acc, x[b + j * s]);
-        y[b + j * s] = acc;
-      }
+    T *p = part + r * blocks;
+    T acc = p[0];
+    for (index_t b = 1; b < blocks; ++b) {
+      T const next = b + 1 < blocks ? op(acc, p[b]) : acc;
+      p[b] = acc;
+      acc = next;
     }
   }
 };
-// Row r of the adjoint: the backward linear recurrence, from the row's end. An exclusive scan is
-// the inclusive one of x_0 .. x_(n-2) shifted by one place (z_j = y_(j+1)): x_(n-1) gets 0.
-template <class T, class Op> struct scan_rows_adjoint {
-  T const *x, *y, *gy;
-  T *gx;
+// Forward, pass 3: piece k scanned from its carry. Exclusive: y_j = x_0 op ... op x_(j-1).
+template <class T, class Op> struct scan_piece_forward {
+  T const *x, *carry;
+  T *y;
   scan_rows rows;
+  index_t blocks;
+  bool exclusive;
+  T neutral;
+  Op op;
+  DUALCAST_HD void operator()(index_t k) const {
+    scan_piece const p = piece_of(rows, rows.n, blocks, k);
+    index_t const s = rows.inner;
+    bool has = p.b > 0;
+    T acc = has ? carry[k] : neutral;
+    for (index_t j = p.j0; j < p.j1; ++j) {
+      T const xj = x[p.base + j * s];
+      if (exclusive)
+        y[p.base + j * s] = acc;
+      acc = has ? op(acc, xj) : xj;
+      has = true;
+      if (!exclusive)
+        y[p.base + j * s] = acc;
+    }
+  }
+};
+
+// The adjoint: the backward linear recurrence s_j = zbar_j + J_(j+1) s_(j+1) from each row's
+// end, xbar_j = s_j * d(z_(j-1) op x_j) / d x_j. An exclusive scan is the inclusive one of
+// x_0 .. x_(n-2) shifted by one place (z_j = y_(j+1)): x_(n-1) gets 0. Pieces split the m = n - 1
+// (exclusive) or n (inclusive) elements z_j of a row.
+template <class T, class Op> struct scan_adjoint_args {
+  T const *x, *y, *gy;
+  scan_rows rows;
+  index_t m, blocks;
   bool exclusive;
   Op op;
+  DUALCAST_HD index_t at(scan_piece const &p, index_t j) const { return p.base + j * rows.inner; }
+  // The partials of z_j = z_(j-1) op x_j (j >= 1).
+  DUALCAST_HD void partials(scan_piece const &p, index_t j, T &dprev, T &dx) const {
+    dprev = dx = T(1);
+    if constexpr (Op::uses_values)
+      op.partials(y[at(p, j - 1 + (exclusive ? 1 : 0))], x[at(p, j)], dprev, dx);
+  }
+  DUALCAST_HD T zbar(scan_piece const &p, index_t j) const {
+    return gy[at(p, j + (exclusive ? 1 : 0))];
+  }
+};
+// Backward, pass 1 (blocks > 1 only): piece k as an affine map of the carry c entering it from
+// the right: the carry leaving it to the left is A c + B (A = the product of its J_j).
+template <class T, class Op> struct scan_piece_summary {
+  scan_adjoint_args<T, Op> a;
+  T *A, *B;
+  DUALCAST_HD void operator()(index_t k) const {
+    scan_piece const p = piece_of(a.rows, a.m, a.blocks, k);
+    T ca = T(1), cb = T(0);
+    for (index_t j = p.j1 - 1; j >= p.j0 && j >= 1; --j) {
+      T dprev, dx;
+      a.partials(p, j, dprev, dx);
+      cb = times_cotangent(a.zbar(p, j) + cb, dprev);
+      ca = ca * dprev;
+    }
+    A[k] = ca;
+    B[k] = cb;
+  }
+};
+// Backward, pass 2 (blocks > 1 only), row r: A[k] becomes the carry entering piece k.
+template <class T> struct scan_piece_adjoint_carries {
+  T *A;
+  T const *B;
+  index_t blocks;
   DUALCAST_HD void operator()(index_t r) const {
-    index_t const n = rows.n, s = rows.inner, b = rows.base(r);
-    if (n == 0)
-      return;
-    index_t const sh = exclusive ? 1 : 0; // z_j = y_(j + sh), zbar_j = ybar_(j + sh)
-    if (exclusive)
-      gx[b + (n - 1) * s] = T(0);
-    T carry = T(0); // J_(j+1) s_(j+1)
-    for (index_t j = n - 1 - sh; j >= 0; --j) {
-      T const sj = gy[b + (j + sh) * s] + carry;
+    T c = T(0);
+    for (index_t b = blocks - 1; b >= 0; --b) {
+      index_t const k = r * blocks + b;
+      T const next = times_cotangent(c, A[k]) + B[k];
+      A[k] = c;
+      c = next;
+    }
+  }
+};
+// Backward, pass 3: piece k from its carry (0 for the last piece).
+template <class T, class Op> struct scan_piece_adjoint {
+  scan_adjoint_args<T, Op> a;
+  T const *carry;
+  T *gx;
+  DUALCAST_HD void operator()(index_t k) const {
+    scan_piece const p = piece_of(a.rows, a.m, a.blocks, k);
+    if (a.exclusive && p.b + 1 == a.blocks)
+      gx[a.at(p, a.rows.n - 1)] = T(0);
+    T c = a.blocks > 1 ? carry[k] : T(0); // J_(j+1) s_(j+1)
+    for (index_t j = p.j1 - 1; j >= p.j0; --j) {
+      T const sj = a.zbar(p, j) + c;
       if (j == 0) {
-        gx[b] = sj;
+        gx[a.at(p, 0)] = sj;
         break;
       }
-      T dprev = T(1), dx = T(1);
-      if constexpr (Op::uses_values)
-        op.partials(y[b + (j - 1 + sh) * s], x[b + j * s], dprev, dx);
-      gx[b + j * s] = times_cotangent(sj, dx);
-      carry = times_cotangent(sj, dprev);
+      T dprev, dx;
+      a.partials(p, j, dprev, dx);
+      gx[a.at(p, j)] = times_cotangent(sj, dx);
+      c = times_cotangent(sj, dprev);
     }
   }
 };
@@ -147,10 +241,39 @@ template <class Ex, class T, class Op>
 tensor<T> scan_forward(Ex const &ex, tensor<T> const &xc, scan_rows const &rows, bool exclusive,
                        T neutral, Op const &op) {
   auto y = tensor<T>::empty(xc.dims(), xc.dev());
-  if (xc.size() > 0)
-    parallel_for(ex, rows.count(), rows.n,
-                 scan_rows_forward<T, Op>{xc.data(), y.raw_data(), rows, exclusive, neutral, op});
+  if (xc.size() == 0)
+    return y;
+  index_t const blocks = scan_blocks(rows, rows.n), pieces = rows.count() * blocks;
+  tensor<T> carry;
+  if (blocks > 1) {
+    carry = tensor<T>::empty({pieces}, xc.dev());
+    parallel_for(ex, pieces, scan_block,
+                 scan_piece_reduce<T, Op>{xc.data(), carry.raw_data(), rows, blocks, op});
+    parallel_for(ex, rows.count(), blocks, scan_piece_carries<T, Op>{carry.raw_data(), blocks, op});
+  }
+  parallel_for(ex, pieces, rows.n / blocks,
+               scan_piece_forward<T, Op>{xc.data(), blocks > 1 ? carry.data() : nullptr,
+                                         y.raw_data(), rows, blocks, exclusive, neutral, op});
   return y;
+}
+
+template <class Ex, class T, class Op>
+void scan_backward(Ex const &ex, T const *x, T const *y, tensor<T> const &gy, tensor<T> const &gx,
+                   scan_rows const &rows, bool exclusive, Op const &op) {
+  index_t const m = rows.n - (exclusive ? 1 : 0);
+  index_t const blocks = scan_blocks(rows, m), pieces = rows.count() * blocks;
+  scan_adjoint_args<T, Op> const a{x, y, gy.data(), rows, m, blocks, exclusive, op};
+  tensor<T> A;
+  if (blocks > 1) {
+    A = tensor<T>::empty({pieces}, gy.dev());
+    auto B = tensor<T>::empty({pieces}, gy.dev());
+    parallel_for(ex, pieces, 2 * scan_block,
+                 scan_piece_summary<T, Op>{a, A.raw_data(), B.raw_data()});
+    parallel_for(ex, rows.count(), blocks,
+                 scan_piece_adjoint_carries<T>{A.raw_data(), B.data(), blocks});
+  }
+  parallel_for(ex, pieces, 2 * rows.n / blocks,
+               scan_piece_adjoint<T, Op>{a, blocks > 1 ? A.data() : nullptr, gx.raw_data()});
 }
 
 // A scan on the tape: op a scan operator above.
@@ -183,9 +306,7 @@ auto scan_op(char const *name, X const &x, Op const &op, typename var_of_t<X>::v
         T const *xs = nullptr, *ys = nullptr;
         if constexpr (Op::uses_values)
           xs = ctx.saved(0).data(), ys = ctx.saved(1).data();
-        parallel_for(
-            ex, rows.count(), 2 * rows.n,
-            scan_rows_adjoint<T, Op>{xs, ys, gy.data(), gx.raw_data(), rows, exclusive, op});
+        scan_backward(ex, xs, ys, gy, gx, rows, exclusive, op);
         g.add(0, gx);
       },
       v);
