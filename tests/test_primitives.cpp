@@ -92,8 +92,7 @@ run_threads(int threads, T64 const &x, std::function<V64(V64 const &)> const &f)
 
 } // namespace
 
-// ---- prod
-// ----------------------------------------------------------------------------------------
+// ---- prod --------------------------------------------------------------------------------------
 TEST_CASE("prod: values and the zero-count adjoint with no, one and several zeros") {
   auto x = random_tensor({3, 5, 7}, 101, 0.5, 1.5);
   for (bool kd : {false, true})
@@ -164,8 +163,7 @@ TEST_CASE("prod: groups longer than a block (4096) match a naive product; gradie
   check_some_gradients(f, {z}, {0, 9000, 9001, n + 10, n + 8000, n + 3});
 }
 
-// ---- reduce with a user operator
-// -----------------------------------------------------------------
+// ---- reduce with a user operator ---------------------------------------------------------------
 TEST_CASE("reduce: a user operator -- a * b equals prod, log-sum-exp, a smooth max, a b + a + b") {
   auto x = random_tensor({3, 5, 7}, 111, 0.5, 1.5);
   for (bool kd : {false, true})
@@ -250,8 +248,7 @@ TEST_CASE("reduce: groups longer than a block, against prod and central differen
                        {random_tensor({n}, 118, -1e-3, 1e-3)}, {0, 4096, 5000, n - 1});
 }
 
-// ---- scans
-// ---------------------------------------------------------------------------------------
+// ---- scans -------------------------------------------------------------------------------------
 TEST_CASE("scans: cumsum, cumprod, cummax, cummin, a user operator along every axis") {
   auto x = random_tensor({3, 5, 7}, 121, 0.5, 1.5); // distinct values: no ties
   for (int axis : {0, 1, 2, -1})
@@ -416,8 +413,7 @@ TEST_CASE("scans: few long rows run in blocks of 4096, like one sequential row")
                        {0, 2, 3 * 4096 + 1, 3 * 8192, 3 * n - 1}, 1e-4);
 }
 
-// ---- linear recurrence
-// ---------------------------------------------------------------------------
+// ---- linear recurrence -------------------------------------------------------------------------
 TEST_CASE("linear_recurrence: gradients for a, b and h0 along every axis, broadcasting") {
   auto a = random_tensor({3, 5, 4}, 131), b = random_tensor({3, 5, 4}, 132);
   check_gradients([](auto const &v) { return dc::linear_recurrence(v[0], v[1], 1); }, {a, b});
@@ -462,8 +458,7 @@ TEST_CASE("linear_recurrence: values against a naive loop and the scans it gener
               dc::cumprod(a, 1).to_vector());
 }
 
-// ---- threads and large inputs
-// --------------------------------------------------------------------
+// ---- threads and large inputs ------------------------------------------------------------------
 TEST_CASE("primitives: 1 thread and 2 threads give the same bits") {
   auto x = random_tensor({64, 1500}, 151, 0.99, 1.01);
   std::vector<std::function<V64(V64 const &)>> ops = {

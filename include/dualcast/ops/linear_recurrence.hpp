@@ -147,8 +147,7 @@ template <class T> struct recurrence_backward {
 
 } // namespace detail
 
-// ---- on tape variables and lazy expressions
-// ------------------------------------------------------
+// ---- on tape variables and lazy expressions ----------------------------------------------------
 template <var_like A, var_like B> auto linear_recurrence(A const &a, B const &b, int axis = -1) {
   using T = typename detail::var_of_t<A>::value_type;
   auto const &av = detail::as_var(a);
@@ -190,7 +189,7 @@ auto linear_recurrence(A const &a, B const &b, H const &h0, int axis = -1) {
       detail::recurrence_backward<T>{rs, true}, av, bv, hv);
 }
 
-// ---- on tensors: the values, on their device ----------------------------------------------------
+// ---- on tensors: the values, on their device ---------------------------------------------------
 template <class T>
 tensor<T> linear_recurrence(tensor<T> const &a, tensor<T> const &b, int axis = -1) {
   auto const rs = detail::make_recurrence_shapes(a.dims(), b.dims(), axis);

@@ -24,9 +24,15 @@
 //            the lowest index, as dualcast::max); NaN propagates (a NaN element wins, and stays).
 // A term ybar * partial is 0 where ybar is 0, whatever the partial.
 //
-// Work: forward one op per element, backward one (dual) op per element; linear. Rows (all
-// positions of the other axes) run in parallel; each row is scanned sequentially, so a single
-// long row (a scan over a 1-D array) runs on one thread.
+// Work: linear. Rows (all positions of the other axes) run in parallel, each sequentially: forward
+// one op per element, backward one (dual) op per element. Fewer than 16 rows longer than 8192
+// elements are split into pieces of 4096 along the axis that run in parallel too (a scan of a
+// 1-D array uses every thread): forward reduces each piece, combines the pieces' carries in order
+// per row and rescans each piece from its carry (two ops per element); backward writes each
+// piece's part of the recurrence as an affine map s -> A s + B of the carry entering it, combines
+// those from the right per row and reruns each piece from its carry (two dual ops per element).
+// The split depends on the shape only, so results are the same bits at any number of threads
+// (split rows round differently from unsplit ones).
 #pragma once
 
 #include <dualcast/custom_op.hpp>
@@ -326,8 +332,7 @@ template <class T> constexpr T scan_inf() { return std::numeric_limits<T>::infin
 
 } // namespace detail
 
-// ---- on tape variables and lazy expressions
-// ------------------------------------------------------
+// ---- on tape variables and lazy expressions ----------------------------------------------------
 template <var_like X> auto cumsum(X const &x, int axis = -1, bool exclusive = false) {
   using T = typename detail::var_of_t<X>::value_type;
   return detail::scan_op("dualcast::cumsum", x, detail::scan_plus<T>{}, T(0), axis, exclusive);
@@ -356,7 +361,7 @@ auto scan(X const &x, Op const &op, typename detail::var_of_t<X>::value_type neu
                          exclusive);
 }
 
-// ---- on tensors: the values, on the tensor's device ---------------------------------------------
+// ---- on tensors: the values, on the tensor's device --------------------------------------------
 template <class T> tensor<T> cumsum(tensor<T> const &x, int axis = -1, bool exclusive = false) {
   return detail::scan_tensor("dualcast::cumsum", x, detail::scan_plus<T>{}, T(0), axis, exclusive);
 }
