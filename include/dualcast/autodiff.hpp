@@ -16,7 +16,11 @@
 #include <dualcast/ops/elementwise.hpp>
 #include <dualcast/ops/indexing.hpp>
 #include <dualcast/ops/linalg.hpp>
+#include <dualcast/ops/linear_recurrence.hpp>
+#include <dualcast/ops/prod.hpp>
 #include <dualcast/ops/reduce.hpp>
+#include <dualcast/ops/reduce_op.hpp>
+#include <dualcast/ops/scan.hpp>
 #include <dualcast/ops/shape_ops.hpp>
 #include <dualcast/ops/softmax.hpp>
 #include <dualcast/policy.hpp>

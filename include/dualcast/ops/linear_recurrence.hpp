@@ -1,0 +1,213 @@
+// dualcast/ops/linear_recurrence.hpp: the first-order linear recurrence along one axis,
+//   h_t = a_t * h_(t-1) + b_t,   h_(-1) = h0 (0 when not given),
+// elementwise over the other axes (the scan of RNN-like models: gated linear units, state space
+// models), on tape variables and on tensors.
+//
+//   auto h = dualcast::linear_recurrence(a, b, 1);       // along axis 1, h0 = 0
+//   auto h = dualcast::linear_recurrence(a, b, h0, 1);   // h0: a's shape without axis 1
+//
+// a and b broadcast to one shape (the result's); h0 broadcasts to that shape without the axis.
+// Gradients for a, b and h0 (summed over broadcast dimensions). The adjoint is the same
+// recurrence run backwards: s_t = hbar_t + a_(t+1) s_(t+1), then abar_t = s_t h_(t-1),
+// bbar_t = s_t, h0bar = a_0 s_0. No division: exact where any a_t is 0.
+//
+// Work: forward and backward one pass each (a fused multiply-add per element). Rows (positions of
+// the other axes) run in parallel, each row sequentially; a single long row runs on one thread.
+#pragma once
+
+#include <dualcast/custom_op.hpp>
+#include <dualcast/detail/device_dispatch.hpp>
+#include <dualcast/errors.hpp>
+#include <dualcast/ops/groups.hpp>
+#include <dualcast/tape.hpp>
+#include <dualcast/tensor.hpp>
+
+#include <string>
+
+namespace dualcast {
+
+namespace detail {
+
+// Row r: h along the row (h0 may be null: 0).
+template <class T> struct recurrence_forward {
+  T const *a, *b, *h0;
+  T *h;
+  scan_rows rows;
+  DUALCAST_HD void operator()(index_t r) const {
+    index_t const s = rows.inner, o = rows.base(r);
+    T acc = h0 ? h0[r] : T(0);
+    for (index_t j = 0; j < rows.n; ++j) {
+      index_t const e = o + j * s;
+      acc = a[e] * acc + b[e];
+      h[e] = acc;
+    }
+  }
+};
+// Row r of the adjoint: the recurrence backwards. Any of ga, gb, gh0 may be null (not needed).
+template <class T> struct recurrence_adjoint {
+  T const *a, *h0, *h, *gh;
+  T *ga, *gb, *gh0;
+  scan_rows rows;
+  DUALCAST_HD void operator()(index_t r) const {
+    index_t const s = rows.inner, o = rows.base(r);
+    T carry = T(0); // a_(t+1) s_(t+1)
+    for (index_t j = rows.n - 1; j >= 0; --j) {
+      index_t const e = o + j * s;
+      T const st = gh[e] + carry;
+      T const prev = j > 0 ? h[e - s] : (h0 ? h0[r] : T(0));
+      if (ga)
+        ga[e] = times_cotangent(st, prev);
+      if (gb)
+        gb[e] = st;
+      carry = times_cotangent(st, a[e]);
+    }
+    if (gh0)
+      gh0[r] = carry;
+  }
+};
+
+template <class Ex, class T>
+tensor<T> recurrence_values(Ex const &ex, tensor<T> const &a, tensor<T> const &b,
+                            tensor<T> const &h0, scan_rows const &rows) {
+  auto h = tensor<T>::empty(a.dims(), a.dev());
+  if (h.size() > 0)
+    parallel_for(ex, rows.count(), 2 * rows.n,
+                 recurrence_forward<T>{a.data(), b.data(), h0.defined() ? h0.data() : nullptr,
+                                       h.raw_data(), rows});
+  return h;
+}
+
+// The shapes of one recurrence: the result's, and h0's (the result's without the axis).
+struct recurrence_shapes {
+  shape out, h0;
+  int axis;
+  scan_rows rows;
+};
+inline recurrence_shapes make_recurrence_shapes(shape const &a, shape const &b, int axis) {
+  char const *op = "dualcast::linear_recurrence";
+  recurrence_shapes r;
+  shape const ab[] = {a, b};
+  int const pos[] = {0, 1};
+  r.out = broadcast_shapes(op, ab, pos, 2);
+  r.axis = normalize_axis(op, axis, r.out.rank);
+  r.h0 = drop_axis(r.out, r.axis);
+  r.rows = make_scan_rows(r.out, r.axis);
+  return r;
+}
+
+// h0 must broadcast to the result's shape without the scanned axis.
+inline void check_h0(shape const &h0, shape const &want) {
+  bool ok = true;
+  if (!(broadcast_pair(h0, want, ok) == want) || !ok)
+    throw shape_error("dualcast::linear_recurrence: h0 of shape " + to_string(h0) +
+                      " does not broadcast to " + to_string(want) +
+                      " (the result's shape without the scanned axis)");
+}
+
+template <class Ex, class T>
+tensor<T> recurrence_tensor(Ex const &ex, tensor<T> const &a, tensor<T> const &b,
+                            tensor<T> const &h0, recurrence_shapes const &rs) {
+  tensor<T> h0c;
+  if (h0.defined())
+    h0c = h0.broadcast_to(rs.h0).contiguous();
+  return recurrence_values(ex, a.broadcast_to(rs.out).contiguous(),
+                           b.broadcast_to(rs.out).contiguous(), h0c, rs.rows);
+}
+
+template <class T> struct recurrence_backward {
+  recurrence_shapes rs;
+  bool has_h0;
+  template <class Ex, class Ctx, class G>
+  void operator()(Ex const &ex, Ctx const &ctx, G &g) const {
+    if (rs.out.size() == 0)
+      return;
+    device const dev = ctx.saved(0).dev();
+    tensor<T> gh = g.out(0).contiguous();
+    tensor<T> ga, gb, gh0;
+    if (g.needs(0))
+      ga = tensor<T>::empty(rs.out, dev);
+    if (g.needs(1))
+      gb = tensor<T>::empty(rs.out, dev);
+    if (has_h0 && g.needs(2))
+      gh0 = tensor<T>::empty(rs.h0, dev);
+    parallel_for(ex, rs.rows.count(), 3 * rs.rows.n,
+                 recurrence_adjoint<T>{ctx.saved(0).data(), has_h0 ? ctx.saved(2).data() : nullptr,
+                                       ctx.saved(1).data(), gh.data(),
+                                       ga.defined() ? ga.raw_data() : nullptr,
+                                       gb.defined() ? gb.raw_data() : nullptr,
+                                       gh0.defined() ? gh0.raw_data() : nullptr, rs.rows});
+    if (ga.defined())
+      g.add(0, ga);
+    if (gb.defined())
+      g.add(1, gb);
+    if (gh0.defined())
+      g.add(2, gh0);
+  }
+};
+
+} // namespace detail
+
+// ---- on tape variables and lazy expressions ----------------------------------------------------
+template <var_like A, var_like B> auto linear_recurrence(A const &a, B const &b, int axis = -1) {
+  using T = typename detail::var_of_t<A>::value_type;
+  auto const &av = detail::as_var(a);
+  auto const &bv = detail::as_var(b);
+  auto const rs = detail::make_recurrence_shapes(av.dims(), bv.dims(), axis);
+  return custom_op(
+      "linear_recurrence",
+      [&](auto const &ex, auto &ctx, tensor<T> const &at, tensor<T> const &bt) {
+        tensor<T> ac = at.broadcast_to(rs.out).contiguous();
+        tensor<T> h = detail::recurrence_values(ex, ac, bt.broadcast_to(rs.out).contiguous(),
+                                                tensor<T>{}, rs.rows);
+        ctx.save(ac, "a");
+        ctx.save(h, "result");
+        return h;
+      },
+      detail::recurrence_backward<T>{rs, false}, av, bv);
+}
+template <var_like A, var_like B, var_like H>
+auto linear_recurrence(A const &a, B const &b, H const &h0, int axis = -1) {
+  using T = typename detail::var_of_t<A>::value_type;
+  auto const &av = detail::as_var(a);
+  auto const &bv = detail::as_var(b);
+  auto const &hv = detail::as_var(h0);
+  auto const rs = detail::make_recurrence_shapes(av.dims(), bv.dims(), axis);
+  detail::check_h0(hv.dims(), rs.h0);
+  return custom_op(
+      "linear_recurrence",
+      [&](auto const &ex, auto &ctx, tensor<T> const &at, tensor<T> const &bt,
+          tensor<T> const &ht) {
+        tensor<T> ac = at.broadcast_to(rs.out).contiguous();
+        tensor<T> hc = ht.broadcast_to(rs.h0).contiguous();
+        tensor<T> h =
+            detail::recurrence_values(ex, ac, bt.broadcast_to(rs.out).contiguous(), hc, rs.rows);
+        ctx.save(ac, "a");
+        ctx.save(h, "result");
+        ctx.save(hc, "h0");
+        return h;
+      },
+      detail::recurrence_backward<T>{rs, true}, av, bv, hv);
+}
+
+// ---- on tensors: the values, on their device ---------------------------------------------------
+template <class T>
+tensor<T> linear_recurrence(tensor<T> const &a, tensor<T> const &b, int axis = -1) {
+  auto const rs = detail::make_recurrence_shapes(a.dims(), b.dims(), axis);
+  detail::common_device("dualcast::linear_recurrence", a.dev(), b.dev());
+  return detail::on_device("dualcast::linear_recurrence", a.dev(), cpu{}, [&](auto const &ex) {
+    return detail::recurrence_tensor(ex, a, b, tensor<T>{}, rs);
+  });
+}
+template <class T>
+tensor<T> linear_recurrence(tensor<T> const &a, tensor<T> const &b, tensor<T> const &h0,
+                            int axis = -1) {
+  auto const rs = detail::make_recurrence_shapes(a.dims(), b.dims(), axis);
+  detail::check_h0(h0.dims(), rs.h0);
+  detail::common_device("dualcast::linear_recurrence", a.dev(), b.dev());
+  detail::common_device("dualcast::linear_recurrence", a.dev(), h0.dev());
+  return detail::on_device("dualcast::linear_recurrence", a.dev(), cpu{}, [&](auto const &ex) {
+    return detail::recurrence_tensor(ex, a, b, h0, rs);
+  });
+}
+
+} // namespace dualcast

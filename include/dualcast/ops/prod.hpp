@@ -1,0 +1,149 @@
+// dualcast/ops/prod.hpp: the product over axes, on tape variables and on tensors.
+//
+//   dualcast::prod(x);                  // all axes -> shape ()
+//   dualcast::prod(x, {0, 2}, true);    // axes 0 and 2, keepdims
+//   dualcast::prod(t, {-1});            // a tensor<T>: the value only (no tape)
+//
+// Axes and keepdims as for dualcast::sum; the product over no element is 1. Zeros are counted,
+// not multiplied: each group keeps its zero count z and the product p of its non-zero elements,
+// its value is p where z == 0 and 0 (p * 0: NaN where p is NaN or inf) otherwise. The adjoint is
+// the zero-count rule (Futhark): x_i gets ybar * p / x_i where z == 0, ybar * p (the product of
+// the others) at the one zero where z == 1, and 0 everywhere else -- exact with any number of
+// zeros, never a division by zero. (Where z == 0, p / x_i is the product of the others up to a
+// rounding of p / x_i; it underflows to 0 or overflows to inf where p itself does.)
+//
+// Work: one pass forward over blocks of a fixed length (groups of any length run in parallel,
+// and the result is the same at any number of threads), one elementwise pass backward.
+#pragma once
+
+#include <dualcast/custom_op.hpp>
+#include <dualcast/detail/device_dispatch.hpp>
+#include <dualcast/ops/groups.hpp>
+#include <dualcast/tape.hpp>
+#include <dualcast/tensor.hpp>
+
+#include <vector>
+
+namespace dualcast {
+
+namespace detail {
+
+// Block k = (group g, block b) of x (groups of n contiguous elements): its zero count (at most
+// 2: nothing needs more) and the product of its non-zero elements.
+template <class T> struct prod_blocks {
+  T const *x;
+  T *zeros, *part;
+  index_t n, blocks;
+  DUALCAST_HD void operator()(index_t k) const {
+    index_t const g = k / blocks, b = k % blocks;
+    T const *p = x + g * n + b * reduce_block;
+    index_t const m = n - b * reduce_block < reduce_block ? n - b * reduce_block : reduce_block;
+    T prod = T(1);
+    index_t z = 0;
+    for (index_t i = 0; i < m; ++i) {
+      if (p[i] == T(0))
+        ++z;
+      else
+        prod *= p[i];
+    }
+    zeros[k] = T(z < 2 ? z : 2);
+    part[k] = prod;
+  }
+};
+// Group g: its blocks combined in order; y = p where no zero, else p * 0.
+template <class T> struct prod_groups {
+  T const *zeros_in, *part;
+  T *zeros, *p, *y;
+  index_t blocks;
+  DUALCAST_HD void operator()(index_t g) const {
+    T z = T(0), q = T(1);
+    for (index_t b = 0; b < blocks; ++b) {
+      z += zeros_in[g * blocks + b];
+      q *= part[g * blocks + b];
+    }
+    z = z < T(2) ? z : T(2);
+    zeros[g] = z;
+    p[g] = q;
+    y[g] = z == T(0) ? q : q * T(0);
+  }
+};
+// The adjoint at element e of group e / n (the zero-count rule).
+template <class T> struct prod_adjoint {
+  T const *x, *zeros, *p, *gy;
+  T *gx;
+  index_t n;
+  DUALCAST_HD void operator()(index_t e) const {
+    index_t const g = e / n;
+    T const z = zeros[g], xi = x[e];
+    T d = T(0);
+    if (z == T(0))
+      d = p[g] / xi;
+    else if (z == T(1) && xi == T(0))
+      d = p[g];
+    gx[e] = times_cotangent(gy[g], d);
+  }
+};
+
+// The forward: y (of shape gr.out), and for backward the zero counts and non-zero products per
+// group (of shape {n_out}).
+template <class T> struct prod_result { tensor<T> y, zeros, p; };
+template <class Ex, class T>
+prod_result<T> prod_forward(Ex const &ex, tensor<T> const &xp, reduce_groups const &gr) {
+  device const dev = xp.dev();
+  index_t const nk = gr.n_out * gr.blocks;
+  auto zb = tensor<T>::empty({nk}, dev), pb = tensor<T>::empty({nk}, dev);
+  if (nk > 0)
+    parallel_for(ex, nk, reduce_block,
+                 prod_blocks<T>{xp.data(), zb.raw_data(), pb.raw_data(), gr.n_red, gr.blocks});
+  prod_result<T> r{tensor<T>::empty(gr.kd, dev), tensor<T>::empty({gr.n_out}, dev),
+                   tensor<T>::empty({gr.n_out}, dev)};
+  if (gr.n_out > 0)
+    parallel_for(ex, gr.n_out, gr.blocks + 1,
+                 prod_groups<T>{zb.data(), pb.data(), r.zeros.raw_data(), r.p.raw_data(),
+                                r.y.raw_data(), gr.blocks});
+  r.y = r.y.reshape(gr.out);
+  return r;
+}
+
+} // namespace detail
+
+// The product over `axes` (all when empty) of a tensor: its value, on the tensor's device.
+template <class T>
+tensor<T> prod(tensor<T> const &x, std::vector<int> const &axes = {}, bool keepdims = false) {
+  auto const gr = detail::make_reduce_groups("dualcast::prod", x.dims(), axes, keepdims);
+  return detail::on_device("dualcast::prod", x.dev(), cpu{}, [&](auto const &ex) {
+    return detail::prod_forward(ex, x.permuted(gr.perm).contiguous(), gr).y;
+  });
+}
+
+// The product over `axes` (all when empty) of a tape variable or lazy expression.
+template <var_like X>
+auto prod(X const &x, std::vector<int> const &axes = {}, bool keepdims = false) {
+  using T = typename detail::var_of_t<X>::value_type;
+  auto const &v = detail::as_var(x);
+  auto const gr = detail::make_reduce_groups("dualcast::prod", v.dims(), axes, keepdims);
+  return custom_op(
+      "prod",
+      [&](auto const &ex, auto &ctx, tensor<T> const &xv) {
+        tensor<T> xp = xv.permuted(gr.perm).contiguous();
+        auto r = detail::prod_forward(ex, xp, gr);
+        ctx.save(xp, "input");
+        ctx.save(r.zeros, "zero counts");
+        ctx.save(r.p, "products of the non-zero elements");
+        return r.y;
+      },
+      [gr](auto const &ex, auto const &ctx, auto &g) {
+        if (!g.needs(0) || gr.n_out * gr.n_red == 0)
+          return;
+        tensor<T> gy = g.out(0).contiguous();
+        auto gp = tensor<T>::empty(gr.ps, gy.dev());
+        detail::parallel_for(ex, gr.n_out * gr.n_red, 1,
+                             detail::prod_adjoint<T>{ctx.saved(0).data(), ctx.saved(1).data(),
+                                                     ctx.saved(2).data(), gy.data(), gp.raw_data(),
+                                                     gr.n_red});
+        g.add(0, gp.permuted(gr.inv));
+      },
+      v);
+}
+
+} // namespace dualcast

@@ -1,0 +1,387 @@
+// dualcast/ops/scan.hpp: scans along one axis, inclusive and exclusive, on tape variables and on
+// tensors: cumulative sums, products, maxima and minima, and a scan with an associative operator
+// of your own.
+//
+//   dualcast::cumsum(x, 1);                       // y_i = x_0 + ... + x_i along axis 1
+//   dualcast::cumprod(x, -1, true);               // exclusive: y_i = x_0 * ... * x_(i-1), y_0 = 1
+//   dualcast::cummax(x, 0);  dualcast::cummin(x, 0);
+//   dualcast::scan(x, [](auto a, auto b) { return a * b + a + b; }, 0.0, -1);
+//
+// Inclusive: y_i = x_0 op ... op x_i. Exclusive: y_0 = the neutral element (0, 1, -inf, +inf, or
+// the one given), y_i = x_0 op ... op x_(i-1). Elements combine in order along the axis (a user
+// operator need not be commutative; it must be associative and generic: the adjoint calls it on
+// dual numbers, dualcast::dual<T, 2>, so write it with dualcast's math functions; it is scalar).
+//
+// Adjoints (Futhark's rule for any operator): the backward linear recurrence
+//   s_(n-1) = ybar_(n-1),  s_i = ybar_i + J_(i+1) s_(i+1),  J_i = d(y_(i-1) op x_i) / d y_(i-1),
+// then xbar_i = s_i * d(y_(i-1) op x_i) / d x_i (xbar_0 = s_0), i.e. one reverse scan of affine
+// maps, evaluated in one backward pass per row; the two partials at each element come from one
+// evaluation of op on dual numbers (fixed formulas for the built-in operators). So:
+//   cumsum   xbar = the reverse cumulative sum of ybar;
+//   cumprod  J_i = x_i, d/dx_i = y_(i-1): no division, exact with any zeros;
+//   cummax / cummin  y_i takes x_i only where x_i is strictly larger (smaller) than y_(i-1), so
+//            the gradient of y_i goes to the FIRST element reaching the running extremum (ties:
+//            the lowest index, as dualcast::max); NaN propagates (a NaN element wins, and stays).
+// A term ybar * partial is 0 where ybar is 0, whatever the partial.
+//
+// Work: linear. Rows (all positions of the other axes) run in parallel, each sequentially: forward
+// one op per element, backward one (dual) op per element. Fewer than 16 rows longer than 8192
+// elements are split into pieces of 4096 along the axis that run in parallel too (a scan of a
+// 1-D array uses every thread): forward reduces each piece, combines the pieces' carries in order
+// per row and rescans each piece from its carry (two ops per element); backward writes each
+// piece's part of the recurrence as an affine map s -> A s + B of the carry entering it, combines
+// those from the right per row and reruns each piece from its carry (two dual ops per element).
+// The split depends on the shape only, so results are the same bits at any number of threads
+// (split rows round differently from unsplit ones).
+#pragma once
+
+#include <dualcast/custom_op.hpp>
+#include <dualcast/detail/device_dispatch.hpp>
+#include <dualcast/dual.hpp>
+#include <dualcast/math.hpp>
+#include <dualcast/ops/groups.hpp>
+#include <dualcast/tape.hpp>
+#include <dualcast/tensor.hpp>
+
+#include <limits>
+#include <type_traits>
+
+namespace dualcast {
+
+namespace detail {
+
+// The operators of a scan: the value op(y_prev, x), and the partials of op(y_prev, x) with
+// respect to y_prev and x. uses_values: whether the partials depend on the values (cumsum's do
+// not: its backward reads no saved tensor).
+template <class T> struct scan_plus {
+  static constexpr bool uses_values = false;
+  DUALCAST_HD T operator()(T a, T b) const { return a + b; }
+  DUALCAST_HD void partials(T, T, T &dprev, T &dx) const { dprev = dx = T(1); }
+};
+template <class T> struct scan_times {
+  static constexpr bool uses_values = true;
+  DUALCAST_HD T operator()(T a, T b) const { return a * b; }
+  DUALCAST_HD void partials(T prev, T x, T &dprev, T &dx) const { dprev = x, dx = prev; }
+};
+template <class T, bool Max> struct scan_extremum {
+  static constexpr bool uses_values = true;
+  // Whether op(prev, x) is x: x strictly beyond prev, or x NaN where prev is not.
+  DUALCAST_HD static bool takes(T prev, T x) {
+    return (Max ? x > prev : x < prev) || (x != x && prev == prev);
+  }
+  DUALCAST_HD T operator()(T a, T b) const { return takes(a, b) ? b : a; }
+  DUALCAST_HD void partials(T prev, T x, T &dprev, T &dx) const {
+    bool const t = takes(prev, x);
+    dprev = t ? T(0) : T(1);
+    dx = t ? T(1) : T(0);
+  }
+};
+// A user operator: the partials by one evaluation on dual numbers with two partials.
+template <class T, class Op> struct scan_user {
+  static constexpr bool uses_values = true;
+  Op op;
+  DUALCAST_HD T operator()(T a, T b) const { return T(op(a, b)); }
+  DUALCAST_HD void partials(T prev, T x, T &dprev, T &dx) const {
+    using D = dual<T, 2>;
+    D const r = op(D::variable(prev, 0), D::variable(x, 1));
+    dprev = r.d[0];
+    dx = r.d[1];
+  }
+};
+
+// The blocks of a scan: each row split into `blocks` pieces of scan_block elements along the
+// axis (the last one shorter). Only few long rows are split (a decision on the shape alone, so
+// the result is the same at any number of threads); otherwise blocks == 1: one row, one piece.
+inline constexpr index_t scan_block = 4096;
+inline index_t scan_blocks(scan_rows const &rows, index_t n) {
+  return rows.count() >= 16 || n <= 2 * scan_block ? 1 : (n + scan_block - 1) / scan_block;
+}
+struct scan_piece {
+  index_t r, b, base, j0, j1; // row, block, the row's first element, elements [j0, j1)
+};
+DUALCAST_HD inline scan_piece piece_of(scan_rows const &rows, index_t n, index_t blocks,
+                                       index_t k) {
+  index_t const r = k / blocks, b = k % blocks;
+  index_t const j0 = blocks == 1 ? 0 : b * scan_block;
+  index_t const j1 = blocks == 1 || n - j0 < scan_block ? n : j0 + scan_block;
+  return {r, b, rows.base(r), j0, j1};
+}
+
+// Forward, pass 1 (blocks > 1 only): part[k] = x_j0 op ... op x_(j1-1) over piece k.
+template <class T, class Op> struct scan_piece_reduce {
+  T const *x;
+  T *part;
+  scan_rows rows;
+  index_t blocks;
+  Op op;
+  DUALCAST_HD void operator()(index_t k) const {
+    scan_piece const p = piece_of(rows, rows.n, blocks, k);
+    index_t const s = rows.inner;
+    T acc = x[p.base + p.j0 * s];
+    for (index_t j = p.j0 + 1; j < p.j1; ++j)
+      acc = op(acc, x[p.base + j * s]);
+    part[k] = acc;
+  }
+};
+// Forward, pass 2 (blocks > 1 only), row r: part[k] becomes the carry into piece k, the
+// reduction of the pieces before it (undefined for the first).
+template <class T, class Op> struct scan_piece_carries {
+  T *part;
+  index_t blocks;
+  Op op;
+  DUALCAST_HD void operator()(index_t r) const {
+    T *p = part + r * blocks;
+    T acc = p[0];
+    for (index_t b = 1; b < blocks; ++b) {
+      T const next = b + 1 < blocks ? op(acc, p[b]) : acc;
+      p[b] = acc;
+      acc = next;
+    }
+  }
+};
+// Forward, pass 3: piece k scanned from its carry. Exclusive: y_j = x_0 op ... op x_(j-1).
+template <class T, class Op> struct scan_piece_forward {
+  T const *x, *carry;
+  T *y;
+  scan_rows rows;
+  index_t blocks;
+  bool exclusive;
+  T neutral;
+  Op op;
+  DUALCAST_HD void operator()(index_t k) const {
+    scan_piece const p = piece_of(rows, rows.n, blocks, k);
+    index_t const s = rows.inner;
+    bool has = p.b > 0;
+    T acc = has ? carry[k] : neutral;
+    for (index_t j = p.j0; j < p.j1; ++j) {
+      T const xj = x[p.base + j * s];
+      if (exclusive)
+        y[p.base + j * s] = acc;
+      acc = has ? op(acc, xj) : xj;
+      has = true;
+      if (!exclusive)
+        y[p.base + j * s] = acc;
+    }
+  }
+};
+
+// The adjoint: the backward linear recurrence s_j = zbar_j + J_(j+1) s_(j+1) from each row's
+// end, xbar_j = s_j * d(z_(j-1) op x_j) / d x_j. An exclusive scan is the inclusive one of
+// x_0 .. x_(n-2) shifted by one place (z_j = y_(j+1)): x_(n-1) gets 0. Pieces split the m = n - 1
+// (exclusive) or n (inclusive) elements z_j of a row.
+template <class T, class Op> struct scan_adjoint_args {
+  T const *x, *y, *gy;
+  scan_rows rows;
+  index_t m, blocks;
+  bool exclusive;
+  Op op;
+  DUALCAST_HD index_t at(scan_piece const &p, index_t j) const { return p.base + j * rows.inner; }
+  // The partials of z_j = z_(j-1) op x_j (j >= 1).
+  DUALCAST_HD void partials(scan_piece const &p, index_t j, T &dprev, T &dx) const {
+    dprev = dx = T(1);
+    if constexpr (Op::uses_values)
+      op.partials(y[at(p, j - 1 + (exclusive ? 1 : 0))], x[at(p, j)], dprev, dx);
+  }
+  DUALCAST_HD T zbar(scan_piece const &p, index_t j) const {
+    return gy[at(p, j + (exclusive ? 1 : 0))];
+  }
+};
+// Backward, pass 1 (blocks > 1 only): piece k as an affine map of the carry c entering it from
+// the right: the carry leaving it to the left is A c + B (A = the product of its J_j).
+template <class T, class Op> struct scan_piece_summary {
+  scan_adjoint_args<T, Op> a;
+  T *A, *B;
+  DUALCAST_HD void operator()(index_t k) const {
+    scan_piece const p = piece_of(a.rows, a.m, a.blocks, k);
+    T ca = T(1), cb = T(0);
+    for (index_t j = p.j1 - 1; j >= p.j0 && j >= 1; --j) {
+      T dprev, dx;
+      a.partials(p, j, dprev, dx);
+      cb = times_cotangent(a.zbar(p, j) + cb, dprev);
+      ca = ca * dprev;
+    }
+    A[k] = ca;
+    B[k] = cb;
+  }
+};
+// Backward, pass 2 (blocks > 1 only), row r: A[k] becomes the carry entering piece k.
+template <class T> struct scan_piece_adjoint_carries {
+  T *A;
+  T const *B;
+  index_t blocks;
+  DUALCAST_HD void operator()(index_t r) const {
+    T c = T(0);
+    for (index_t b = blocks - 1; b >= 0; --b) {
+      index_t const k = r * blocks + b;
+      T const next = times_cotangent(c, A[k]) + B[k];
+      A[k] = c;
+      c = next;
+    }
+  }
+};
+// Backward, pass 3: piece k from its carry (0 for the last piece).
+template <class T, class Op> struct scan_piece_adjoint {
+  scan_adjoint_args<T, Op> a;
+  T const *carry;
+  T *gx;
+  DUALCAST_HD void operator()(index_t k) const {
+    scan_piece const p = piece_of(a.rows, a.m, a.blocks, k);
+    if (a.exclusive && p.b + 1 == a.blocks)
+      gx[a.at(p, a.rows.n - 1)] = T(0);
+    T c = a.blocks > 1 ? carry[k] : T(0); // J_(j+1) s_(j+1)
+    for (index_t j = p.j1 - 1; j >= p.j0; --j) {
+      T const sj = a.zbar(p, j) + c;
+      if (j == 0) {
+        gx[a.at(p, 0)] = sj;
+        break;
+      }
+      T dprev, dx;
+      a.partials(p, j, dprev, dx);
+      gx[a.at(p, j)] = times_cotangent(sj, dx);
+      c = times_cotangent(sj, dprev);
+    }
+  }
+};
+
+template <class Ex, class T, class Op>
+tensor<T> scan_forward(Ex const &ex, tensor<T> const &xc, scan_rows const &rows, bool exclusive,
+                       T neutral, Op const &op) {
+  auto y = tensor<T>::empty(xc.dims(), xc.dev());
+  if (xc.size() == 0)
+    return y;
+  index_t const blocks = scan_blocks(rows, rows.n), pieces = rows.count() * blocks;
+  tensor<T> carry;
+  if (blocks > 1) {
+    carry = tensor<T>::empty({pieces}, xc.dev());
+    parallel_for(ex, pieces, scan_block,
+                 scan_piece_reduce<T, Op>{xc.data(), carry.raw_data(), rows, blocks, op});
+    parallel_for(ex, rows.count(), blocks, scan_piece_carries<T, Op>{carry.raw_data(), blocks, op});
+  }
+  parallel_for(ex, pieces, rows.n / blocks,
+               scan_piece_forward<T, Op>{xc.data(), blocks > 1 ? carry.data() : nullptr,
+                                         y.raw_data(), rows, blocks, exclusive, neutral, op});
+  return y;
+}
+
+template <class Ex, class T, class Op>
+void scan_backward(Ex const &ex, T const *x, T const *y, tensor<T> const &gy, tensor<T> const &gx,
+                   scan_rows const &rows, bool exclusive, Op const &op) {
+  index_t const m = rows.n - (exclusive ? 1 : 0);
+  index_t const blocks = scan_blocks(rows, m), pieces = rows.count() * blocks;
+  scan_adjoint_args<T, Op> const a{x, y, gy.data(), rows, m, blocks, exclusive, op};
+  tensor<T> A;
+  if (blocks > 1) {
+    A = tensor<T>::empty({pieces}, gy.dev());
+    auto B = tensor<T>::empty({pieces}, gy.dev());
+    parallel_for(ex, pieces, 2 * scan_block,
+                 scan_piece_summary<T, Op>{a, A.raw_data(), B.raw_data()});
+    parallel_for(ex, rows.count(), blocks,
+                 scan_piece_adjoint_carries<T>{A.raw_data(), B.data(), blocks});
+  }
+  parallel_for(ex, pieces, 2 * rows.n / blocks,
+               scan_piece_adjoint<T, Op>{a, blocks > 1 ? A.data() : nullptr, gx.raw_data()});
+}
+
+// A scan on the tape: op a scan operator above.
+template <class X, class Op>
+auto scan_op(char const *name, X const &x, Op const &op, typename var_of_t<X>::value_type neutral,
+             int axis, bool exclusive) {
+  using T = typename var_of_t<X>::value_type;
+  static_assert(std::is_trivially_copyable_v<Op>,
+                "dualcast::scan: the operator must be trivially copyable (a lambda capturing "
+                "values, not references)");
+  auto const &v = as_var(x);
+  int const ax = normalize_axis(name, axis, v.rank());
+  scan_rows const rows = make_scan_rows(v.dims(), ax);
+  return custom_op(
+      name + 10, // without "dualcast::"
+      [&](auto const &ex, auto &ctx, tensor<T> const &xv) {
+        tensor<T> xc = xv.contiguous();
+        tensor<T> y = scan_forward(ex, xc, rows, exclusive, neutral, op);
+        if constexpr (Op::uses_values) {
+          ctx.save(xc, "input");
+          ctx.save(y, "result");
+        }
+        return y;
+      },
+      [rows, exclusive, op](auto const &ex, auto const &ctx, auto &g) {
+        if (!g.needs(0) || rows.count() * rows.n == 0)
+          return;
+        tensor<T> gy = g.out(0).contiguous();
+        auto gx = tensor<T>::empty(gy.dims(), gy.dev());
+        T const *xs = nullptr, *ys = nullptr;
+        if constexpr (Op::uses_values)
+          xs = ctx.saved(0).data(), ys = ctx.saved(1).data();
+        scan_backward(ex, xs, ys, gy, gx, rows, exclusive, op);
+        g.add(0, gx);
+      },
+      v);
+}
+
+template <class T, class Op>
+tensor<T> scan_tensor(char const *name, tensor<T> const &x, Op const &op, T neutral, int axis,
+                      bool exclusive) {
+  int const ax = normalize_axis(name, axis, x.rank());
+  scan_rows const rows = make_scan_rows(x.dims(), ax);
+  return on_device(name, x.dev(), cpu{}, [&](auto const &ex) {
+    return scan_forward(ex, x.contiguous(), rows, exclusive, neutral, op);
+  });
+}
+
+template <class T> constexpr T scan_inf() { return std::numeric_limits<T>::infinity(); }
+
+} // namespace detail
+
+// ---- on tape variables and lazy expressions ----------------------------------------------------
+template <var_like X> auto cumsum(X const &x, int axis = -1, bool exclusive = false) {
+  using T = typename detail::var_of_t<X>::value_type;
+  return detail::scan_op("dualcast::cumsum", x, detail::scan_plus<T>{}, T(0), axis, exclusive);
+}
+template <var_like X> auto cumprod(X const &x, int axis = -1, bool exclusive = false) {
+  using T = typename detail::var_of_t<X>::value_type;
+  return detail::scan_op("dualcast::cumprod", x, detail::scan_times<T>{}, T(1), axis, exclusive);
+}
+template <var_like X> auto cummax(X const &x, int axis = -1, bool exclusive = false) {
+  using T = typename detail::var_of_t<X>::value_type;
+  return detail::scan_op("dualcast::cummax", x, detail::scan_extremum<T, true>{},
+                         -detail::scan_inf<T>(), axis, exclusive);
+}
+template <var_like X> auto cummin(X const &x, int axis = -1, bool exclusive = false) {
+  using T = typename detail::var_of_t<X>::value_type;
+  return detail::scan_op("dualcast::cummin", x, detail::scan_extremum<T, false>{},
+                         detail::scan_inf<T>(), axis, exclusive);
+}
+// A scan with an associative operator of your own (see the file comment); `neutral` is the first
+// element of an exclusive scan.
+template <var_like X, class Op>
+auto scan(X const &x, Op const &op, typename detail::var_of_t<X>::value_type neutral, int axis = -1,
+          bool exclusive = false) {
+  using T = typename detail::var_of_t<X>::value_type;
+  return detail::scan_op("dualcast::scan", x, detail::scan_user<T, Op>{op}, neutral, axis,
+                         exclusive);
+}
+
+// ---- on tensors: the values, on the tensor's device --------------------------------------------
+template <class T> tensor<T> cumsum(tensor<T> const &x, int axis = -1, bool exclusive = false) {
+  return detail::scan_tensor("dualcast::cumsum", x, detail::scan_plus<T>{}, T(0), axis, exclusive);
+}
+template <class T> tensor<T> cumprod(tensor<T> const &x, int axis = -1, bool exclusive = false) {
+  return detail::scan_tensor("dualcast::cumprod", x, detail::scan_times<T>{}, T(1), axis,
+                             exclusive);
+}
+template <class T> tensor<T> cummax(tensor<T> const &x, int axis = -1, bool exclusive = false) {
+  return detail::scan_tensor("dualcast::cummax", x, detail::scan_extremum<T, true>{},
+                             -detail::scan_inf<T>(), axis, exclusive);
+}
+template <class T> tensor<T> cummin(tensor<T> const &x, int axis = -1, bool exclusive = false) {
+  return detail::scan_tensor("dualcast::cummin", x, detail::scan_extremum<T, false>{},
+                             detail::scan_inf<T>(), axis, exclusive);
+}
+template <class T, class Op>
+tensor<T> scan(tensor<T> const &x, Op const &op, std::type_identity_t<T> neutral, int axis = -1,
+               bool exclusive = false) {
+  return detail::scan_tensor("dualcast::scan", x, detail::scan_user<T, Op>{op}, neutral, axis,
+                             exclusive);
+}
+
+} // namespace dualcast
