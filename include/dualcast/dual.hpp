@@ -57,6 +57,15 @@ template <class T, int N> struct dual {
   DUALCAST_HD constexpr dual &operator-=(dual const &o) { return *this = *this - o; }
   DUALCAST_HD constexpr dual &operator*=(dual const &o) { return *this = *this * o; }
   DUALCAST_HD constexpr dual &operator/=(dual const &o) { return *this = *this / o; }
+
+  // A dual does not convert to a plain number: that would drop its partials silently.
+  template <class S>
+  requires std::is_arithmetic_v<S> DUALCAST_HD explicit constexpr operator S() const {
+    static_assert(sizeof(S) == 0,
+                  "dualcast: a dual number cannot be converted to a plain number (its partials "
+                  "would be lost): use dualcast::value_of(x) where the value alone is meant");
+    return S{};
+  }
 };
 
 // ---- traits -------------------------------------------------------------------------------

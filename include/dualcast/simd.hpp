@@ -168,6 +168,17 @@ template <class T, int W> struct batch {
   void store(T *p) const { std::memcpy(p, &v, sizeof(vec_t)); }
   T operator[](int i) const { return v[i]; }
   void set(int i, T x) { v[i] = x; }
+  // A batch holds W numbers and does not convert to one: a cast to int or double in a kernel's
+  // lambda lands here with a message naming the fix.
+  template <class S>
+  requires std::is_arithmetic_v<S>
+  explicit operator S() const {
+    static_assert(sizeof(S) == 0,
+                  "dualcast: a SIMD batch cannot be converted to a single number (a cast to int "
+                  "or double in a kernel's lambda?): run such a lambda one element at a time with "
+                  "dualcast::kernel(f, dualcast::per_element)");
+    return S{};
+  }
 
   batch &operator+=(batch o) { return v += o.v, *this; }
   batch &operator-=(batch o) { return v -= o.v, *this; }

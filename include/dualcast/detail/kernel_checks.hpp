@@ -41,6 +41,16 @@ template <class R, std::size_t... k> constexpr bool outputs_are_numbers(std::ind
   return (is_number<std::decay_t<decltype(get<k>(std::declval<R>()))>>::value && ...);
 }
 
+template <class R> inline constexpr bool is_std_tuple = false;
+template <class... X> inline constexpr bool is_std_tuple<std::tuple<X...>> = true;
+template <class X, class Y> inline constexpr bool is_std_tuple<std::pair<X, Y>> = true;
+template <class F, class... X> constexpr bool returns_std_tuple() {
+  if constexpr (std::is_invocable_v<F const &, X...>)
+    return is_std_tuple<std::decay_t<std::invoke_result_t<F const &, X...>>>;
+  else
+    return false;
+}
+
 // Compile-time checks shared by every mode; gives readable messages instead of template errors.
 template <class F, class T, class... A> constexpr int check_kernel() {
   static_assert(std::is_same_v<T, float> || std::is_same_v<T, double>,
@@ -50,6 +60,9 @@ template <class F, class T, class... A> constexpr int check_kernel() {
   static_assert(std::is_invocable_v<F const &, scalar_arg_t<A, T>...>,
                 "dualcast: the kernel's lambda cannot be called with this number of arguments "
                 "(check the kernel's arity against the arguments passed)");
+  static_assert(!returns_std_tuple<F, scalar_arg_t<A, T>...>(),
+                "dualcast: a kernel returns several outputs as dualcast::outputs(a, b, ...), not "
+                "as a std::tuple or std::pair");
   using R = scalar_result_t<F, T, A...>;
   static_assert(outputs_are_numbers<R>(std::make_index_sequence<R::size>{}),
                 "dualcast: every output of a kernel must be a number or a dual number");
