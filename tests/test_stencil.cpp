@@ -65,10 +65,18 @@ std::vector<double> naive_bins(std::vector<double> const &v, std::vector<dc::ind
       double &d = y[std::size_t(idx[i] * inner + c)];
       double const x = v[i * std::size_t(inner) + std::size_t(c)];
       switch (op) {
-      case dc::bin_op::plus: d += x; break;
-      case dc::bin_op::times: d *= x; break;
-      case dc::bin_op::min: d = x < d ? x : d; break;
-      case dc::bin_op::max: d = x > d ? x : d; break;
+      case dc::bin_op::plus:
+        d += x;
+        break;
+      case dc::bin_op::times:
+        d *= x;
+        break;
+      case dc::bin_op::min:
+        d = x < d ? x : d;
+        break;
+      case dc::bin_op::max:
+        d = x > d ? x : d;
+        break;
       }
     }
   }
@@ -111,9 +119,12 @@ dc::index_t naive_map(dc::index_t c, dc::index_t n, dc::boundary b) {
   if (c >= 0 && c < n)
     return c;
   switch (b) {
-  case dc::boundary::zero: return -1;
-  case dc::boundary::clamp: return std::min(std::max(c, dc::index_t(0)), n - 1);
-  case dc::boundary::periodic: return ((c % n) + n) % n;
+  case dc::boundary::zero:
+    return -1;
+  case dc::boundary::clamp:
+    return std::min(std::max(c, dc::index_t(0)), n - 1);
+  case dc::boundary::periodic:
+    return ((c % n) + n) % n;
   }
   return -1;
 }
@@ -205,8 +216,7 @@ TEST_CASE("reduce_by_index: values, empty bins, out-of-range indices") {
   auto m = random_tensor({40, 3}, 11);
   auto mi = random_indices(40, -2, 9, 12);
   for (auto op : all_bin_ops)
-    CHECK(dc::reduce_by_index(m, mi, 8, op).to_vector() ==
-          naive_bins(m.to_vector(), mi, 8, 3, op));
+    CHECK(dc::reduce_by_index(m, mi, 8, op).to_vector() == naive_bins(m.to_vector(), mi, 8, 3, op));
   CHECK_THROWS_AS(dc::reduce_by_index(x, {1, 2}, 4, dc::bin_op::plus), dc::shape_error);
   CHECK_THROWS_AS(dc::reduce_by_index(x, idx, -1, dc::bin_op::plus), dc::shape_error);
 }
@@ -220,8 +230,7 @@ TEST_CASE("reduce_by_index: gradients against central differences") {
                     {x});
     auto m = random_tensor({12, 2, 3}, 23, 0.5, 1.5);
     auto mi = random_indices(12, 0, 4, 24);
-    check_gradients([mi, op](auto const &v) { return dc::reduce_by_index(v[0], mi, 5, op); },
-                    {m});
+    check_gradients([mi, op](auto const &v) { return dc::reduce_by_index(v[0], mi, 5, op); }, {m});
     // Through a lazy expression.
     check_gradients(
         [idx, op](auto const &v) { return dc::reduce_by_index(v[0] * 2.0, idx, 7, op); }, {x});
@@ -229,8 +238,8 @@ TEST_CASE("reduce_by_index: gradients against central differences") {
   // Products with one and with several zeros in a bin.
   std::vector<dc::index_t> pi{0, 0, 0, 1, 1, 1, 2, 2};
   auto z = T64::from({8}, {2, 0, 3, 0, 5, 0, 4, 1.5});
-  check_gradients([pi](auto const &v) { return dc::reduce_by_index(v[0], pi, 3, dc::bin_op::times); },
-                  {z});
+  check_gradients(
+      [pi](auto const &v) { return dc::reduce_by_index(v[0], pi, 3, dc::bin_op::times); }, {z});
 }
 
 TEST_CASE("reduce_by_index: exact adjoints (zero counts, ties to the lowest index, gather)") {
@@ -259,8 +268,8 @@ TEST_CASE("reduce_by_index: exact adjoints (zero counts, ties to the lowest inde
     dc::tape tp;
     auto v = tp.variable(t.clone());
     std::vector<dc::index_t> oi{1, -3, 1, 4, 0, 0, 1, 9};
-    tp.backward(dc::sum(dc::reduce_by_index(v, oi, 4, dc::bin_op::plus) *
-                        T64::from({4}, {1, 2, 3, 4})));
+    tp.backward(
+        dc::sum(dc::reduce_by_index(v, oi, 4, dc::bin_op::plus) * T64::from({4}, {1, 2, 3, 4})));
     CHECK(grads_of(v) == std::vector<double>{2, 0, 2, 0, 1, 1, 2, 0});
   }
 }

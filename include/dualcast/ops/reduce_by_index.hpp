@@ -61,8 +61,8 @@ inline bin_rows sort_by_bin(char const *op, std::vector<index_t> const &indices,
   if (bins < 0)
     throw shape_error(std::string(op) + ": negative number of bins " + std::to_string(bins));
   if (index_t(indices.size()) != n)
-    throw shape_error(std::string(op) + ": " + std::to_string(indices.size()) +
-                      " indices for " + std::to_string(n) + " rows of values");
+    throw shape_error(std::string(op) + ": " + std::to_string(indices.size()) + " indices for " +
+                      std::to_string(n) + " rows of values");
   std::vector<index_t> start(std::size_t(bins) + 1, 0), order;
   for (index_t k : indices)
     if (k >= 0 && k < bins)
@@ -209,7 +209,8 @@ tensor<T> bins_forward_run(Ex const &ex, tensor<T> const &xc, bin_rows const &br
   index_t const per_bin = br.bins > 0 ? br.n / br.bins + 1 : 1;
   if (br.bins * inner > 0)
     parallel_for(ex, br.bins * inner, per_bin,
-                 bins_forward<T>{xc.data(), y.raw_data(),
+                 bins_forward<T>{xc.data(),
+                                 y.raw_data(),
                                  {static_cast<index_t const *>(br.start->data()),
                                   static_cast<index_t const *>(br.order->data()), inner},
                                  op});
@@ -256,21 +257,23 @@ auto reduce_by_index(X const &values, std::vector<index_t> const &indices, index
         if (op == bin_op::plus) {
           auto gx = tensor<T>::empty(g.input_shape(0), dev);
           detail::parallel_for(ex, ne, 1,
-                               detail::bins_gather<T>{
-                                   gy.data(), gx.raw_data(),
-                                   static_cast<index_t const *>(br.idx->data()), inner, br.bins});
+                               detail::bins_gather<T>{gy.data(), gx.raw_data(),
+                                                      static_cast<index_t const *>(br.idx->data()),
+                                                      inner, br.bins});
           g.add(0, gx);
           return;
         }
         auto gx = tensor<T>::zeros(g.input_shape(0), dev);
         index_t const per_bin = br.bins > 0 ? 2 * (br.n / br.bins + 1) : 1;
         if (br.bins * inner > 0)
-          detail::parallel_for(ex, br.bins * inner, per_bin,
-                               detail::bins_backward<T>{
-                                   ctx.saved(0).data(), gy.data(), gx.raw_data(),
-                                   {static_cast<index_t const *>(br.start->data()),
-                                    static_cast<index_t const *>(br.order->data()), inner},
-                                   op});
+          detail::parallel_for(
+              ex, br.bins * inner, per_bin,
+              detail::bins_backward<T>{ctx.saved(0).data(),
+                                       gy.data(),
+                                       gx.raw_data(),
+                                       {static_cast<index_t const *>(br.start->data()),
+                                        static_cast<index_t const *>(br.order->data()), inner},
+                                       op});
         g.add(0, gx);
       },
       v);

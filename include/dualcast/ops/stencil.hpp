@@ -2,8 +2,8 @@
 // the neighbourhood, on tape variables and on tensors.
 //
 //   constexpr auto five = dualcast::offsets({0, 0}, {-1, 0}, {1, 0}, {0, -1}, {0, 1});
-//   auto heat = [](auto c, auto n, auto s, auto w, auto e) { return c + 0.1 * (n + s + w + e - 4 * c); };
-//   dualcast::stencil(u, five, heat, dualcast::boundary::periodic);  // same shape as u
+//   auto heat = [](auto c, auto n, auto s, auto w, auto e) { return c + 0.1 * (n + s + w + e - 4 *
+//   c); }; dualcast::stencil(u, five, heat, dualcast::boundary::periodic);  // same shape as u
 //
 // y[p] = f(x[p + o_0], ..., x[p + o_(K-1)]) for every point p of x, whose rank must be D, the
 // length of each offset (1, 2 or 3). The number of offsets K and D are compile-time (from the
@@ -265,9 +265,9 @@ auto stencil(X const &x, stencil_offsets<D, K> const &offs, F const &f,
         device const dev = gy.dev();
         index_t const rows = geo.ext[0] * geo.ext[1];
         auto c = tensor<T>::empty({xc.size() * K}, dev);
-        detail::parallel_for(ex, rows, geo.ext[2] * K * 4,
-                             detail::stencil_partials<T, K, F>{xc.data(), gy.data(), c.raw_data(),
-                                                               geo, f});
+        detail::parallel_for(
+            ex, rows, geo.ext[2] * K * 4,
+            detail::stencil_partials<T, K, F>{xc.data(), gy.data(), c.raw_data(), geo, f});
         auto gx = tensor<T>::empty(xc.dims(), dev);
         detail::parallel_for(ex, rows, geo.ext[2] * K,
                              detail::stencil_gather<T, K>{c.data(), gx.raw_data(), geo});
