@@ -101,6 +101,7 @@ template <class T> struct bins_forward {
   T *y;
   bin_cursor rows;
   bin_op op;
+  T neutral; // of min / max (set on the host: no std::numeric_limits in device code)
   DUALCAST_HD void operator()(index_t t) const {
     index_t const b = t / rows.inner, c = t % rows.inner;
     index_t const i0 = rows.start[b], i1 = rows.start[b + 1];
@@ -121,7 +122,7 @@ template <class T> struct bins_forward {
       acc = zero ? p * T(0) : p;
     } else {
       bool const mx = op == bin_op::max;
-      acc = mx ? -std::numeric_limits<T>::infinity() : std::numeric_limits<T>::infinity();
+      acc = neutral;
       for (index_t m = i0; m < i1; ++m) {
         T const v = x[rows.order[m] * rows.inner + c];
         if (m == i0 || (mx ? bin_takes<T, true>(acc, v) : bin_takes<T, false>(acc, v)))
@@ -213,7 +214,9 @@ tensor<T> bins_forward_run(Ex const &ex, tensor<T> const &xc, bin_rows const &br
                                  y.raw_data(),
                                  {static_cast<index_t const *>(br.start->data()),
                                   static_cast<index_t const *>(br.order->data()), inner},
-                                 op});
+                                 op,
+                                 op == bin_op::max ? -std::numeric_limits<T>::infinity()
+                                                   : std::numeric_limits<T>::infinity()});
   return y;
 }
 
