@@ -19,10 +19,12 @@
 #include <dualcast/ops/linear_recurrence.hpp>
 #include <dualcast/ops/prod.hpp>
 #include <dualcast/ops/reduce.hpp>
+#include <dualcast/ops/reduce_by_index.hpp>
 #include <dualcast/ops/reduce_op.hpp>
 #include <dualcast/ops/scan.hpp>
 #include <dualcast/ops/shape_ops.hpp>
 #include <dualcast/ops/softmax.hpp>
+#include <dualcast/ops/stencil.hpp>
 #include <dualcast/policy.hpp>
 #include <dualcast/tape.hpp>
 #include <dualcast/tensor.hpp>

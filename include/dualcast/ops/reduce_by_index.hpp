@@ -1,0 +1,285 @@
+// dualcast/ops/reduce_by_index.hpp: reduce-by-index (a histogram) with +, *, min or max, on tape
+// variables and on tensors.
+//
+//   dualcast::reduce_by_index(v, idx, bins, dualcast::bin_op::plus);  // y[idx[i]] += v[i]
+//   dualcast::reduce_by_index(v, idx, bins, dualcast::bin_op::max);   // y[b] = max of its v[i]
+//
+// `values` has shape (n, ...) and `indices` n entries (a std::vector<index_t>, as for
+// index_select): row i of the values goes to bin indices[i] along axis 0, so the result has
+// shape (bins, ...) (the trailing axes are reduced elementwise, bin by bin). An index outside
+// [0, bins) is ignored: its row contributes to no bin and gets no gradient (Futhark's
+// semantics). An empty bin keeps the neutral element: 0 for plus, 1 for times, +inf for min,
+// -inf for max. The rows of one bin combine in increasing index order.
+//
+// Adjoints (Futhark's rules):
+//   plus   a gather: vbar_i = ybar[indices[i]] (0 out of range) -- no atomics;
+//   min / max  through the arg-min / arg-max per bin: the winning row gets ybar, the others 0;
+//          the winner is the FIRST row reaching the extremum (ties: the lowest index, as
+//          dualcast::max / cummax); NaN propagates (a NaN row wins, the first one);
+//   times  the zero-count rule per bin (z zeros, p the product of the non-zeros): v_i gets
+//          ybar * p / v_i where z == 0, ybar * p at the one zero where z == 1, 0 otherwise --
+//          never a division by zero.
+// A term ybar * partial is 0 where ybar is 0.
+//
+// Work: the rows are sorted by bin once on the host (a counting sort of the indices, O(n + bins));
+// the forward then reduces each (bin, trailing position) in parallel, its rows in order, so the
+// result is the same bits at any number of threads. Backward: plus one gather per element; times /
+// min / max one thread per (bin, trailing position) recomputing from the saved values (two passes
+// over the bin's rows), each writing only its own rows' gradients. A bin holding most rows runs
+// on one thread.
+#pragma once
+
+#include <dualcast/custom_op.hpp>
+#include <dualcast/detail/device_dispatch.hpp>
+#include <dualcast/errors.hpp>
+#include <dualcast/ops/groups.hpp>
+#include <dualcast/ops/indexing.hpp>
+#include <dualcast/tape.hpp>
+#include <dualcast/tensor.hpp>
+
+#include <limits>
+#include <memory>
+#include <string>
+#include <vector>
+
+namespace dualcast {
+
+// The operator of reduce_by_index.
+enum class bin_op { plus, times, min, max };
+
+namespace detail {
+
+// The rows of each bin: order[start[b] .. start[b + 1]) are bin b's rows, increasing; idx the
+// indices themselves. All on the values' device.
+struct bin_rows {
+  std::shared_ptr<storage> start, order, idx;
+  index_t n = 0, bins = 0;
+};
+
+inline bin_rows sort_by_bin(char const *op, std::vector<index_t> const &indices, index_t n,
+                            index_t bins, device const &dev) {
+  if (bins < 0)
+    throw shape_error(std::string(op) + ": negative number of bins " + std::to_string(bins));
+  if (index_t(indices.size()) != n)
+    throw shape_error(std::string(op) + ": " + std::to_string(indices.size()) + " indices for " +
+                      std::to_string(n) + " rows of values");
+  std::vector<index_t> start(std::size_t(bins) + 1, 0), order;
+  for (index_t k : indices)
+    if (k >= 0 && k < bins)
+      ++start[std::size_t(k) + 1];
+  for (index_t b = 0; b < bins; ++b)
+    start[std::size_t(b) + 1] += start[std::size_t(b)];
+  order.resize(std::size_t(start[std::size_t(bins)]));
+  std::vector<index_t> next(start.begin(), start.end() - 1);
+  for (index_t i = 0; i < n; ++i) {
+    index_t const k = indices[std::size_t(i)];
+    if (k >= 0 && k < bins)
+      order[std::size_t(next[std::size_t(k)]++)] = i;
+  }
+  bin_rows r;
+  r.start = upload_indices(op, start, dev);
+  r.order = upload_indices(op, order, dev);
+  r.idx = upload_indices(op, indices, dev);
+  r.n = n;
+  r.bins = bins;
+  return r;
+}
+
+template <class T, bool Max> DUALCAST_HD bool bin_takes(T prev, T x) {
+  return (Max ? x > prev : x < prev) || (x != x && prev == prev);
+}
+
+// The rows of bin t / inner at trailing position t % inner.
+struct bin_cursor {
+  index_t const *start, *order;
+  index_t inner;
+};
+
+// Forward: y at (bin b, trailing position c) = the bin's rows combined in order.
+template <class T> struct bins_forward {
+  T const *x;
+  T *y;
+  bin_cursor rows;
+  bin_op op;
+  T neutral; // of min / max (set on the host: no std::numeric_limits in device code)
+  DUALCAST_HD void operator()(index_t t) const {
+    index_t const b = t / rows.inner, c = t % rows.inner;
+    index_t const i0 = rows.start[b], i1 = rows.start[b + 1];
+    T acc = T(0);
+    if (op == bin_op::plus) {
+      for (index_t m = i0; m < i1; ++m)
+        acc += x[rows.order[m] * rows.inner + c];
+    } else if (op == bin_op::times) {
+      T p = T(1);
+      bool zero = false;
+      for (index_t m = i0; m < i1; ++m) {
+        T const v = x[rows.order[m] * rows.inner + c];
+        if (v == T(0))
+          zero = true;
+        else
+          p *= v;
+      }
+      acc = zero ? p * T(0) : p;
+    } else {
+      bool const mx = op == bin_op::max;
+      acc = neutral;
+      for (index_t m = i0; m < i1; ++m) {
+        T const v = x[rows.order[m] * rows.inner + c];
+        if (m == i0 || (mx ? bin_takes<T, true>(acc, v) : bin_takes<T, false>(acc, v)))
+          acc = v;
+      }
+    }
+    y[t] = acc;
+  }
+};
+
+// Backward of plus: a gather, one thread per element of the values.
+template <class T> struct bins_gather {
+  T const *gy;
+  T *gx;
+  index_t const *idx;
+  index_t inner, bins;
+  DUALCAST_HD void operator()(index_t e) const {
+    index_t const k = idx[e / inner];
+    gx[e] = k >= 0 && k < bins ? gy[k * inner + e % inner] : T(0);
+  }
+};
+
+// Backward of times / min / max: one thread per (bin, trailing position) writes the gradients of
+// the bin's rows there (rows outside every bin keep the zeros gx starts with).
+template <class T> struct bins_backward {
+  T const *x, *gy;
+  T *gx;
+  bin_cursor rows;
+  bin_op op;
+  DUALCAST_HD void operator()(index_t t) const {
+    index_t const b = t / rows.inner, c = t % rows.inner;
+    index_t const i0 = rows.start[b], i1 = rows.start[b + 1];
+    T const ybar = gy[t];
+    if (op == bin_op::times) {
+      T p = T(1);
+      index_t z = 0;
+      for (index_t m = i0; m < i1; ++m) {
+        T const v = x[rows.order[m] * rows.inner + c];
+        if (v == T(0))
+          ++z;
+        else
+          p *= v;
+      }
+      for (index_t m = i0; m < i1; ++m) {
+        index_t const e = rows.order[m] * rows.inner + c;
+        T d = T(0);
+        if (z == 0)
+          d = p / x[e];
+        else if (z == 1 && x[e] == T(0))
+          d = p;
+        gx[e] = times_cotangent(ybar, d);
+      }
+    } else {
+      bool const mx = op == bin_op::max;
+      index_t w = i0;
+      for (index_t m = i0 + 1; m < i1; ++m) {
+        T const v = x[rows.order[m] * rows.inner + c], cur = x[rows.order[w] * rows.inner + c];
+        if (mx ? bin_takes<T, true>(cur, v) : bin_takes<T, false>(cur, v))
+          w = m;
+      }
+      for (index_t m = i0; m < i1; ++m)
+        gx[rows.order[m] * rows.inner + c] = m == w ? times_cotangent(ybar, T(1)) : T(0);
+    }
+  }
+};
+
+inline shape bins_shape(shape s, index_t bins) {
+  s.ext[0] = bins;
+  return s;
+}
+inline index_t trailing_size(char const *op, shape const &s) {
+  if (s.rank < 1)
+    throw shape_error(std::string(op) + ": the values must have at least one axis (got shape " +
+                      to_string(s) + ")");
+  index_t inner = 1;
+  for (int d = 1; d < s.rank; ++d)
+    inner *= s.ext[d];
+  return inner;
+}
+
+template <class Ex, class T>
+tensor<T> bins_forward_run(Ex const &ex, tensor<T> const &xc, bin_rows const &br, bin_op op,
+                           index_t inner) {
+  auto y = tensor<T>::empty(bins_shape(xc.dims(), br.bins), xc.dev());
+  index_t const per_bin = br.bins > 0 ? br.n / br.bins + 1 : 1;
+  if (br.bins * inner > 0)
+    parallel_for(ex, br.bins * inner, per_bin,
+                 bins_forward<T>{xc.data(),
+                                 y.raw_data(),
+                                 {static_cast<index_t const *>(br.start->data()),
+                                  static_cast<index_t const *>(br.order->data()), inner},
+                                 op,
+                                 op == bin_op::max ? -std::numeric_limits<T>::infinity()
+                                                   : std::numeric_limits<T>::infinity()});
+  return y;
+}
+
+} // namespace detail
+
+// reduce_by_index of a tensor: its value, on the tensor's device.
+template <class T>
+tensor<T> reduce_by_index(tensor<T> const &values, std::vector<index_t> const &indices,
+                          index_t bins, bin_op op) {
+  char const *name = "dualcast::reduce_by_index";
+  index_t const inner = detail::trailing_size(name, values.dims());
+  auto const br = detail::sort_by_bin(name, indices, values.dims().ext[0], bins, values.dev());
+  return detail::on_device(name, values.dev(), cpu{}, [&](auto const &ex) {
+    return detail::bins_forward_run(ex, values.contiguous(), br, op, inner);
+  });
+}
+
+// reduce_by_index of a tape variable or lazy expression.
+template <var_like X>
+auto reduce_by_index(X const &values, std::vector<index_t> const &indices, index_t bins,
+                     bin_op op) {
+  using T = typename detail::var_of_t<X>::value_type;
+  char const *name = "dualcast::reduce_by_index";
+  auto const &v = detail::as_var(values);
+  index_t const inner = detail::trailing_size(name, v.dims());
+  auto const br = detail::sort_by_bin(name, indices, v.dims().ext[0], bins, v.value().dev());
+  return custom_op(
+      "reduce_by_index",
+      [&](auto const &ex, auto &ctx, tensor<T> const &xv) {
+        tensor<T> xc = xv.contiguous();
+        if (op != bin_op::plus)
+          ctx.save(xc, "values");
+        return detail::bins_forward_run(ex, xc, br, op, inner);
+      },
+      [br, op, inner](auto const &ex, auto const &ctx, auto &g) {
+        index_t const ne = br.n * inner;
+        if (!g.needs(0) || ne == 0)
+          return;
+        tensor<T> gy = g.out(0).contiguous();
+        device const dev = gy.dev();
+        if (op == bin_op::plus) {
+          auto gx = tensor<T>::empty(g.input_shape(0), dev);
+          detail::parallel_for(ex, ne, 1,
+                               detail::bins_gather<T>{gy.data(), gx.raw_data(),
+                                                      static_cast<index_t const *>(br.idx->data()),
+                                                      inner, br.bins});
+          g.add(0, gx);
+          return;
+        }
+        auto gx = tensor<T>::zeros(g.input_shape(0), dev);
+        index_t const per_bin = br.bins > 0 ? 2 * (br.n / br.bins + 1) : 1;
+        if (br.bins * inner > 0)
+          detail::parallel_for(
+              ex, br.bins * inner, per_bin,
+              detail::bins_backward<T>{ctx.saved(0).data(),
+                                       gy.data(),
+                                       gx.raw_data(),
+                                       {static_cast<index_t const *>(br.start->data()),
+                                        static_cast<index_t const *>(br.order->data()), inner},
+                                       op});
+        g.add(0, gx);
+      },
+      v);
+}
+
+} // namespace dualcast

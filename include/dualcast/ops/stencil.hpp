@@ -1,0 +1,279 @@
+// dualcast/ops/stencil.hpp: stencils over 1-, 2- and 3-D arrays with a function of your own over
+// the neighbourhood, on tape variables and on tensors.
+//
+//   constexpr auto five = dualcast::offsets({0, 0}, {-1, 0}, {1, 0}, {0, -1}, {0, 1});
+//   auto heat = [](auto c, auto n, auto s, auto w, auto e) { return c + 0.1 * (n + s + w + e - 4 *
+//   c); }; dualcast::stencil(u, five, heat, dualcast::boundary::periodic);  // same shape as u
+//
+// y[p] = f(x[p + o_0], ..., x[p + o_(K-1)]) for every point p of x, whose rank must be D, the
+// length of each offset (1, 2 or 3). The number of offsets K and D are compile-time (from the
+// braced lists given to dualcast::offsets); the offsets' values are ordinary ints (constexpr
+// where you like). f is generic: it is called on T for values and on dualcast::dual<T, K> for its
+// partials, so write it with dualcast's math functions; it may be nonlinear, and must be
+// trivially copyable (a lambda capturing values, not references). A neighbour outside the array:
+//   boundary::zero      the constant 0 (no gradient flows to anything);
+//   boundary::clamp     the nearest element along each axis (the edge element is repeated);
+//   boundary::periodic  the array wraps around along each axis.
+// Extents smaller than the stencil's reach are fine in every mode (clamp and periodic may then
+// map several slots of one neighbourhood to the same element; the gradient sums them).
+//
+// Adjoint: the transposed stencil as a GATHER (no atomics, each thread owns the gradient elements
+// it writes): xbar[i] = sum over slots k, over the points j with map(j + o_k) == i, of
+// ybar[j] * d f(neighbourhood of j) / d slot k. With periodic and zero boundaries that is the
+// mirrored stencil j = i - o_k (at most one point per slot); with clamp an edge element also
+// receives from every point whose clamped neighbour it is (along each axis the points j form a
+// range, so a corner receives from a box). Backward first evaluates f once on dual<T, K> at each
+// point with ybar != 0 and stores ybar * the K partials (N * K values, freed after), then gathers.
+// A term ybar * partial is 0 where ybar is 0.
+//
+// Work: forward one f per point, backward one f on dual<T, K> per point plus the gather (K
+// additions per interior point); rows of the last axis run in parallel; every result is the same
+// bits at any number of threads (each element is computed by one thread in a fixed order).
+#pragma once
+
+#include <dualcast/custom_op.hpp>
+#include <dualcast/detail/device_dispatch.hpp>
+#include <dualcast/dual.hpp>
+#include <dualcast/errors.hpp>
+#include <dualcast/math.hpp>
+#include <dualcast/ops/groups.hpp>
+#include <dualcast/tape.hpp>
+#include <dualcast/tensor.hpp>
+
+#include <cstddef>
+#include <string>
+#include <type_traits>
+#include <utility>
+
+namespace dualcast {
+
+// What a stencil reads outside the array (see the file comment).
+enum class boundary { zero, clamp, periodic };
+
+// K offsets of D coordinates each (built with dualcast::offsets).
+template <int D, int K> struct stencil_offsets {
+  static_assert(D >= 1 && D <= 3, "dualcast::stencil: 1-, 2- or 3-D offsets");
+  static_assert(K >= 1, "dualcast::stencil: at least one offset");
+  int o[K][D];
+};
+
+// dualcast::offsets({-1}, {0}, {1}): the offsets of a stencil, each a braced list of D ints.
+template <std::size_t D0, std::size_t... D>
+constexpr stencil_offsets<int(D0), int(1 + sizeof...(D))> offsets(int const (&first)[D0],
+                                                                  int const (&...rest)[D]) {
+  static_assert(((D == D0) && ...), "dualcast::offsets: every offset has the same length");
+  stencil_offsets<int(D0), int(1 + sizeof...(D))> r{};
+  for (std::size_t d = 0; d < D0; ++d)
+    r.o[0][d] = first[d];
+  int k = 1;
+  auto one = [&](auto const &o) {
+    for (std::size_t d = 0; d < D0; ++d)
+      r.o[k][d] = o[d];
+    ++k;
+  };
+  (one(rest), ...);
+  return r;
+}
+
+namespace detail {
+
+// Where coordinate c of an axis of n elements reads: c itself inside, else by the boundary mode
+// (-1: outside, the constant 0).
+DUALCAST_HD inline index_t stencil_map(index_t c, index_t n, boundary b) {
+  if (c >= 0 && c < n)
+    return c;
+  if (b == boundary::zero)
+    return -1;
+  if (b == boundary::clamp)
+    return c < 0 ? 0 : n - 1;
+  index_t const r = c % n;
+  return r < 0 ? r + n : r;
+}
+
+// The points j in [0, n) of an axis with stencil_map(j + o) == i, as the range [lo, hi] (empty
+// when lo > hi): one point (or none) inside, a range at a clamped edge, one point periodic.
+DUALCAST_HD inline void stencil_sources(index_t i, index_t o, index_t n, boundary b, index_t &lo,
+                                        index_t &hi) {
+  if (b == boundary::periodic) {
+    index_t j = (i - o) % n;
+    lo = hi = j < 0 ? j + n : j;
+    return;
+  }
+  lo = hi = i - o;
+  if (b == boundary::clamp) {
+    if (i == 0)
+      lo = 0; // every j with j + o <= 0
+    if (i == n - 1)
+      hi = n - 1; // every j with j + o >= n - 1
+  }
+  lo = lo < 0 ? 0 : lo;
+  hi = hi > n - 1 ? n - 1 : hi;
+}
+
+// The array as 3-D (leading extents 1, leading offsets 0) and the stencil.
+template <int K> struct stencil_geometry {
+  index_t ext[3];
+  index_t off[K][3];
+  boundary b;
+  // The flat index that slot k of point (p0, p1, p2) reads, -1 for the constant 0.
+  DUALCAST_HD index_t neighbour(index_t p0, index_t p1, index_t p2, int k) const {
+    index_t const q0 = stencil_map(p0 + off[k][0], ext[0], b);
+    index_t const q1 = stencil_map(p1 + off[k][1], ext[1], b);
+    index_t const q2 = stencil_map(p2 + off[k][2], ext[2], b);
+    return q0 < 0 || q1 < 0 || q2 < 0 ? -1 : (q0 * ext[1] + q1) * ext[2] + q2;
+  }
+};
+
+template <class R, class V, class F, std::size_t... I>
+DUALCAST_HD R stencil_call(F const &f, V const *v, std::index_sequence<I...>) {
+  return R(f(v[I]...));
+}
+
+// Forward over row r (the last axis at fixed leading coordinates).
+template <class T, int K, class F> struct stencil_forward {
+  T const *x;
+  T *y;
+  stencil_geometry<K> geo;
+  F f;
+  DUALCAST_HD void operator()(index_t r) const {
+    index_t const p0 = r / geo.ext[1], p1 = r % geo.ext[1];
+    for (index_t p2 = 0; p2 < geo.ext[2]; ++p2) {
+      T v[K];
+      for (int k = 0; k < K; ++k) {
+        index_t const j = geo.neighbour(p0, p1, p2, k);
+        v[k] = j < 0 ? T(0) : x[j];
+      }
+      y[r * geo.ext[2] + p2] = stencil_call<T>(f, v, std::make_index_sequence<std::size_t(K)>{});
+    }
+  }
+};
+
+// Backward, first pass over row r: c[j * K + k] = ybar[j] * d f(neighbourhood of j) / d slot k.
+template <class T, int K, class F> struct stencil_partials {
+  T const *x, *gy;
+  T *c;
+  stencil_geometry<K> geo;
+  F f;
+  DUALCAST_HD void operator()(index_t r) const {
+    using D = dual<T, K>;
+    index_t const p0 = r / geo.ext[1], p1 = r % geo.ext[1];
+    for (index_t p2 = 0; p2 < geo.ext[2]; ++p2) {
+      index_t const j = r * geo.ext[2] + p2;
+      T const ybar = gy[j];
+      if (ybar == T(0)) {
+        for (int k = 0; k < K; ++k)
+          c[j * K + k] = T(0);
+        continue;
+      }
+      D v[K];
+      for (int k = 0; k < K; ++k) {
+        index_t const q = geo.neighbour(p0, p1, p2, k);
+        v[k] = q < 0 ? D(T(0)) : D::variable(x[q], k);
+      }
+      D const res = stencil_call<D>(f, v, std::make_index_sequence<std::size_t(K)>{});
+      for (int k = 0; k < K; ++k)
+        c[j * K + k] = times_cotangent(ybar, res.d[k]);
+    }
+  }
+};
+
+// Backward, second pass over row r of the gradient: the gather with the mirrored stencil.
+template <class T, int K> struct stencil_gather {
+  T const *c;
+  T *gx;
+  stencil_geometry<K> geo;
+  DUALCAST_HD void operator()(index_t r) const {
+    index_t const i0 = r / geo.ext[1], i1 = r % geo.ext[1];
+    for (index_t i2 = 0; i2 < geo.ext[2]; ++i2) {
+      T acc = T(0);
+      for (int k = 0; k < K; ++k) {
+        index_t lo0, hi0, lo1, hi1, lo2, hi2;
+        stencil_sources(i0, geo.off[k][0], geo.ext[0], geo.b, lo0, hi0);
+        stencil_sources(i1, geo.off[k][1], geo.ext[1], geo.b, lo1, hi1);
+        stencil_sources(i2, geo.off[k][2], geo.ext[2], geo.b, lo2, hi2);
+        for (index_t j0 = lo0; j0 <= hi0; ++j0)
+          for (index_t j1 = lo1; j1 <= hi1; ++j1)
+            for (index_t j2 = lo2; j2 <= hi2; ++j2)
+              acc += c[((j0 * geo.ext[1] + j1) * geo.ext[2] + j2) * K + k];
+      }
+      gx[r * geo.ext[2] + i2] = acc;
+    }
+  }
+};
+
+template <int D, int K>
+stencil_geometry<K> make_stencil_geometry(shape const &s, stencil_offsets<D, K> const &offs,
+                                          boundary b) {
+  if (s.rank != D)
+    throw shape_error("dualcast::stencil: " + std::to_string(D) +
+                      "-D offsets for an array of shape " + to_string(s));
+  stencil_geometry<K> g{};
+  for (int a = 0; a < 3; ++a)
+    g.ext[a] = a < 3 - D ? 1 : s.ext[a - (3 - D)];
+  for (int k = 0; k < K; ++k)
+    for (int a = 0; a < 3; ++a)
+      g.off[k][a] = a < 3 - D ? 0 : offs.o[k][a - (3 - D)];
+  g.b = b;
+  return g;
+}
+
+template <class Ex, class T, int K, class F>
+tensor<T> stencil_run(Ex const &ex, tensor<T> const &xc, stencil_geometry<K> const &geo,
+                      F const &f) {
+  auto y = tensor<T>::empty(xc.dims(), xc.dev());
+  index_t const rows = geo.ext[0] * geo.ext[1];
+  if (xc.size() > 0)
+    parallel_for(ex, rows, geo.ext[2] * K,
+                 stencil_forward<T, K, F>{xc.data(), y.raw_data(), geo, f});
+  return y;
+}
+
+} // namespace detail
+
+// The stencil of a tensor: its value, on the tensor's device.
+template <class T, int D, int K, class F>
+tensor<T> stencil(tensor<T> const &x, stencil_offsets<D, K> const &offs, F const &f,
+                  boundary b = boundary::zero) {
+  auto const geo = detail::make_stencil_geometry(x.dims(), offs, b);
+  return detail::on_device("dualcast::stencil", x.dev(), cpu{}, [&](auto const &ex) {
+    return detail::stencil_run(ex, x.contiguous(), geo, f);
+  });
+}
+
+// The stencil of a tape variable or lazy expression.
+template <var_like X, int D, int K, class F>
+auto stencil(X const &x, stencil_offsets<D, K> const &offs, F const &f,
+             boundary b = boundary::zero) {
+  using T = typename detail::var_of_t<X>::value_type;
+  static_assert(std::is_trivially_copyable_v<F>,
+                "dualcast::stencil: the function must be trivially copyable (a lambda capturing "
+                "values, not references)");
+  auto const &v = detail::as_var(x);
+  auto const geo = detail::make_stencil_geometry(v.dims(), offs, b);
+  return custom_op(
+      "stencil",
+      [&](auto const &ex, auto &ctx, tensor<T> const &xv) {
+        tensor<T> xc = xv.contiguous();
+        ctx.save(xc, "input");
+        return detail::stencil_run(ex, xc, geo, f);
+      },
+      [geo, f](auto const &ex, auto const &ctx, auto &g) {
+        tensor<T> const &xc = ctx.saved(0);
+        if (!g.needs(0) || xc.size() == 0)
+          return;
+        tensor<T> gy = g.out(0).contiguous();
+        device const dev = gy.dev();
+        index_t const rows = geo.ext[0] * geo.ext[1];
+        auto c = tensor<T>::empty({xc.size() * K}, dev);
+        detail::parallel_for(
+            ex, rows, geo.ext[2] * K * 4,
+            detail::stencil_partials<T, K, F>{xc.data(), gy.data(), c.raw_data(), geo, f});
+        auto gx = tensor<T>::empty(xc.dims(), dev);
+        detail::parallel_for(ex, rows, geo.ext[2] * K,
+                             detail::stencil_gather<T, K>{c.data(), gx.raw_data(), geo});
+        g.add(0, gx);
+      },
+      v);
+}
+
+} // namespace dualcast

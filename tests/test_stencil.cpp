@@ -1,0 +1,346 @@
+// Tests of reduce_by_index (histograms) and stencils on the tape (issue 13, items 3 and 4):
+// values against naive references (empty bins, out-of-range indices, every boundary mode),
+// gradients against central differences in double precision (zeros in products, ties in min /
+// max, nonlinear stencils in 1-, 2- and 3-D, non-square shapes, extents smaller than the
+// stencil's reach), the stencil's gather adjoint against a naive sequential scatter, and 1
+// thread equal to 2 bit for bit.
+#include <dualcast/autodiff.hpp>
+
+#include <doctest/doctest.h>
+
+#include "tape_support.hpp"
+
+#include <array>
+#include <cmath>
+#include <cstring>
+#include <functional>
+#include <limits>
+#include <random>
+#include <tuple>
+#include <utility>
+#include <vector>
+
+using namespace tape_support;
+
+namespace {
+
+bool same_bits(std::vector<double> const &a, std::vector<double> const &b) {
+  return a.size() == b.size() && std::memcmp(a.data(), b.data(), a.size() * sizeof(double)) == 0;
+}
+
+// The value and the gradient of sum(f(x) * w) for a given tape thread count.
+std::pair<std::vector<double>, std::vector<double>>
+run_threads(int threads, T64 const &x, std::function<V64(V64 const &)> const &f) {
+  dc::tape tp;
+  tp.ex.threads = threads;
+  auto v = tp.variable(x.clone());
+  auto y = f(v);
+  tp.backward(dc::sum(y * random_tensor(y.dims(), 5)));
+  return {y.value().to_vector(), v.grad().to_vector()};
+}
+
+std::vector<dc::index_t> random_indices(std::size_t n, dc::index_t lo, dc::index_t hi,
+                                        unsigned seed) {
+  std::mt19937 g(seed);
+  std::uniform_int_distribution<dc::index_t> u(lo, hi);
+  std::vector<dc::index_t> r(n);
+  for (auto &k : r)
+    k = u(g);
+  return r;
+}
+
+// reduce_by_index, the obvious way: a sequential loop over the rows.
+std::vector<double> naive_bins(std::vector<double> const &v, std::vector<dc::index_t> const &idx,
+                               dc::index_t bins, dc::index_t inner, dc::bin_op op) {
+  double const inf = std::numeric_limits<double>::infinity();
+  double const neutral = op == dc::bin_op::plus    ? 0.0
+                         : op == dc::bin_op::times ? 1.0
+                         : op == dc::bin_op::min   ? inf
+                                                   : -inf;
+  std::vector<double> y(std::size_t(bins * inner), neutral);
+  for (std::size_t i = 0; i < idx.size(); ++i) {
+    if (idx[i] < 0 || idx[i] >= bins)
+      continue;
+    for (dc::index_t c = 0; c < inner; ++c) {
+      double &d = y[std::size_t(idx[i] * inner + c)];
+      double const x = v[i * std::size_t(inner) + std::size_t(c)];
+      switch (op) {
+      case dc::bin_op::plus:
+        d += x;
+        break;
+      case dc::bin_op::times:
+        d *= x;
+        break;
+      case dc::bin_op::min:
+        d = x < d ? x : d;
+        break;
+      case dc::bin_op::max:
+        d = x > d ? x : d;
+        break;
+      }
+    }
+  }
+  return y;
+}
+
+constexpr dc::bin_op all_bin_ops[] = {dc::bin_op::plus, dc::bin_op::times, dc::bin_op::min,
+                                      dc::bin_op::max};
+
+// ---- stencils: test functions and a naive reference ----
+
+// 1-D: asymmetric, nonlinear.
+constexpr auto offs1 = dc::offsets({-2}, {0}, {1});
+struct f1 {
+  template <class A> A operator()(A a, A b, A c) const {
+    return a - 2.0 * b + c + dc::tanh(a * c) + b * b;
+  }
+};
+// 2-D: the 5-point Laplacian plus tanh of a neighbour.
+constexpr auto offs2 = dc::offsets({0, 0}, {-1, 0}, {1, 0}, {0, -1}, {0, 1});
+struct f2 {
+  template <class A> A operator()(A c, A n, A s, A w, A e) const {
+    return (n + s + w + e - 4.0 * c) * 0.25 + dc::tanh(e) * c;
+  }
+};
+// 3-D: the 7-point Laplacian, a far diagonal neighbour and a nonlinearity.
+constexpr auto offs3 = dc::offsets({0, 0, 0}, {-1, 0, 0}, {1, 0, 0}, {0, -1, 0}, {0, 1, 0},
+                                   {0, 0, -1}, {0, 0, 1}, {1, 2, -2});
+struct f3 {
+  template <class A> A operator()(A c, A a, A b, A d, A e, A g, A h, A q) const {
+    return a + b + d + e + g + h - 6.0 * c + dc::sin(q) * c + dc::tanh(a - h);
+  }
+};
+
+constexpr dc::boundary all_boundaries[] = {dc::boundary::zero, dc::boundary::clamp,
+                                           dc::boundary::periodic};
+
+// The element of an axis of n that coordinate c reads (-1: the constant 0), written directly.
+dc::index_t naive_map(dc::index_t c, dc::index_t n, dc::boundary b) {
+  if (c >= 0 && c < n)
+    return c;
+  switch (b) {
+  case dc::boundary::zero:
+    return -1;
+  case dc::boundary::clamp:
+    return std::min(std::max(c, dc::index_t(0)), n - 1);
+  case dc::boundary::periodic:
+    return ((c % n) + n) % n;
+  }
+  return -1;
+}
+
+// Neighbour k of point p (row-major flat index) in an array of shape s, or -1.
+template <int D, int K>
+dc::index_t naive_neighbour(shape const &s, dc::stencil_offsets<D, K> const &o, dc::index_t p,
+                            int k, dc::boundary b) {
+  std::array<dc::index_t, D> coord{};
+  for (int a = D - 1; a >= 0; --a) {
+    coord[std::size_t(a)] = p % s.ext[a];
+    p /= s.ext[a];
+  }
+  dc::index_t flat = 0;
+  for (int a = 0; a < D; ++a) {
+    dc::index_t const q = naive_map(coord[std::size_t(a)] + o.o[k][a], s.ext[a], b);
+    if (q < 0)
+      return -1;
+    flat = flat * s.ext[a] + q;
+  }
+  return flat;
+}
+
+// y = stencil(x) and the adjoint for the cotangent w as a sequential SCATTER (plain reverse
+// mode: xbar[neighbour k of p] += w[p] * d_k f(p)).
+template <int D, int K, class F>
+std::pair<std::vector<double>, std::vector<double>>
+naive_stencil(T64 const &x, dc::stencil_offsets<D, K> const &o, F f, dc::boundary b,
+              std::vector<double> const &w) {
+  using Dd = dc::dual<double, K>;
+  auto const xv = x.to_vector();
+  std::vector<double> y(xv.size()), xbar(xv.size(), 0.0);
+  for (dc::index_t p = 0; p < x.size(); ++p) {
+    std::array<Dd, K> nb{};
+    std::array<dc::index_t, K> at{};
+    for (int k = 0; k < K; ++k) {
+      at[std::size_t(k)] = naive_neighbour(x.dims(), o, p, k, b);
+      nb[std::size_t(k)] =
+          at[std::size_t(k)] < 0 ? Dd(0.0) : Dd::variable(xv[std::size_t(at[std::size_t(k)])], k);
+    }
+    Dd const r = std::apply([&](auto... a) { return Dd(f(a...)); }, nb);
+    y[std::size_t(p)] = r.val;
+    for (int k = 0; k < K; ++k)
+      if (at[std::size_t(k)] >= 0)
+        xbar[std::size_t(at[std::size_t(k)])] += w[std::size_t(p)] * r.d[k];
+  }
+  return {y, xbar};
+}
+
+// Everything for one stencil, shape and boundary: values, the gather against the scatter,
+// central differences.
+template <int D, int K, class F>
+void check_stencil(shape const &s, dc::stencil_offsets<D, K> const &o, F f, dc::boundary b,
+                   unsigned seed) {
+  INFO("shape " << dc::to_string(s) << " boundary " << int(b));
+  auto const x = random_tensor(s, seed);
+  auto const w = random_tensor(s, 777u + unsigned(s.size())); // weigh()'s cotangent
+  auto const [y_ref, xbar_ref] = naive_stencil(x, o, f, b, w.to_vector());
+  // Values, on tensors and on the tape.
+  check_close(dc::stencil(x, o, f, b).to_vector(), y_ref, 1e-15);
+  dc::tape tp;
+  auto v = tp.variable(x.clone());
+  auto y = dc::stencil(v, o, f, b);
+  check_close(y.value().to_vector(), y_ref, 1e-15);
+  // The gather adjoint against the scatter.
+  tp.backward(weigh(y));
+  check_close(grads_of(v), xbar_ref, 1e-14);
+  // Central differences.
+  check_gradients([o, f, b](auto const &vs) { return dc::stencil(vs[0], o, f, b); }, {x});
+}
+
+} // namespace
+
+// ---- reduce_by_index ---------------------------------------------------------------------------
+TEST_CASE("reduce_by_index: values, empty bins, out-of-range indices") {
+  double const inf = std::numeric_limits<double>::infinity();
+  auto x = T64::from({6}, {1, -2, 3, 0.5, 4, -1});
+  std::vector<dc::index_t> idx{2, 0, 2, -1, 5, 0}; // bin 1, 3 empty; -1 and 5 ignored
+  CHECK(dc::reduce_by_index(x, idx, 4, dc::bin_op::plus).to_vector() ==
+        std::vector<double>{-3, 0, 4, 0});
+  CHECK(dc::reduce_by_index(x, idx, 4, dc::bin_op::times).to_vector() ==
+        std::vector<double>{2, 1, 3, 1});
+  CHECK(dc::reduce_by_index(x, idx, 4, dc::bin_op::min).to_vector() ==
+        std::vector<double>{-2, inf, 1, inf});
+  CHECK(dc::reduce_by_index(x, idx, 4, dc::bin_op::max).to_vector() ==
+        std::vector<double>{-1, -inf, 3, -inf});
+  CHECK(dc::reduce_by_index(x, idx, 0, dc::bin_op::plus).dims() == shape{0});
+  // Rows of a 2-D array, against the naive loop.
+  auto m = random_tensor({40, 3}, 11);
+  auto mi = random_indices(40, -2, 9, 12);
+  for (auto op : all_bin_ops)
+    CHECK(dc::reduce_by_index(m, mi, 8, op).to_vector() == naive_bins(m.to_vector(), mi, 8, 3, op));
+  CHECK_THROWS_AS(dc::reduce_by_index(x, {1, 2}, 4, dc::bin_op::plus), dc::shape_error);
+  CHECK_THROWS_AS(dc::reduce_by_index(x, idx, -1, dc::bin_op::plus), dc::shape_error);
+}
+
+TEST_CASE("reduce_by_index: gradients against central differences") {
+  auto x = random_tensor({30}, 21, 0.5, 1.5);
+  auto idx = random_indices(30, -1, 7, 22); // 7: out of range for 7 bins; some bins empty
+  for (auto op : all_bin_ops) {
+    INFO("op " << int(op));
+    check_gradients([idx, op](auto const &v) { return dc::reduce_by_index(v[0], idx, 7, op); },
+                    {x});
+    auto m = random_tensor({12, 2, 3}, 23, 0.5, 1.5);
+    auto mi = random_indices(12, 0, 4, 24);
+    check_gradients([mi, op](auto const &v) { return dc::reduce_by_index(v[0], mi, 5, op); }, {m});
+    // Through a lazy expression.
+    check_gradients(
+        [idx, op](auto const &v) { return dc::reduce_by_index(v[0] * 2.0, idx, 7, op); }, {x});
+  }
+  // Products with one and with several zeros in a bin.
+  std::vector<dc::index_t> pi{0, 0, 0, 1, 1, 1, 2, 2};
+  auto z = T64::from({8}, {2, 0, 3, 0, 5, 0, 4, 1.5});
+  check_gradients(
+      [pi](auto const &v) { return dc::reduce_by_index(v[0], pi, 3, dc::bin_op::times); }, {z});
+}
+
+TEST_CASE("reduce_by_index: exact adjoints (zero counts, ties to the lowest index, gather)") {
+  std::vector<dc::index_t> idx{0, 0, 0, 1, 1, 1, 2, 3};
+  auto x = T64::from({8}, {2, 0, 3, 0, 5, 0, 7, 1});
+  {
+    dc::tape tp;
+    auto v = tp.variable(x.clone());
+    auto y = dc::reduce_by_index(v, idx, 4, dc::bin_op::times);
+    CHECK(y.value().to_vector() == std::vector<double>{0, 0, 7, 1});
+    tp.backward(dc::sum(y * T64::from({4}, {1, 1, 2, 3})));
+    CHECK(grads_of(v) == std::vector<double>{0, 6, 0, 0, 0, 0, 2, 3});
+  }
+  auto t = T64::from({8}, {1, 3, 3, 2, 2, 0.5, 7, 9});
+  for (auto op : {dc::bin_op::max, dc::bin_op::min}) {
+    dc::tape tp;
+    auto v = tp.variable(t.clone());
+    auto y = dc::reduce_by_index(v, idx, 4, op);
+    tp.backward(dc::sum(y * T64::from({4}, {1, 2, 3, 4})));
+    if (op == dc::bin_op::max)
+      CHECK(grads_of(v) == std::vector<double>{0, 1, 0, 2, 0, 0, 3, 4}); // tie: row 1, row 3
+    else
+      CHECK(grads_of(v) == std::vector<double>{1, 0, 0, 0, 0, 2, 3, 4});
+  }
+  {
+    dc::tape tp;
+    auto v = tp.variable(t.clone());
+    std::vector<dc::index_t> oi{1, -3, 1, 4, 0, 0, 1, 9};
+    tp.backward(
+        dc::sum(dc::reduce_by_index(v, oi, 4, dc::bin_op::plus) * T64::from({4}, {1, 2, 3, 4})));
+    CHECK(grads_of(v) == std::vector<double>{2, 0, 2, 0, 1, 1, 2, 0});
+  }
+}
+
+TEST_CASE("reduce_by_index: 1 thread and 2 threads give the same bits") {
+  auto x = random_tensor({200000}, 31, 0.9, 1.1);
+  auto idx = random_indices(200000, -5, 1000, 32);
+  for (auto op : all_bin_ops) {
+    INFO("op " << int(op));
+    auto f = [&idx, op](V64 const &v) { return dc::reduce_by_index(v, idx, 1000, op); };
+    auto [y1, g1] = run_threads(1, x, f);
+    auto [y2, g2] = run_threads(2, x, f);
+    CHECK(same_bits(y1, y2));
+    CHECK(same_bits(g1, g2));
+    if (op == dc::bin_op::plus)
+      check_close(y1, naive_bins(x.to_vector(), idx, 1000, 1, op), 1e-12);
+    else
+      CHECK(y1 == naive_bins(x.to_vector(), idx, 1000, 1, op));
+  }
+}
+
+// ---- stencils ----------------------------------------------------------------------------------
+TEST_CASE("stencil 1-D: values, gather = scatter, central differences, every boundary") {
+  for (auto b : all_boundaries)
+    for (dc::index_t n : {1, 2, 3, 7})
+      check_stencil({n}, offs1, f1{}, b, 41u + unsigned(n));
+}
+
+TEST_CASE("stencil 2-D: values, gather = scatter, central differences, every boundary") {
+  for (auto b : all_boundaries)
+    for (shape s : {shape{1, 1}, shape{1, 5}, shape{2, 3}, shape{5, 2}, shape{6, 4}})
+      check_stencil(s, offs2, f2{}, b, 51u + unsigned(s.size()));
+}
+
+TEST_CASE("stencil 3-D: values, gather = scatter, central differences, every boundary") {
+  for (auto b : all_boundaries)
+    for (shape s : {shape{1, 2, 3}, shape{3, 4, 2}, shape{2, 1, 5}, shape{3, 3, 4}})
+      check_stencil(s, offs3, f3{}, b, 61u + unsigned(s.size()));
+}
+
+TEST_CASE("stencil: exact clamp adjoint at the edges (a 1-D shift)") {
+  // y[p] = x[clamp(p + 1)] + 2 x[clamp(p - 1)] with n = 4: x[3] gets from p = 2 and p = 3.
+  auto o = dc::offsets({1}, {-1});
+  auto f = [](auto a, auto c) { return a + 2.0 * c; };
+  dc::tape tp;
+  auto v = tp.variable(T64::from({4}, {1, 2, 3, 4}));
+  auto y = dc::stencil(v, o, f, dc::boundary::clamp);
+  CHECK(y.value().to_vector() == std::vector<double>{4, 5, 8, 10});
+  tp.backward(dc::sum(y * T64::from({4}, {1, 10, 100, 1000})));
+  // x0: 2*1 (p=0 via -1) + 2*10 (p=1 via -1); x1: 1*1 + 2*100; x2: 10 + 2*1000; x3: 100 + 1000.
+  CHECK(grads_of(v) == std::vector<double>{22, 201, 2010, 1100});
+}
+
+TEST_CASE("stencil: 1 thread and 2 threads give the same bits") {
+  auto x2 = random_tensor({300, 170}, 71);
+  for (auto b : all_boundaries) {
+    INFO("boundary " << int(b));
+    auto g2 = [b](V64 const &v) { return dc::stencil(v, offs2, f2{}, b); };
+    auto [y1, d1] = run_threads(1, x2, g2);
+    auto [y2, d2] = run_threads(2, x2, g2);
+    CHECK(same_bits(y1, y2));
+    CHECK(same_bits(d1, d2));
+  }
+  auto x3 = random_tensor({20, 30, 40}, 72);
+  auto g3 = [](V64 const &v) { return dc::stencil(v, offs3, f3{}, dc::boundary::clamp); };
+  auto [y1, d1] = run_threads(1, x3, g3);
+  auto [y2, d2] = run_threads(2, x3, g3);
+  CHECK(same_bits(y1, y2));
+  CHECK(same_bits(d1, d2));
+  // And the gather against the scatter at this size.
+  auto w = random_tensor(x3.dims(), 5).to_vector();
+  auto [yr, dr] = naive_stencil(x3, offs3, f3{}, dc::boundary::clamp, w);
+  check_close(d1, dr, 1e-13);
+}
