@@ -87,7 +87,8 @@ std::vector<double> to_double(std::vector<float> const &v) { return {v.begin(), 
 
 } // namespace
 
-// ---- initialisation -------------------------------------------------------------------------------
+// ---- initialisation
+// -------------------------------------------------------------------------------
 TEST_CASE("init: the same seed gives the same numbers, pinned; statistics and Xavier bounds") {
   auto u = dc::uniform<double>({2, 3}, -1.0, 1.0, 42);
   CHECK(u.dims() == shape{2, 3});
@@ -98,12 +99,14 @@ TEST_CASE("init: the same seed gives the same numbers, pinned; statistics and Xa
   std::mt19937_64 bits(42);
   std::uint64_t const b0 = bits();
   CHECK(u.to_vector()[0] == -1.0 + 2.0 * (double(b0 >> 11) * 0x1p-53));
-  check_vec(u.to_vector(), {0.51031106590907793, 0.27806278770939485, 0.5042904014960532,
-                            -0.72745463273512589, 0.80653793285675657, -0.81186337647432594},
+  check_vec(u.to_vector(),
+            {0.51031106590907793, 0.27806278770939485, 0.5042904014960532, -0.72745463273512589,
+             0.80653793285675657, -0.81186337647432594},
             1e-15);
   auto n = dc::normal<double>({5}, 0.0, 1.0, 7);
-  check_vec(n.to_vector(), {1.5913998756469563, -0.52481323512949596, 0.38890323470535709,
-                            -0.31393152099566934, 0.51917236460282778},
+  check_vec(n.to_vector(),
+            {1.5913998756469563, -0.52481323512949596, 0.38890323470535709, -0.31393152099566934,
+             0.51917236460282778},
             1e-14);
   std::mt19937_64 nb(7); // Box-Muller: the first pair from the first two draws
   double const u1 = double(nb() >> 11) * 0x1p-53, u2 = double(nb() >> 11) * 0x1p-53;
@@ -152,12 +155,14 @@ TEST_CASE("init: the same seed gives the same numbers, pinned; statistics and Xa
   double v = 0;
   for (double x : xn)
     v += x * x;
-  CHECK(std::sqrt(v / double(xn.size())) == doctest::Approx(2.0 * std::sqrt(2.0 / 500.0)).epsilon(0.02));
+  CHECK(std::sqrt(v / double(xn.size())) ==
+        doctest::Approx(2.0 * std::sqrt(2.0 / 500.0)).epsilon(0.02));
   CHECK_THROWS_AS(dc::xavier_uniform<float>({5}, 1), dc::shape_error);
   CHECK_THROWS_AS(dc::xavier_normal<float>(shape{}, 1), dc::shape_error);
 }
 
-// ---- parameter lists --------------------------------------------------------------------------------
+// ---- parameter lists
+// --------------------------------------------------------------------------------
 TEST_CASE("parameters: names, order, element count, zero_grad, errors") {
   dc::tape tp;
   dc::parameters<double> ps;
@@ -209,24 +214,22 @@ TEST_CASE("no_grad: no operation records a node; outputs need no gradient; the m
     std::vector<V64> outs;
     outs.push_back(dc::fused(dc::policy::store, affine, x, y));     // fused, store
     outs.push_back(dc::fused(dc::policy::recompute, affine, x, y)); // fused, recompute
-    outs.push_back((dc::sin(x) * y + 1.0).eval());                 // lazy
-    outs.push_back(dc::matmul(x, w));                              // matmul
-    outs.push_back(dc::sum(x));                                    // reductions
+    outs.push_back((dc::sin(x) * y + 1.0).eval());                  // lazy
+    outs.push_back(dc::matmul(x, w));                               // matmul
+    outs.push_back(dc::sum(x));                                     // reductions
     outs.push_back(dc::mean(x, {1}));
     outs.push_back(dc::max(x, {0}));
-    outs.push_back(dc::slice(x, 1, 0, 2));                         // slice
-    outs.push_back(dc::softmax(x));                                // softmax family
-    outs.push_back(dc::reshape(x, {12}));                          // shape ops
-    outs.push_back(dc::concat(std::vector<V64>{x, y}, 0));         // run-time inputs
-    outs.push_back(dc::index_select(x, 0, {2, 0}));                // indexing
-    outs.push_back(dc::cast<double>(dc::cast<float>(x)));          // casts
-    tp.fused = false;                                              // unfused
+    outs.push_back(dc::slice(x, 1, 0, 2));                 // slice
+    outs.push_back(dc::softmax(x));                        // softmax family
+    outs.push_back(dc::reshape(x, {12}));                  // shape ops
+    outs.push_back(dc::concat(std::vector<V64>{x, y}, 0)); // run-time inputs
+    outs.push_back(dc::index_select(x, 0, {2, 0}));        // indexing
+    outs.push_back(dc::cast<double>(dc::cast<float>(x)));  // casts
+    tp.fused = false;                                      // unfused
     outs.push_back(dc::call(affine, x, y));
     outs.push_back((dc::exp(x) * y).eval());
     tp.fused = true;
-    {
-      dc::no_grad nested(tp);
-    }
+    { dc::no_grad nested(tp); }
     CHECK(!tp.grad_enabled()); // the nested guard put back what it found
     CHECK(tp.node_count() == 0);
     CHECK(tp.saved_bytes() == 0);
@@ -349,8 +352,12 @@ TEST_CASE("adam: bias-corrected steps follow the formula; AdamW decays the weigh
   std::vector<double> const p0{1.0, -2.0, 0.5}, c{0.5, 1e-3, -2.0};
   for (bool decoupled : {false, true}) {
     INFO("decoupled " << decoupled);
-    dc::adam_options const o{.lr = 0.01, .beta1 = 0.8, .beta2 = 0.9, .eps = 1e-6,
-                             .weight_decay = 0.1, .decoupled_weight_decay = decoupled};
+    dc::adam_options const o{.lr = 0.01,
+                             .beta1 = 0.8,
+                             .beta2 = 0.9,
+                             .eps = 1e-6,
+                             .weight_decay = 0.1,
+                             .decoupled_weight_decay = decoupled};
     dc::tape tp;
     dc::parameters<double> ps;
     auto p = ps.add("p", tp.variable(T64::from({3}, p0)));
@@ -571,8 +578,8 @@ TEST_CASE("npy: Fortran order, version 2.0, big-endian, other spellings NumPy wr
       "{'descr': '>f4', 'fortran_order': False, 'shape': (), }", raw<float>({0.25f}, true)));
   CHECK(bef.item() == 0.25f);
   // f8 -> f4 rounds
-  auto narrowed = dc::from_npy_bytes<float>(npy_file(
-      "{'descr': '<f8', 'fortran_order': False, 'shape': (1,), }", raw<double>({0.1})));
+  auto narrowed = dc::from_npy_bytes<float>(
+      npy_file("{'descr': '<f8', 'fortran_order': False, 'shape': (1,), }", raw<double>({0.1})));
   CHECK(narrowed.item() == 0.1f);
 }
 
@@ -585,31 +592,31 @@ TEST_CASE("npy: malformed files are io_errors (dtype_error for other dtypes), ne
   std::string bad_version = hdr("{'descr': '<f4', 'fortran_order': False, 'shape': (6,), }");
   bad_version[6] = 4;
   CHECK_THROWS_AS(load(bad_version), dc::io_error);
-  for (char const *h : {"{'descr': '<f4', 'fortran_order': False}",                 // no shape
-                        "{'descr': '<f4', 'fortran_order': False, 'shape': (6,), 'x': 1}",
-                        "{'descr': '<f4', 'descr': '<f4', 'fortran_order': False, 'shape': (6,)}",
-                        "{'descr': '<f4', 'fortran_order': Maybe, 'shape': (6,)}",
-                        "{'descr': '<f4', 'fortran_order': False, 'shape': (6, -1)}",
-                        "{'descr': '<f4', 'fortran_order': False, 'shape': (6 6)}",
-                        "{'descr': '<f4', 'fortran_order': False, 'shape': [6]}",
-                        "{'descr': '<f4', 'fortran_order': False, 'shape': (6,)} trailing",
-                        "{'descr: '<f4', 'fortran_order': False, 'shape': (6,)}",
-                        "{'descr': '<f4' 'fortran_order': False, 'shape': (6,)}",
-                        "('descr', '<f4')",
-                        "{'descr': '<f4', 'fortran_order': False, 'shape': (7,)}", // short data
-                        "{'descr': '<f4', 'fortran_order': False, 'shape': (1,1,1,1,1,1,1,1,6)}",
-                        "{'descr': '<f4', 'fortran_order': False, "
-                        "'shape': (4611686018427387904, 4611686018427387904, 4)}",
-                        "{'descr': '<f4', 'fortran_order': False, 'shape': (99999999999999999999,)}",
-                        "{'descr': [('a', '<f4')], 'fortran_order': False, 'shape': (6,)}"}) {
+  for (char const *h :
+       {"{'descr': '<f4', 'fortran_order': False}", // no shape
+        "{'descr': '<f4', 'fortran_order': False, 'shape': (6,), 'x': 1}",
+        "{'descr': '<f4', 'descr': '<f4', 'fortran_order': False, 'shape': (6,)}",
+        "{'descr': '<f4', 'fortran_order': Maybe, 'shape': (6,)}",
+        "{'descr': '<f4', 'fortran_order': False, 'shape': (6, -1)}",
+        "{'descr': '<f4', 'fortran_order': False, 'shape': (6 6)}",
+        "{'descr': '<f4', 'fortran_order': False, 'shape': [6]}",
+        "{'descr': '<f4', 'fortran_order': False, 'shape': (6,)} trailing",
+        "{'descr: '<f4', 'fortran_order': False, 'shape': (6,)}",
+        "{'descr': '<f4' 'fortran_order': False, 'shape': (6,)}", "('descr', '<f4')",
+        "{'descr': '<f4', 'fortran_order': False, 'shape': (7,)}", // short data
+        "{'descr': '<f4', 'fortran_order': False, 'shape': (1,1,1,1,1,1,1,1,6)}",
+        "{'descr': '<f4', 'fortran_order': False, "
+        "'shape': (4611686018427387904, 4611686018427387904, 4)}",
+        "{'descr': '<f4', 'fortran_order': False, 'shape': (99999999999999999999,)}",
+        "{'descr': [('a', '<f4')], 'fortran_order': False, 'shape': (6,)}"}) {
     INFO(h);
     CHECK_THROWS_AS(load(hdr(h)), dc::io_error);
   }
   for (char const *d : {"<i4", "<f2", "<c8", "|u1", "f4", "<f16"}) {
     INFO(d);
-    CHECK_THROWS_AS(load(hdr(std::string("{'descr': '") + d +
-                             "', 'fortran_order': False, 'shape': (6,)}")),
-                    dc::dtype_error);
+    CHECK_THROWS_AS(
+        load(hdr(std::string("{'descr': '") + d + "', 'fortran_order': False, 'shape': (6,)}")),
+        dc::dtype_error);
   }
   // Every prefix of a valid file, and every single corrupted byte, gives a value or an error.
   std::string const good = hdr("{'descr': '<f4', 'fortran_order': False, 'shape': (2, 3), }");
@@ -637,11 +644,12 @@ TEST_CASE("npz: CRC-32, round trips, parameters by name, conversions") {
   CHECK(dc::detail::npz::crc32("123456789") == 0xCBF43926u);
   CHECK(dc::detail::npz::crc32("") == 0u);
   temp_file f(".npz");
-  std::map<std::string, T32> arrays{{"w", dc::uniform<float>({3, 4}, -1.0f, 1.0f, 1)},
-                                    {"b", T32::from({4}, {1, 2, 3, 4})},
-                                    {"s", T32::scalar(3.5f)},
-                                    {"empty", T32::zeros({0, 2})},
-                                    {"layer.1/weight", dc::cast<float>(random_tensor({2, 2}, 2)).transposed()}};
+  std::map<std::string, T32> arrays{
+      {"w", dc::uniform<float>({3, 4}, -1.0f, 1.0f, 1)},
+      {"b", T32::from({4}, {1, 2, 3, 4})},
+      {"s", T32::scalar(3.5f)},
+      {"empty", T32::zeros({0, 2})},
+      {"layer.1/weight", dc::cast<float>(random_tensor({2, 2}, 2)).transposed()}};
   dc::save_npz(f.path, arrays);
   std::string const bytes = read_bytes(f.path);
   CHECK(bytes.substr(0, 4) == std::string("PK\x03\x04", 4));

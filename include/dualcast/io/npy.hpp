@@ -67,8 +67,8 @@ inline std::uint32_t get_le(char const *p, int bytes) {
 
 // What the header says.
 struct header {
-  int item_size = 0;   // 4 (float32) or 8 (float64)
-  bool swap = false;   // big-endian data on this (little-endian) host, or the reverse
+  int item_size = 0; // 4 (float32) or 8 (float64)
+  bool swap = false; // big-endian data on this (little-endian) host, or the reverse
   bool fortran = false;
   shape dims;
 };
@@ -108,8 +108,9 @@ public:
         once(seen_shape, key);
         h.dims = tuple();
       } else {
-        fail(where_, "unexpected key '" + key + "' in the header (NumPy writes descr, "
-                                                "fortran_order and shape)");
+        fail(where_, "unexpected key '" + key +
+                         "' in the header (NumPy writes descr, "
+                         "fortran_order and shape)");
       }
       skip_space();
       if (peek() == ',') {
@@ -125,7 +126,10 @@ public:
         fail(where_, "unexpected characters after the header's dict");
     if (!seen_descr || !seen_fortran || !seen_shape)
       fail(where_, std::string("the header lacks the key '") +
-                       (!seen_descr ? "descr" : !seen_fortran ? "fortran_order" : "shape") + "'");
+                       (!seen_descr     ? "descr"
+                        : !seen_fortran ? "fortran_order"
+                                        : "shape") +
+                       "'");
     return h;
   }
 
@@ -149,8 +153,7 @@ private:
   std::string string_literal() {
     char const q = peek();
     if (q != '\'' && q != '"')
-      fail(where_, "expected a quoted string at position " + std::to_string(i_) +
-                       " of the header");
+      fail(where_, "expected a quoted string at position " + std::to_string(i_) + " of the header");
     std::size_t const end = s_.find(q, i_ + 1);
     if (end == std::string_view::npos)
       fail(where_, "unterminated string in the header");
@@ -234,7 +237,8 @@ template <class U> U read_item(char const *p, bool swap) {
 template <class T> tensor<T> parse(std::string_view bytes, std::string const &where) {
   if (bytes.size() < magic_size + 4 || bytes.substr(0, magic_size) != std::string_view(magic))
     fail(where, "not a .npy file (no \\x93NUMPY magic string at its start)");
-  int const major = static_cast<unsigned char>(bytes[6]), minor = static_cast<unsigned char>(bytes[7]);
+  int const major = static_cast<unsigned char>(bytes[6]),
+            minor = static_cast<unsigned char>(bytes[7]);
   if ((major != 1 && major != 2 && major != 3) || minor != 0)
     fail(where, "format version " + std::to_string(major) + "." + std::to_string(minor) +
                     " is not supported (1.0, 2.0 and 3.0 are)");
@@ -261,8 +265,8 @@ template <class T> tensor<T> parse(std::string_view bytes, std::string const &wh
   if (n > available / std::uint64_t(h.item_size))
     fail(where, "the data is shorter than shape " + to_string(h.dims) + " needs (" +
                     std::to_string(available) + " bytes for " +
-                    (n > available ? std::string("more") : std::to_string(n)) +
-                    " elements of " + std::to_string(h.item_size) + " bytes)");
+                    (n > available ? std::string("more") : std::to_string(n)) + " elements of " +
+                    std::to_string(h.item_size) + " bytes)");
   // Fortran order: the contiguous tensor of the reversed shape, permuted back.
   shape stored = h.dims;
   if (h.fortran)

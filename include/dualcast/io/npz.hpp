@@ -1,8 +1,8 @@
 // dualcast/io/npz.hpp: several tensors in one NumPy .npz file (a zip archive of .npy files), and
 // a parameter list saved and loaded by name.
 //
-//   dualcast::save_npz("model.npz", std::map<std::string, dualcast::tensor<float>>{{"w", W}, {"b", B}});
-//   auto arrays = dualcast::load_npz<float>("model.npz");    // arrays.at("w")
+//   dualcast::save_npz("model.npz", std::map<std::string, dualcast::tensor<float>>{{"w", W}, {"b",
+//   B}}); auto arrays = dualcast::load_npz<float>("model.npz");    // arrays.at("w")
 //   dualcast::save_npz("ckpt.npz", ps);                      // a dualcast::parameters<float>
 //   dualcast::load_npz("ckpt.npz", ps);                      // values copied in, by name
 //   >>> d = np.load("model.npz"); d["w"]                       # in Python
@@ -62,8 +62,8 @@ inline std::uint32_t crc32(std::string_view data) {
 }
 
 inline constexpr std::uint32_t local_sig = 0x04034b50, central_sig = 0x02014b50,
-                                end_sig = 0x06054b50, zip64_end_sig = 0x06064b50,
-                                zip64_locator_sig = 0x07064b50;
+                               end_sig = 0x06054b50, zip64_end_sig = 0x06064b50,
+                               zip64_locator_sig = 0x07064b50;
 inline constexpr std::uint32_t dos_date = (0u << 9) | (1u << 5) | 1u; // 1980-01-01
 
 // name -> .npy bytes, in order, as a zip archive.
@@ -78,7 +78,8 @@ inline std::string zip(std::vector<std::pair<std::string, std::string>> const &e
   for (auto const &[name, data] : entries) {
     std::uint64_t const offset = out.size();
     if (data.size() >= 0xFFFFFFFFu || offset >= 0xFFFFFFFFu || name.size() >= 0xFFFF)
-      throw io_error("dualcast::save_npz: " + where + ": the archive needs ZIP64 (4 GiB or more),"
+      throw io_error("dualcast::save_npz: " + where +
+                     ": the archive needs ZIP64 (4 GiB or more),"
                      " which dualcast does not write");
     std::uint32_t const crc = crc32(data), size = std::uint32_t(data.size());
     bool utf8 = false;
@@ -121,7 +122,8 @@ inline std::string zip(std::vector<std::pair<std::string, std::string>> const &e
   }
   std::uint64_t const cd_offset = out.size();
   if (cd_offset + central.size() >= 0xFFFFFFFFu)
-    throw io_error("dualcast::save_npz: " + where + ": the archive needs ZIP64 (4 GiB or more),"
+    throw io_error("dualcast::save_npz: " + where +
+                   ": the archive needs ZIP64 (4 GiB or more),"
                    " which dualcast does not write");
   out += central;
   put_u32(out, end_sig);
@@ -148,7 +150,8 @@ public:
            " lies past its end)");
     std::uint64_t v = 0;
     for (int i = bytes - 1; i >= 0; --i)
-      v = (v << 8) | std::uint64_t(static_cast<unsigned char>(b_[std::size_t(at) + std::size_t(i)]));
+      v = (v << 8) |
+          std::uint64_t(static_cast<unsigned char>(b_[std::size_t(at) + std::size_t(i)]));
     return v;
   }
   std::string_view span(std::uint64_t at, std::uint64_t n) const {
@@ -232,7 +235,8 @@ inline std::vector<entry> unzip(std::string_view bytes, std::string const &where
     if (flags & 1)
       r.fail("entry '" + name + "' is encrypted");
     if (method == 8)
-      r.fail("entry '" + name + "' is deflate-compressed (np.savez_compressed); dualcast reads "
+      r.fail("entry '" + name +
+             "' is deflate-compressed (np.savez_compressed); dualcast reads "
              "stored (uncompressed) archives only: save it with np.savez");
     if (method != 0)
       r.fail("entry '" + name + "' uses compression method " + std::to_string(method) +
@@ -266,7 +270,8 @@ std::vector<std::pair<std::string, tensor<T>>> load_all(std::filesystem::path co
   std::string const bytes = npy::read_file(path, "dualcast::load_npz");
   std::vector<std::pair<std::string, tensor<T>>> r;
   for (auto const &e : unzip(bytes, where))
-    r.emplace_back(array_name(e.name), from_npy_bytes<T>(e.data, where + " entry '" + e.name + "'"));
+    r.emplace_back(array_name(e.name),
+                   from_npy_bytes<T>(e.data, where + " entry '" + e.name + "'"));
   return r;
 }
 
@@ -278,7 +283,8 @@ void save_npz(std::filesystem::path const &path, std::map<std::string, tensor<T>
   std::vector<std::pair<std::string, std::string>> entries;
   for (auto const &[name, t] : arrays)
     entries.emplace_back(name + ".npy", npy_bytes(t));
-  detail::npy::write_file(path, detail::npz::zip(entries, "'" + path.string() + "'"), "dualcast::save_npz");
+  detail::npy::write_file(path, detail::npz::zip(entries, "'" + path.string() + "'"),
+                          "dualcast::save_npz");
 }
 
 // Every array of an .npz file by name (".npy" dropped), converted to T.
@@ -292,8 +298,7 @@ template <class T> std::map<std::string, tensor<T>> load_npz(std::filesystem::pa
 }
 
 // The values of a parameter list, by name, in the list's order.
-template <class T>
-void save_npz(std::filesystem::path const &path, parameters<T> const &ps) {
+template <class T> void save_npz(std::filesystem::path const &path, parameters<T> const &ps) {
   std::vector<std::pair<std::string, std::string>> entries;
   for (auto const &p : ps)
     entries.emplace_back(p.name + ".npy", npy_bytes(p.v.value()));

@@ -94,7 +94,8 @@ private:
         if (d == r - 1)
           os << ", ";
         else
-          os << ",\n" << std::string(std::size_t(r - d - 2), '\n') << std::string(std::size_t(d + 1), ' ');
+          os << ",\n"
+             << std::string(std::size_t(r - d - 2), '\n') << std::string(std::size_t(d + 1), ' ');
       }
       first = false;
       if (i < 0)

@@ -49,8 +49,8 @@ template <class T> T unit_uniform(std::uint64_t bits) {
 // (fan_in, fan_out) from the last two dimensions.
 inline std::pair<double, double> fans(char const *op, shape const &s) {
   if (s.rank < 2)
-    throw shape_error(std::string(op) + ": shape " + to_string(s) +
-                      " has rank " + std::to_string(s.rank) +
+    throw shape_error(std::string(op) + ": shape " + to_string(s) + " has rank " +
+                      std::to_string(s.rank) +
                       "; fan_in and fan_out come from the last two dimensions (rank >= 2)");
   double const in = double(s.ext[s.rank - 2]), out = double(s.ext[s.rank - 1]);
   if (in + out == 0)

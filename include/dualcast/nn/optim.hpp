@@ -5,8 +5,8 @@
 //   dualcast::tape tp;
 //   dualcast::parameters<float> ps;
 //   auto w = ps.add("w", tp.variable(W0));       // once: variables outlive tp.clear()
-//   dualcast::adam opt(ps, {.lr = 1e-2});        // or dualcast::sgd opt(ps, {.lr = 0.1, .momentum = 0.9})
-//   for (int it = 0; it < steps; ++it) {
+//   dualcast::adam opt(ps, {.lr = 1e-2});        // or dualcast::sgd opt(ps, {.lr = 0.1, .momentum
+//   = 0.9}) for (int it = 0; it < steps; ++it) {
 //     auto loss = model(w, x);                   // forward: records nodes
 //     tp.backward(loss);                         // w.grad()
 //     opt.step();                                // w.value() updated in place
@@ -190,8 +190,8 @@ public:
   void step() {
     check();
     sgd_options const o = opt_;
-    this->each_update("dualcast::sgd::step", [&](auto const &e, std::size_t i,
-                                                 tensor<T> const &p, tensor<T> const &g) {
+    this->each_update("dualcast::sgd::step", [&](auto const &e, std::size_t i, tensor<T> const &p,
+                                                 tensor<T> const &g) {
       T *buf = nullptr;
       bool first = false;
       if (o.momentum != 0) {
@@ -208,9 +208,7 @@ public:
   sgd_options &options() { return opt_; }
   sgd_options const &options() const { return opt_; }
   // The momentum buffer of variable i (undefined before its first step with momentum).
-  tensor<T> momentum_buffer(std::size_t i) const {
-    return i < buf_.size() ? buf_[i] : tensor<T>{};
-  }
+  tensor<T> momentum_buffer(std::size_t i) const { return i < buf_.size() ? buf_[i] : tensor<T>{}; }
 
 private:
   void check() const {
@@ -242,8 +240,8 @@ public:
     adam_options const o = opt_;
     if (t_.size() < this->vars_.size())
       t_.resize(this->vars_.size(), 0);
-    this->each_update("dualcast::adam::step", [&](auto const &e, std::size_t i,
-                                                  tensor<T> const &p, tensor<T> const &g) {
+    this->each_update("dualcast::adam::step", [&](auto const &e, std::size_t i, tensor<T> const &p,
+                                                  tensor<T> const &g) {
       // Each variable counts its own steps (a variable skipped while it had no gradient starts
       // its bias correction when it first gets one).
       double const t = double(++t_[i]);
