@@ -1,5 +1,6 @@
 // dualcast/autodiff.hpp: the reverse-mode tape over whole arrays and all its operations, plus
-// the functional forms value_and_grad and grad.
+// the functional forms value_and_grad and grad, and the training essentials: no_grad / detach,
+// casts, initialisation, parameter lists, optimizers, printing and .npy / .npz files.
 //
 //   auto f = [](auto x, auto w) { return dualcast::sum(dualcast::tanh(dualcast::matmul(x, w))); };
 //   auto [value, grads] = dualcast::value_and_grad(f)(X, W);   // grads: std::array of tensors
@@ -11,7 +12,15 @@
 #pragma once
 
 #include <dualcast/custom_op.hpp>
+#include <dualcast/io/npy.hpp>
+#include <dualcast/io/npz.hpp>
+#include <dualcast/io/print.hpp>
 #include <dualcast/memory.hpp>
+#include <dualcast/nn/init.hpp>
+#include <dualcast/nn/optim.hpp>
+#include <dualcast/nn/parameters.hpp>
+#include <dualcast/no_grad.hpp>
+#include <dualcast/ops/cast.hpp>
 #include <dualcast/ops/cells.hpp>
 #include <dualcast/ops/elementwise.hpp>
 #include <dualcast/ops/indexing.hpp>

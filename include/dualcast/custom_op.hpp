@@ -45,8 +45,9 @@
 //                  elements (scatters)
 // Gradients may be strided views (the gradient of a slice is a view of its base's gradient).
 //
-// Recording is cheap (the node lives in the tape's arena); when no input requires a gradient
-// nothing is recorded and the outputs are variables without gradients.
+// Recording is cheap (the node lives in the tape's arena); when no input requires a gradient, or
+// gradients are disabled on the tape (dualcast::no_grad), nothing is recorded, ctx.requires_grad()
+// is false and the outputs are variables without gradients.
 #pragma once
 
 #include <dualcast/detail/device_dispatch.hpp>
@@ -240,6 +241,7 @@ requires((var_like<In> || is_tensor_v<In>)&&...) auto custom_op(std::string_view
       };
       (one(in), ...);
     }
+    needs = needs && tp && tp->grad_enabled(); // (no_grad: nothing recorded)
     cpu const host = tp ? tp->ex : cpu{};
     op_context<T, State> ctx(needs && tp, host);
     auto y = detail::on_device(op, dev, host, [&](auto const &ex) {
@@ -275,6 +277,7 @@ auto custom_op(std::string_view name, Fwd &&fwd, Bwd &&bwd, std::vector<var<T>> 
   }
   if (in.empty())
     throw shape_error(op + ": no inputs");
+  needs = needs && tp && tp->grad_enabled(); // (no_grad: nothing recorded)
   device const dev = in[0].value().dev();
   cpu const host = tp ? tp->ex : cpu{};
   op_context<T, State> ctx(needs && tp, host);

@@ -52,6 +52,12 @@ class tape_error : public error {
 public:
   using error::error;
 };
+// A file could not be opened, read or written, or is not in the format expected (io/npy.hpp,
+// io/npz.hpp); the message names the file and what is wrong.
+class io_error : public error {
+public:
+  using error::error;
+};
 // A tensor saved for backward was modified in place before backward ran.
 class version_error : public tape_error {
 public:

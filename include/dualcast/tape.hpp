@@ -173,11 +173,18 @@ public:
   }
   template <class T> var<T> constant(tensor<T> value) { return variable(std::move(value), false); }
 
-  // ---- recording (used by operations)
-  // ------------------------------------------------------------ An output variable of an
-  // operation: requires gradients iff `needs` (some input does).
+  // ---- gradient mode (no_grad.hpp) --------------------------------------------------------------
+  // While false, operations on this tape's variables record nothing and their outputs require no
+  // gradients (every operation asks grad_enabled() before it computes what backward would need;
+  // make_output and record check it too). dualcast::no_grad sets it for a scope.
+  bool grad_enabled() const { return grad_enabled_; }
+  void set_grad_enabled(bool on) { grad_enabled_ = on; }
+
+  // ---- recording (used by operations) ----------------------------------------------------------
+  // An output variable of an operation: requires gradients iff `needs` (some input does) and
+  // gradients are enabled.
   template <class T> var<T> make_output(tensor<T> value, bool needs) {
-    if (!needs)
+    if (!needs || !grad_enabled_)
       return var<T>(std::move(value), nullptr, this);
     auto slot = detail::make_slot<T>();
     slot->dims = value.dims();
@@ -191,12 +198,15 @@ public:
   var<T> make_view_output(tensor<T> value, std::shared_ptr<detail::grad_slot<T>> base, int dim,
                           index_t begin, index_t end, index_t step) {
     var<T> r = make_output(std::move(value), true);
+    if (!r.slot())
+      return r;
     r.slot()->base = std::move(base);
     r.slot()->region = {dim, begin, end, step};
     return r;
   }
   // Records a node: backward calls bwd() once one of the output slots `outs` has a gradient; the
   // tensors in `saves` are kept alive and version-checked before it runs. The name is copied.
+  // Nothing is recorded while gradients are disabled.
   template <class T, std::size_t K, class Bwd>
   void record(std::string_view name, std::array<std::shared_ptr<detail::grad_slot<T>>, K> outs,
               Bwd bwd, std::initializer_list<detail::saved_tensor> saves = {}) {
@@ -295,6 +305,8 @@ private:
   template <class T, std::size_t K, class Bwd>
   void record_node(std::string_view name, std::array<std::shared_ptr<detail::grad_slot<T>>, K> outs,
                    Bwd &&bwd, detail::saved_tensor const *saves, std::size_t n_saves) {
+    if (!grad_enabled_)
+      return;
     auto *text = static_cast<char *>(arena_.allocate(name.size() + 1, 1));
     std::memcpy(text, name.data(), name.size());
     text[name.size()] = '\0';
@@ -340,6 +352,7 @@ private:
   }
 
   detail::arena arena_;
+  bool grad_enabled_ = true;
   std::vector<detail::node *> nodes_; // in the arena
   std::vector<std::function<bool(detail::leaf_step)>> leaves_;
 };

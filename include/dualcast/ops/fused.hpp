@@ -86,7 +86,7 @@ requires(is_policy_v<P> && !(lazy_expr<A> || ...)) auto fused(P, kernel<F, S> co
       o = tensor<T>::empty(s, dev);
 
     std::array<var<T>, K> result;
-    if (info.n_required == 0) {
+    if (info.n_required == 0 || !tp->grad_enabled()) { // (no_grad: values only)
       [&]<std::size_t... o>(std::index_sequence<o...>) {
         std::apply([&](auto const &...x) { apply(ex, k, out(outs[o].raw_view()...), x...); }, args);
       }

@@ -46,7 +46,7 @@ auto slice(X const &xin, int d, index_t begin, index_t end, index_t step = 1) {
   tensor<T> y = x.value().slice(d, begin, end, step);
   auto sx = x.slot();
   tape *tp = x.owner();
-  if (!tp || !sx)
+  if (!tp || !sx || !tp->grad_enabled())
     return var<T>(std::move(y), nullptr, tp);
   var<T> r = tp->make_view_output(std::move(y), sx, d, begin, end, step);
   auto slot = r.slot();

@@ -1,0 +1,87 @@
+// dualcast/ops/cast.hpp: conversion between float and double, of tensors and of tape variables.
+//
+//   dualcast::tensor<double> xd = dualcast::cast<double>(xf);   // a new contiguous tensor
+//   dualcast::var<float> yf = dualcast::cast<float>(wd);        // on the tape: differentiable
+//
+// cast<U>(x) with U the element type x already has returns x itself (no copy, shared storage);
+// otherwise a new contiguous tensor on x's device holding each element converted (double ->
+// float rounds to nearest). On tape variables the conversion is a node whose backward converts
+// the output's gradient back to the input's element type and adds it into the input's gradient
+// (an operation whose output and input have different element types: the node is recorded with
+// the output's type and its closure holds the input's gradient slot). Under no_grad, or when x
+// requires no gradient, nothing is recorded.
+#pragma once
+
+#include <dualcast/backend/seam.hpp>
+#include <dualcast/config.hpp>
+#include <dualcast/detail/device_dispatch.hpp>
+#include <dualcast/detail/grad_slot.hpp>
+#include <dualcast/for_each.hpp>
+#include <dualcast/shape.hpp>
+#include <dualcast/tape.hpp>
+#include <dualcast/tensor.hpp>
+
+#include <array>
+#include <memory>
+#include <type_traits>
+
+namespace dualcast {
+
+namespace detail {
+// dst[i] = U(src[i]) (contiguous); a function object so that nvcc runs it on the GPU too.
+template <class U, class T> struct cast_elements {
+  T const *src;
+  U *dst;
+  DUALCAST_HD void operator()(index_t i) const { dst[i] = static_cast<U>(src[i]); }
+};
+template <class U, class T> tensor<U> cast_on(cpu const &host, tensor<T> const &x) {
+  if constexpr (std::is_same_v<U, T>) {
+    return x;
+  } else {
+    if (!x.defined())
+      return tensor<U>{};
+    tensor<T> xc = x.contiguous();
+    auto r = tensor<U>::empty(x.dims(), x.dev());
+    on_device("dualcast::cast", x.dev(), host, [&](auto const &ex) {
+      dualcast::for_each(ex, x.size(), cast_elements<U, T>{xc.data(), r.raw_data()});
+    });
+    return r;
+  }
+}
+} // namespace detail
+
+// x's elements as U (float or double); x itself when it already holds U.
+template <class U, class T> tensor<U> cast(tensor<T> const &x) {
+  static_assert(std::is_same_v<U, float> || std::is_same_v<U, double>,
+                "dualcast::cast: the target element type is float or double");
+  return detail::cast_on<U>(cpu{}, x);
+}
+
+// A tape variable's value as U; its gradient flows back converted to T.
+template <class U, class T> var<U> cast(var<T> const &x) {
+  static_assert(std::is_same_v<U, float> || std::is_same_v<U, double>,
+                "dualcast::cast: the target element type is float or double");
+  if constexpr (std::is_same_v<U, T>) {
+    return x;
+  } else {
+    tape *tp = x.owner();
+    cpu const host = tp ? tp->ex : cpu{};
+    tensor<U> y = detail::cast_on<U>(host, x.value());
+    if (!tp || !x.requires_grad() || !tp->grad_enabled())
+      return var<U>(std::move(y), nullptr, tp);
+    var<U> r = tp->make_output(std::move(y), true);
+    std::shared_ptr<detail::grad_slot<T>> in = x.slot();
+    std::shared_ptr<detail::grad_slot<U>> out = r.slot();
+    tp->record<U, 1>("cast", {out}, [in, out, host] {
+      detail::accumulate_grad(*in, detail::cast_on<T>(host, detail::out_grad(*out)), host);
+    });
+    return r;
+  }
+}
+
+// A lazy expression is materialised first.
+template <class U, class E>
+requires lazy_expr<E>
+auto cast(E const &e) { return cast<U>(e.eval()); }
+
+} // namespace dualcast
