@@ -24,6 +24,7 @@
 //
 // Operations are recorded through dualcast::custom_op (custom_op.hpp), the public way to add one;
 // the fused elementwise node (ops/fused.hpp) and slices record their own node types.
+// dualcast::no_grad (no_grad.hpp) turns recording off for a scope (grad_enabled() below).
 #pragma once
 
 #include <dualcast/backend/seam.hpp>

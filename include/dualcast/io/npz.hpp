@@ -325,9 +325,12 @@ void load_npz(std::filesystem::path const &path, parameters<T> const &ps, bool s
                         to_string(p.v.dims()));
   }
   if (strict)
-    for (auto const &[name, t] : arrays)
-      if (!ps.contains(name))
-        throw io_error(where + ": the array '" + name + "' is not a parameter of the list");
+    for (auto const &a : arrays)
+      if (!ps.contains(a.first)) {
+        std::string msg = where;
+        msg.append(": the array '").append(a.first).append("' is not a parameter of the list");
+        throw io_error(msg);
+      }
   for (auto const &p : ps)
     if (auto it = arrays.find(p.name); it != arrays.end())
       p.v.value().copy_(it->second);
