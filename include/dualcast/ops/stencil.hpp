@@ -2,8 +2,10 @@
 // the neighbourhood, on tape variables and on tensors.
 //
 //   constexpr auto five = dualcast::offsets({0, 0}, {-1, 0}, {1, 0}, {0, -1}, {0, 1});
-//   auto heat = [](auto c, auto n, auto s, auto w, auto e) { return c + 0.1 * (n + s + w + e - 4 *
-//   c); }; dualcast::stencil(u, five, heat, dualcast::boundary::periodic);  // same shape as u
+//   auto heat = [](auto c, auto n, auto s, auto w, auto e) {
+//     return c + 0.1 * (n + s + w + e - 4 * c);
+//   };
+//   auto u2 = dualcast::stencil(u, five, heat, dualcast::boundary::periodic); // same shape as u
 //
 // y[p] = f(x[p + o_0], ..., x[p + o_(K-1)]) for every point p of x, whose rank must be D, the
 // length of each offset (1, 2 or 3). The number of offsets K and D are compile-time (from the
