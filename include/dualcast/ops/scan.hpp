@@ -44,6 +44,7 @@
 #include <dualcast/tensor.hpp>
 
 #include <limits>
+#include <string_view>
 #include <type_traits>
 
 namespace dualcast {
@@ -294,7 +295,7 @@ auto scan_op(char const *name, X const &x, Op const &op, typename var_of_t<X>::v
   int const ax = normalize_axis(name, axis, v.rank());
   scan_rows const rows = make_scan_rows(v.dims(), ax);
   return custom_op(
-      name + 10, // without "dualcast::"
+      std::string_view(name).substr(std::string_view("dualcast::").size()), // the node's name
       [&](auto const &ex, auto &ctx, tensor<T> const &xv) {
         tensor<T> xc = xv.contiguous();
         tensor<T> y = scan_forward(ex, xc, rows, exclusive, neutral, op);
