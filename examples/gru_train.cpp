@@ -40,7 +40,7 @@ int main(int argc, char **argv) {
     std::vector<dc::tensor<float>> xs, targets;
     std::vector<float> sum(std::size_t(B), 0.0f);
     for (int t = 0; t < T; ++t) {
-      std::vector<float> x(std::size_t(B)), y(std::size_t(B));
+      std::vector<float> x(static_cast<std::size_t>(B)), y(static_cast<std::size_t>(B));
       for (std::size_t r = 0; r < x.size(); ++r) {
         x[r] = u(rng);
         sum[r] += x[r];

@@ -29,8 +29,8 @@ int main(int argc, char **argv) {
   long const n = argc > 1 ? std::atol(argv[1]) : 1024;
   int const threads = argc > 2 ? std::atoi(argv[2]) : 2;
   std::size_t const nn = std::size_t(n * n);
-  std::vector<float> z(std::size_t(n)), zb(std::size_t(n)), x[4], c2(nn), part[4], sel(nn),
-      sel_part[4];
+  std::size_t const cols = static_cast<std::size_t>(n);
+  std::vector<float> z(cols), zb(cols), x[4], c2(nn), part[4], sel(nn), sel_part[4];
   unsigned state = 12345u; // a small LCG: masks with every branch in every batch
   auto next = [&] { return (state = state * 1664525u + 1013904223u) >> 8; };
   for (long j = 0; j < n; ++j) {
@@ -90,18 +90,20 @@ int main(int argc, char **argv) {
       double const h = 1e-6;
       p[k] += h;
       m[k] -= h;
-      double const fd = (dc::cells::hmlstm_update(double(z[std::size_t(j)]),
-                                                  double(zb[std::size_t(j)]), p[0], p[1], p[2],
-                                                  p[3]) -
-                         dc::cells::hmlstm_update(double(z[std::size_t(j)]),
-                                                  double(zb[std::size_t(j)]), m[0], m[1], m[2],
-                                                  m[3])) /
-                        (2 * h);
+      double const fd =
+          (dc::cells::hmlstm_update(double(z[std::size_t(j)]), double(zb[std::size_t(j)]), p[0],
+                                    p[1], p[2], p[3]) -
+           dc::cells::hmlstm_update(double(z[std::size_t(j)]), double(zb[std::size_t(j)]), m[0],
+                                    m[1], m[2], m[3])) /
+          (2 * h);
       ok = ok && std::abs(fd - double(part[k][e])) <= 1e-5 * (1 + std::abs(fd));
     }
     std::printf("  %s element (%ld, %ld): d c' / d (c, f, i, g) = (%.5f, %.5f, %.5f, %.5f)\n",
-                branch == 0 ? "FLUSH " : branch == 1 ? "COPY  " : "UPDATE", n / 2, j,
-                double(part[0][e]), double(part[1][e]), double(part[2][e]), double(part[3][e]));
+                branch == 0   ? "FLUSH "
+                : branch == 1 ? "COPY  "
+                              : "UPDATE",
+                n / 2, j, double(part[0][e]), double(part[1][e]), double(part[2][e]),
+                double(part[3][e]));
     ++checked;
   }
 
@@ -109,8 +111,8 @@ int main(int argc, char **argv) {
   dc::tape tp;
   tp.ex = ex;
   auto Z = dc::tensor<float>::from(ms, z), ZB = dc::tensor<float>::from(ms, zb);
-  auto c = tp.variable(dc::tensor<float>::from(s, x[0])), f = tp.variable(
-                                                              dc::tensor<float>::from(s, x[1]));
+  auto c = tp.variable(dc::tensor<float>::from(s, x[0])),
+       f = tp.variable(dc::tensor<float>::from(s, x[1]));
   auto i = tp.variable(dc::tensor<float>::from(s, x[2])),
        g = tp.variable(dc::tensor<float>::from(s, x[3]));
   tp.backward(dc::sum(dc::hmlstm_update(Z, ZB, c, f, i, g)));

@@ -24,8 +24,8 @@ constexpr auto rosenbrock = dc::kernel([](auto x, auto y, auto a, auto b) {
 int main(int argc, char **argv) {
   long const n = argc > 1 ? std::atol(argv[1]) : 1000000;
   int const threads = argc > 2 ? std::atoi(argv[2]) : 2;
-  std::vector<double> x(std::size_t(n)), y(std::size_t(n)), f(std::size_t(n)),
-      dfdx(std::size_t(n)), dfdy(std::size_t(n));
+  std::size_t const count = static_cast<std::size_t>(n);
+  std::vector<double> x(count), y(count), f(count), dfdx(count), dfdy(count);
   for (long i = 0; i < n; ++i) { // points spread over [-2, 2] x [-1, 3]
     x[std::size_t(i)] = -2.0 + 4.0 * double(i % 1000) / 999.0;
     y[std::size_t(i)] = -1.0 + 4.0 * double(i / 1000 % 1000) / 999.0;
@@ -37,8 +37,8 @@ int main(int argc, char **argv) {
 
   // Values and d f / d x, d f / d y of all points in one pass (x and y active, a and b not).
   auto const t0 = std::chrono::steady_clock::now();
-  dc::apply(ex, rosenbrock, dc::active<0, 1>, dc::out(out(f)), dc::out(out(dfdx), out(dfdy)),
-            in(x), in(y), 1.0, 100.0);
+  dc::apply(ex, rosenbrock, dc::active<0, 1>, dc::out(out(f)), dc::out(out(dfdx), out(dfdy)), in(x),
+            in(y), 1.0, 100.0);
   double const ms =
       std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
   std::printf("%ld points: values and gradients in one pass, %.2f ms (%.2f ns per point)\n", n, ms,
