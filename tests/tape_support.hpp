@@ -6,8 +6,10 @@
 
 #include <doctest/doctest.h>
 
+#include <cstring>
 #include <functional>
 #include <random>
+#include <utility>
 #include <vector>
 
 namespace dc = dualcast;
@@ -54,8 +56,10 @@ inline double central_difference(fn const &f, std::vector<T64> const &xs, std::s
   return (eval(plus) - eval(minus)) / (2 * h);
 }
 
-// Compares the tape's gradients of weigh(f(xs)) with central differences.
-inline void check_gradients(fn const &f, std::vector<T64> const &xs, double tol = 1e-6) {
+// Compares the tape's gradients of weigh(f(xs)) with central differences: at the elements
+// `elems` of every input (all elements when empty; for large inputs, a few).
+inline void check_gradients_at(fn const &f, std::vector<T64> const &xs,
+                               std::vector<dc::index_t> const &elems, double tol = 1e-6) {
   dc::tape tp;
   std::vector<V64> vs;
   for (auto const &x : xs)
@@ -67,12 +71,37 @@ inline void check_gradients(fn const &f, std::vector<T64> const &xs, double tol 
     REQUIRE(g.defined());
     REQUIRE(g.dims() == xs[i].dims());
     auto gv = g.to_vector();
-    for (dc::index_t j = 0; j < xs[i].size(); ++j) {
+    auto check = [&](dc::index_t j) {
       INFO("input " << i << " element " << j);
       CHECK(gv[std::size_t(j)] ==
             doctest::Approx(central_difference(f, xs, i, j)).epsilon(tol).scale(1.0));
-    }
+    };
+    if (elems.empty())
+      for (dc::index_t j = 0; j < xs[i].size(); ++j)
+        check(j);
+    else
+      for (dc::index_t j : elems)
+        check(j);
   }
+}
+inline void check_gradients(fn const &f, std::vector<T64> const &xs, double tol = 1e-6) {
+  check_gradients_at(f, xs, {}, tol);
+}
+
+// Whether two results are the same bits (1 thread against 2, say).
+inline bool same_bits(std::vector<double> const &a, std::vector<double> const &b) {
+  return a.size() == b.size() && std::memcmp(a.data(), b.data(), a.size() * sizeof(double)) == 0;
+}
+
+// The value and the gradient of sum(f(x) * w) on a tape with `threads` threads.
+inline std::pair<std::vector<double>, std::vector<double>>
+run_threads(int threads, T64 const &x, std::function<V64(V64 const &)> const &f) {
+  dc::tape tp;
+  tp.ex.threads = threads;
+  auto v = tp.variable(x.clone());
+  auto y = f(v);
+  tp.backward(dc::sum(y * random_tensor(y.dims(), 5)));
+  return {y.value().to_vector(), v.grad().to_vector()};
 }
 
 inline std::vector<double> grads_of(V64 const &v) { return v.grad().to_vector(); }

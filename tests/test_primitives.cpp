@@ -43,25 +43,6 @@ struct last_op { // op(a, b) = b
   template <class A> A operator()(A, A b) const { return b; }
 };
 
-// Forward vs backward of a single-element loss at chosen elements only (for large inputs).
-void check_some_gradients(fn const &f, std::vector<T64> const &xs,
-                          std::vector<dc::index_t> const &elems, double tol = 1e-6) {
-  dc::tape tp;
-  std::vector<V64> vs;
-  for (auto const &x : xs)
-    vs.push_back(tp.variable(x.clone()));
-  V64 loss = weigh(f(vs));
-  tp.backward(loss);
-  for (std::size_t i = 0; i < xs.size(); ++i) {
-    auto gv = vs[i].grad().to_vector();
-    for (dc::index_t j : elems) {
-      INFO("input " << i << " element " << j);
-      CHECK(gv[std::size_t(j)] ==
-            doctest::Approx(central_difference(f, xs, i, j)).epsilon(tol).scale(1.0));
-    }
-  }
-}
-
 T64 with_values(T64 t, std::vector<std::pair<dc::index_t, double>> const &set) {
   for (auto [i, v] : set)
     t.mutable_data()[i] = v;
@@ -73,21 +54,6 @@ T64 with_values(T64 t, std::vector<std::pair<dc::index_t, double>> const &set) {
 V64 past_first(V64 const &y, int axis, bool exclusive) {
   int const a = axis < 0 ? axis + y.rank() : axis;
   return exclusive ? dc::slice(y, a, 1, y.dims().ext[a]) : y;
-}
-
-bool same_bits(std::vector<double> const &a, std::vector<double> const &b) {
-  return a.size() == b.size() && std::memcmp(a.data(), b.data(), a.size() * sizeof(double)) == 0;
-}
-
-// The gradient of sum(f(x) * w) for a given tape thread count, and the value.
-std::pair<std::vector<double>, std::vector<double>>
-run_threads(int threads, T64 const &x, std::function<V64(V64 const &)> const &f) {
-  dc::tape tp;
-  tp.ex.threads = threads;
-  auto v = tp.variable(x.clone());
-  auto y = f(v);
-  tp.backward(dc::sum(y * random_tensor(y.dims(), 5)));
-  return {y.value().to_vector(), v.grad().to_vector()};
 }
 
 } // namespace
@@ -157,10 +123,10 @@ TEST_CASE("prod: groups longer than a block (4096) match a naive product; gradie
     CHECK(y[std::size_t(g)] == doctest::Approx(p).epsilon(1e-12));
   }
   fn f = [](auto const &v) { return dc::prod(v[0], {1}); };
-  check_some_gradients(f, {x}, {0, 4095, 4096, 5000, n - 1, n, 2 * n - 1});
+  check_gradients_at(f, {x}, {0, 4095, 4096, 5000, n - 1, n, 2 * n - 1});
   // A zero in the third block of group 0, two zeros (different blocks) in group 1.
   auto z = with_values(x, {{9000, 0.0}, {n + 10, 0.0}, {n + 8000, 0.0}});
-  check_some_gradients(f, {z}, {0, 9000, 9001, n + 10, n + 8000, n + 3});
+  check_gradients_at(f, {z}, {0, 9000, 9001, n + 10, n + 8000, n + 3});
 }
 
 // ---- reduce with a user operator ---------------------------------------------------------------
@@ -242,10 +208,10 @@ TEST_CASE("reduce: groups longer than a block, against prod and central differen
   check_close(ya.value().to_vector(), yb.value().to_vector(), 1e-12);
   tp.backward(dc::sum(ya * T64::from({2}, {0.5, 2.0})) + dc::sum(yb * T64::from({2}, {0.5, 2.0})));
   check_close(a.grad().to_vector(), b.grad().to_vector(), 1e-10);
-  check_some_gradients([](auto const &v) { return dc::reduce(v[0], lse_op{}, -HUGE_VAL, {1}); },
-                       {random_tensor({2, n}, 117)}, {0, 4095, 4096, 8191, 8192, n - 1, n + 4100});
-  check_some_gradients([](auto const &v) { return dc::reduce(v[0], mobius_op{}, 0.0); },
-                       {random_tensor({n}, 118, -1e-3, 1e-3)}, {0, 4096, 5000, n - 1});
+  check_gradients_at([](auto const &v) { return dc::reduce(v[0], lse_op{}, -HUGE_VAL, {1}); },
+                     {random_tensor({2, n}, 117)}, {0, 4095, 4096, 8191, 8192, n - 1, n + 4100});
+  check_gradients_at([](auto const &v) { return dc::reduce(v[0], mobius_op{}, 0.0); },
+                     {random_tensor({n}, 118, -1e-3, 1e-3)}, {0, 4096, 5000, n - 1});
 }
 
 // ---- scans -------------------------------------------------------------------------------------
@@ -401,16 +367,16 @@ TEST_CASE("scans: few long rows run in blocks of 4096, like one sequential row")
   // gradient).
   std::vector<dc::index_t> const at = {0, 1, 4095, 4096, 4097, 8191, 8192, n - 2, n - 1};
   for (bool ex : {false, true}) {
-    check_some_gradients([ex](auto const &v) { return dc::cumprod(v[0], 0, ex); },
-                         {with_values(x, {{5000, 0.0}})}, at, 1e-4);
-    check_some_gradients([ex](auto const &v) { return dc::cumprod(v[0], 0, ex); },
-                         {with_values(x, {{100, 0.0}, {9000, 0.0}})}, at, 1e-4);
-    check_some_gradients([ex](auto const &v) { return dc::cumsum(v[0], 0, ex); }, {x}, at, 1e-4);
+    check_gradients_at([ex](auto const &v) { return dc::cumprod(v[0], 0, ex); },
+                       {with_values(x, {{5000, 0.0}})}, at, 1e-4);
+    check_gradients_at([ex](auto const &v) { return dc::cumprod(v[0], 0, ex); },
+                       {with_values(x, {{100, 0.0}, {9000, 0.0}})}, at, 1e-4);
+    check_gradients_at([ex](auto const &v) { return dc::cumsum(v[0], 0, ex); }, {x}, at, 1e-4);
   }
   // Along the first axis of a (n, 3) array (elements 3 apart).
   auto y = random_tensor({n, 3}, 129, 0.999, 1.001);
-  check_some_gradients([](auto const &v) { return dc::cumprod(v[0], 0); }, {y},
-                       {0, 2, 3 * 4096 + 1, 3 * 8192, 3 * n - 1}, 1e-4);
+  check_gradients_at([](auto const &v) { return dc::cumprod(v[0], 0); }, {y},
+                     {0, 2, 3 * 4096 + 1, 3 * 8192, 3 * n - 1}, 1e-4);
 }
 
 // ---- linear recurrence -------------------------------------------------------------------------

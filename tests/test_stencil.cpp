@@ -24,21 +24,6 @@ using namespace tape_support;
 
 namespace {
 
-bool same_bits(std::vector<double> const &a, std::vector<double> const &b) {
-  return a.size() == b.size() && std::memcmp(a.data(), b.data(), a.size() * sizeof(double)) == 0;
-}
-
-// The value and the gradient of sum(f(x) * w) for a given tape thread count.
-std::pair<std::vector<double>, std::vector<double>>
-run_threads(int threads, T64 const &x, std::function<V64(V64 const &)> const &f) {
-  dc::tape tp;
-  tp.ex.threads = threads;
-  auto v = tp.variable(x.clone());
-  auto y = f(v);
-  tp.backward(dc::sum(y * random_tensor(y.dims(), 5)));
-  return {y.value().to_vector(), v.grad().to_vector()};
-}
-
 std::vector<dc::index_t> random_indices(std::size_t n, dc::index_t lo, dc::index_t hi,
                                         unsigned seed) {
   std::mt19937 g(seed);
