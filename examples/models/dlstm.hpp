@@ -92,21 +92,8 @@ inline double objective_plain(problem const &p) {
 
 // ---- with dualcast ----------------------------------------------------------------------------
 // One layer-step, as one fused kernel: (x, h, s, w_f, w_i, w_o, w_g, b_f, b_i, b_o, b_g) -> (h',
-// s'). A function object (not a lambda) so that nvcc can run it too.
-struct layer_step {
-  template <class X, class H, class S, class WF, class WI, class WO, class WG, class BF, class BI,
-            class BO, class BG>
-  DUALCAST_HD auto operator()(X const &x, H const &h, S const &s, WF const &wf, WI const &wi,
-                              WO const &wo, WG const &wg, BF const &bf, BI const &bi, BO const &bo,
-                              BG const &bg) const {
-    auto f = dc::sigmoid(x * wf + bf);
-    auto i = dc::sigmoid(h * wi + bi);
-    auto o = dc::sigmoid(x * wo + bo);
-    auto g = dc::tanh(h * wg + bg);
-    auto s2 = s * f + i * g;
-    return dc::outputs(o * dc::tanh(s2), s2);
-  }
-};
+// s'): the library's ready D-LSTM cell (dualcast/cells.hpp), a function object nvcc can run too.
+using layer_step = dc::cells::dlstm_fn;
 // The first layer, whose input is the character's bits times in_weight.
 struct first_layer_step {
   template <class C, class IW, class... R>
