@@ -18,6 +18,8 @@
 //                      FLUSH and UPDATE values + partials into temporaries, then a select)
 // Output: CSV rows benchmark,variant,size,threads,median_ms,mask_layout,ratio_to_uniform.
 //   divergence [--reps N] [--threads N] [--quick]
+#include "common.hpp"
+
 #include <dualcast/dualcast.hpp>
 
 #include <algorithm>
@@ -56,10 +58,7 @@ constexpr auto choose = dc::kernel([](auto z, auto zb, auto a_flush, auto a_upda
 });
 
 using clock_type = std::chrono::steady_clock;
-double median(std::vector<double> v) {
-  std::sort(v.begin(), v.end());
-  return v[v.size() / 2];
-}
+using bench::median;
 
 struct problem {
   dc::index_t n;
@@ -140,19 +139,9 @@ void run(int variant, problem &p, dc::cpu const &ex) {
 } // namespace
 
 int main(int argc, char **argv) {
-  int reps = 11, threads = 2;
-  bool quick = false;
-  for (int a = 1; a < argc; ++a) {
-    std::string s = argv[a];
-    if (s == "--reps" && a + 1 < argc)
-      reps = std::atoi(argv[++a]);
-    else if (s == "--threads" && a + 1 < argc)
-      threads = std::atoi(argv[++a]);
-    else if (s == "--quick")
-      quick = true;
-  }
-  if (quick)
-    reps = 3;
+  bench::options const o = bench::parse(argc, argv, 11, 3);
+  int const reps = o.reps, threads = o.threads;
+  bool const quick = o.quick;
   dc::cpu const ex{threads};
   char const *names[] = {"fused_partials", "fused_vjp", "select_partials", "separate_partials"};
   char const *layouts[] = {"n_x_1", "1_x_n", "n_x_n"};

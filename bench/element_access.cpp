@@ -7,6 +7,8 @@
 // operator() (each write bumps the storage version). Interleaved repetitions; medians.
 // Output: CSV rows benchmark,variant,size,threads,median_ms,ns_per_element,ratio_to_raw.
 //   element_access [--reps N] [--quick] [--threads N (ignored: one thread)]
+#include "common.hpp"
+
 #include <dualcast/tensor.hpp>
 
 #include <algorithm>
@@ -20,23 +22,12 @@ namespace dc = dualcast;
 
 namespace {
 using clock_type = std::chrono::steady_clock;
-double median(std::vector<double> v) {
-  std::sort(v.begin(), v.end());
-  return v[v.size() / 2];
-}
+using bench::median;
 volatile double sink = 0; // keeps the sums alive
 } // namespace
 
 int main(int argc, char **argv) {
-  int reps = 21;
-  for (int a = 1; a < argc; ++a) {
-    if (std::strcmp(argv[a], "--reps") == 0 && a + 1 < argc)
-      reps = std::atoi(argv[++a]);
-    else if (std::strcmp(argv[a], "--quick") == 0)
-      reps = 5;
-    else if (std::strcmp(argv[a], "--threads") == 0 && a + 1 < argc)
-      ++a;
-  }
+  int const reps = bench::parse(argc, argv, 21, 5).reps;
   dc::index_t const n = 1024;
   auto x = dc::tensor<double>::full({n, n}, 0.5);
   auto timed = [](auto f) {

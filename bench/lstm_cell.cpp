@@ -8,10 +8,21 @@
 //   separate       the same math as one dualcast pass per elementwise operation (unfused)
 //   hand_simd      a hand-written loop over SIMD batches with hand-derived derivatives
 //   hand_scalar    a hand-written scalar loop calling the C library (no -ffast-math)
+//   tape_fused     on the tape: the cell ONE fused node (the cost model's policy: recompute),
+//                  forward + backward from the two output cotangents
+//   tape_store     the same with policy::store (the node keeps its 10 partial arrays)
+//   tape_unfused   the same lambda on the tape operation by operation (one node per operation)
 //   copy           (first row) a copy between two 256 MiB buffers: the memory-bandwidth reference
 //   floor_at_copy_bw  not timed: the 19 arrays fused forward + VJP must move (5 + 2 forward,
 //                  7 + 5 backward), divided by the copy bandwidth -- no variant can beat it
-// Output: CSV rows benchmark,variant,size,threads,median_ms,melem_per_s,gb_per_s to stdout.
+// Output: CSV rows benchmark,variant,size,threads,median_ms,melem_per_s,gb_per_s,added_mib to
+// stdout; added_mib: the memory one cold run adds over its 5 inputs and 2 output cotangents
+// (outputs, gradients, partials, temporaries, the tape), measured in a fresh process
+// (bench::memory_probe through --memory VARIANT --size BxH).
+//   lstm_cell [--quick] [--threads N] [--reps N]
+#include "common.hpp"
+
+#include <dualcast/autodiff.hpp>
 #include <dualcast/dualcast.hpp>
 
 #include <algorithm>
@@ -44,11 +55,14 @@ struct arrays {
       for (auto &x : v)
         x = u(gen);
     }
-    h.assign(n, 0.f), c2.assign(n, 0.f), hbar.assign(n, 0.f), c2bar.assign(n, 0.f);
+    hbar.assign(n, 0.f), c2bar.assign(n, 0.f);
     for (auto &x : hbar)
       x = u(gen);
     for (auto &x : c2bar)
       x = u(gen);
+  }
+  void need_outputs() {
+    h.assign(n, 0.f), c2.assign(n, 0.f);
     for (auto &v : xbar)
       v.assign(n, 0.f);
   }
@@ -68,11 +82,9 @@ template <class F> double median_ms(F &&f, int reps) {
   for (int r = 0; r < reps; ++r) {
     auto t0 = std::chrono::steady_clock::now();
     f();
-    auto t1 = std::chrono::steady_clock::now();
-    t.push_back(std::chrono::duration<double, std::milli>(t1 - t0).count());
+    t.push_back(bench::ms_since(t0));
   }
-  std::sort(t.begin(), t.end());
-  return t[t.size() / 2];
+  return bench::median(t);
 }
 
 dc::view<const float> cv(std::vector<float> const &v, dc::shape s) { return {v.data(), s}; }
@@ -138,6 +150,29 @@ void separate(dc::cpu ex, arrays &a, dc::shape s) {
   dc::apply(ex, mul, dc::out(t(11)), c(10), c(0));             // d tg
   dc::apply(ex, dth, dc::out(mv(a.xbar[2], s)), c(11), c(2));  // gbar
   (void)fma_;
+}
+
+// On the tape: the inputs as variables, the cell one fused node (policy 0: the cost model's,
+// 1: store) or one node per operation (2), backward from the output cotangents.
+struct tape_inputs {
+  dc::tensor<float> x[5], hbar, c2bar;
+  tape_inputs(arrays const &a, dc::shape s) {
+    for (int k = 0; k < 5; ++k)
+      x[k] = dc::tensor<float>::from(s, a.in[k]);
+    hbar = dc::tensor<float>::from(s, a.hbar);
+    c2bar = dc::tensor<float>::from(s, a.c2bar);
+  }
+};
+void on_tape(tape_inputs const &in, int mode) {
+  dc::tape tp;
+  tp.fused = mode != 2;
+  dc::var<float> v[5];
+  for (int k = 0; k < 5; ++k)
+    v[k] = tp.variable(in.x[k]);
+  auto r = mode == 1 ? dc::fused(dc::policy::store, lstm, v[0], v[1], v[2], v[3], v[4])
+                     : dc::fused(lstm, v[0], v[1], v[2], v[3], v[4]);
+  tp.backward(std::vector<dc::var<float>>{r[0], r[1]},
+              std::vector<dc::tensor<float>>{in.hbar, in.c2bar});
 }
 
 // Hand-written: values in one loop, then a backward loop recomputing the activations.
@@ -214,57 +249,114 @@ double copy_ms(int threads, int reps, long n) {
       reps);
 }
 
+
+constexpr char const *variants[] = {"fused_vjp", "fused_store",  "separate",    "hand_simd",
+                                    "hand_scalar", "tape_fused", "tape_store", "tape_unfused"};
+
+// Variant v on `a` (or on the tape inputs `in`; the arrays it needs allocated first), `reps`
+// repetitions after a warm-up (0: one cold run); the median time.
+double run_variant(int v, dc::cpu ex, int threads, arrays &a, tape_inputs const &in, dc::shape s,
+                   int reps) {
+  a.need_outputs();
+  std::string const name = variants[v];
+  if (name == "fused_vjp")
+    return median_ms([&] { fused_vjp(ex, a, s); }, reps);
+  if (name == "fused_store") {
+    a.need_partials();
+    double const ms = median_ms([&] { fused_store(ex, a, s); }, reps);
+    for (auto &p : a.part)
+      p.clear(), p.shrink_to_fit();
+    return ms;
+  }
+  if (name == "separate") {
+    a.need_tmp();
+    double const ms = median_ms([&] { separate(ex, a, s); }, reps);
+    for (auto &p : a.tmp)
+      p.clear(), p.shrink_to_fit();
+    return ms;
+  }
+  if (name == "hand_simd")
+    return median_ms([&] { hand_simd(threads, a); }, reps);
+  if (name == "hand_scalar")
+    return median_ms([&] { hand_scalar(threads, a); }, reps);
+  int const mode = name == "tape_fused" ? 0 : name == "tape_store" ? 1 : 2;
+  return median_ms([&] { on_tape(in, mode); }, reps);
+}
+
+// One cold run of variant `name` at B x H in this (fresh) process: the MiB it adds.
+int memory_run(std::string const &name, std::string const &size, int threads) {
+  long B = 0, H = 0;
+  if (std::sscanf(size.c_str(), "%ldx%ld", &B, &H) != 2)
+    return 2;
+  int const v = int(std::find_if(std::begin(variants), std::end(variants),
+                                 [&](char const *n) { return name == n; }) -
+                    std::begin(variants));
+  if (v == int(std::size(variants)))
+    return 2;
+  arrays a(B * H);
+  tape_inputs const in(a, dc::shape{B, H});
+  bench::memory_probe probe;
+  run_variant(v, dc::cpu{threads}, threads, a, in, dc::shape{B, H}, 0);
+  std::printf("%.1f\n", probe.added_mib());
+  return 0;
+}
+
+double memory_in_fresh_process(int threads, char const *variant, std::string const &size) {
+  std::string const cmd = bench::executable_path() + " --threads " + std::to_string(threads) +
+                          " --memory " + variant + " " + size;
+  double mib = std::nan("");
+  if (std::FILE *p = popen(cmd.c_str(), "r")) {
+    if (std::fscanf(p, "%lf", &mib) != 1)
+      mib = std::nan("");
+    pclose(p);
+  }
+  return mib;
+}
+
 } // namespace
 
 int main(int argc, char **argv) {
-  int threads = 2, reps = 11;
-  bool quick = false;
-  for (int i = 1; i < argc; ++i) {
-    std::string s = argv[i];
-    if (s == "--threads" && i + 1 < argc)
-      threads = std::atoi(argv[++i]);
-    else if (s == "--reps" && i + 1 < argc)
-      reps = std::atoi(argv[++i]);
-    else if (s == "--quick")
-      quick = true;
-  }
-  std::vector<std::pair<long, long>> sizes = {{256, 256}, {1024, 1024}, {4096, 1024}};
-  if (quick)
+  bench::options const o = bench::parse(argc, argv, 11, 3);
+  int const threads = o.threads, reps = o.reps;
+  if (!o.memory.empty())
+    return memory_run(o.memory, o.rest.empty() ? "" : o.rest[0], threads);
+  std::vector<std::pair<long, long>> sizes = {
+      {256, 256}, {512, 512}, {1024, 1024}, {2048, 1024}, {4096, 1024}};
+  if (o.quick)
     sizes = {{256, 256}};
-  std::printf("benchmark,variant,size,threads,median_ms,melem_per_s,gb_per_s\n");
+  std::printf("benchmark,variant,size,threads,median_ms,melem_per_s,gb_per_s,added_mib\n");
   double copy_gb_per_s = 0;
   {
     const long n = 64L << 20;
     double ms = copy_ms(threads, reps, n);
     copy_gb_per_s = 8.0 * double(n) / ms / 1e6;
-    std::printf("copy,copy_256MiB,%ld,%d,%.3f,%.1f,%.2f\n", n, threads, ms, double(n) / ms / 1e3,
-                copy_gb_per_s);
+    std::printf("copy,copy_256MiB,%ld,%d,%.3f,%.1f,%.2f,0\n", n, threads, ms,
+                double(n) / ms / 1e3, copy_gb_per_s);
   }
   dc::cpu ex{threads};
   for (auto [B, H] : sizes) {
     arrays a(B * H);
     dc::shape s{B, H};
+    tape_inputs const in(a, s);
     std::string size = std::to_string(B) + "x" + std::to_string(H);
     // Bytes that must move: forward reads 5 and writes 2 arrays; backward reads 7 and writes 5.
     double fb_bytes = 19.0 * 4.0 * double(a.n);
-    auto row = [&](char const *variant, double ms, double bytes) {
-      std::printf("lstm_cell,%s,%s,%d,%.3f,%.1f,%.2f\n", variant, size.c_str(), threads, ms,
-                  double(a.n) / ms / 1e3, bytes / ms / 1e6);
+    auto row = [&](char const *variant, double ms, double bytes, double mib) {
+      std::printf("lstm_cell,%s,%s,%d,%.3f,%.1f,%.2f,%.1f\n", variant, size.c_str(), threads, ms,
+                  double(a.n) / ms / 1e3, bytes / ms / 1e6, mib);
       std::fflush(stdout);
     };
-    row("floor_at_copy_bw", fb_bytes / copy_gb_per_s / 1e6, fb_bytes);
-    row("fused_vjp", median_ms([&] { fused_vjp(ex, a, s); }, reps), fb_bytes);
-    a.need_partials();
-    row("fused_store", median_ms([&] { fused_store(ex, a, s); }, reps),
-        fb_bytes + 20.0 * 4.0 * double(a.n));
-    a.part[0].clear();
-    for (auto &v : a.part)
-      v.clear(), v.shrink_to_fit();
-    a.need_tmp();
-    row("separate", median_ms([&] { separate(ex, a, s); }, reps), fb_bytes);
-    for (auto &v : a.tmp)
-      v.clear(), v.shrink_to_fit();
-    row("hand_simd", median_ms([&] { hand_simd(threads, a); }, reps), fb_bytes);
-    row("hand_scalar", median_ms([&] { hand_scalar(threads, a); }, reps), fb_bytes);
+    // The floor's memory: the 2 outputs and 5 input cotangents.
+    row("floor_at_copy_bw", fb_bytes / copy_gb_per_s / 1e6, fb_bytes, 7.0 * 4.0 * double(a.n) / 1048576.0);
+    for (int v = 0; v < int(std::size(variants)); ++v) {
+      std::string const name = variants[v];
+      if (name == "hand_scalar" && B * H > 1024 * 1024)
+        continue; // ~25x the others: seconds per size, and its speed is known from the small ones
+      double const mib = memory_in_fresh_process(threads, variants[v], size);
+      double const ms = run_variant(v, ex, threads, a, in, s, reps);
+      // fused_store also moves its 10 partial arrays (written forward, read backward).
+      row(variants[v], ms, name == "fused_store" ? fb_bytes + 20.0 * 4.0 * double(a.n) : fb_bytes,
+          mib);
+    }
   }
 }

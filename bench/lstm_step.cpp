@@ -33,6 +33,8 @@
 // other.
 // Options: --quick, --threads N, --reps N, --only VARIANT (runs that variant of lstm_step alone,
 // repeatedly, printing its median and 10 % / 90 % quantiles: for profilers).
+#include "common.hpp"
+
 #include <dualcast/autodiff.hpp>
 #include <dualcast/dualcast.hpp>
 
@@ -46,14 +48,7 @@
 #include <random>
 #include <string>
 #include <vector>
-#if defined(_OPENMP)
-#include <omp.h>
-#endif
 
-// OpenBLAS's thread count and threading model (absent from other BLAS libraries: weak
-// references, null then).
-extern "C" void openblas_set_num_threads(int) __attribute__((weak));
-extern "C" int openblas_get_parallel() __attribute__((weak));
 
 namespace dc = dualcast;
 using F32 = dc::tensor<float>;
@@ -157,33 +152,11 @@ std::size_t step(problem &p, int variant, bool gemm, double *checksum) {
 } // namespace
 
 int main(int argc, char **argv) {
-  bool quick = false;
-  int threads = 0, reps = 31;
-  std::string only;
-  for (int i = 1; i < argc; ++i) {
-    if (!std::strcmp(argv[i], "--quick"))
-      quick = true, reps = 5;
-    else if (!std::strcmp(argv[i], "--threads") && i + 1 < argc)
-      threads = std::atoi(argv[++i]);
-    else if (!std::strcmp(argv[i], "--reps") && i + 1 < argc)
-      reps = std::atoi(argv[++i]);
-    else if (!std::strcmp(argv[i], "--only") && i + 1 < argc)
-      only = argv[++i];
-  }
-#if defined(_OPENMP)
-  if (threads > 0)
-    omp_set_num_threads(threads);
-  threads = omp_get_max_threads();
-#else
-  threads = 1;
-#endif
-  if (openblas_set_num_threads)
-    openblas_set_num_threads(threads);
-  char const *blas = "other";
-  if (openblas_get_parallel)
-    blas = openblas_get_parallel() == 2   ? "openblas-openmp"
-           : openblas_get_parallel() == 1 ? "openblas-pthreads"
-                                          : "openblas-serial";
+  bench::options const o = bench::parse(argc, argv, 31, 5);
+  bool const quick = o.quick;
+  int const threads = o.threads, reps = o.reps;
+  std::string const only = o.only;
+  char const *blas = bench::blas_name();
   problem p = quick ? problem(64, 128, 256) : problem(256, 512, 1024);
   std::string size = std::to_string(p.B) + "x" + std::to_string(p.I) + "x" + std::to_string(p.H);
   char const *names[] = {"fused_store", "fused_recompute", "unfused", "fused_lazy", "matmuls_only"};
@@ -240,18 +213,8 @@ int main(int argc, char **argv) {
         saving[std::size_t(v)].push_back(now[unfused] - now[std::size_t(v)]);
       }
     }
-    auto median = [](std::vector<double> x) {
-      std::sort(x.begin(), x.end());
-      return x[x.size() / 2];
-    };
-    // P(at least `wins` of `reps` fair coin flips), summed in logs (reps may be large).
-    auto sign_test = [](long wins, int n) {
-      double p = 0;
-      for (long k = wins; k <= n; ++k)
-        p += std::exp(std::lgamma(n + 1.0) - std::lgamma(k + 1.0) - std::lgamma(n - k + 1.0) -
-                      n * std::log(2.0));
-      return std::min(p, 1.0);
-    };
+    using bench::median;
+    auto sign_test = [](long wins, int n) { return bench::sign_test_p(wins, n); };
     for (int v = 0; v < nv; ++v) {
       auto const &sv = saving[std::size_t(v)];
       long wins = std::count_if(sv.begin(), sv.end(), [](double d) { return d > 0; });

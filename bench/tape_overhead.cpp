@@ -7,9 +7,11 @@
 //   (the lazy code on a tape with fused == false: one node per operation).
 // dlstm: ADBench's D-LSTM (examples/models/dlstm.hpp: each layer-step one fused node) at l = 2
 //   and 4, c = 1024: the objective (constants: nothing recorded), the objective and its gradient,
-//   and a plain double-precision C++ objective, interleaved in each repetition.
+//   the same gradient on the unfused tape (every operation of the cell its own node), and a plain
+//   double-precision C++ objective, interleaved in each repetition. (Peers: bench/peers/dlstm.py.)
 // Output: CSV rows benchmark,variant,size,threads,median_ms,us_per_node,nodes,ratio_to_plain.
 //   tape_overhead [--reps N] [--threads N] [--quick] [--data DIR]
+#include "common.hpp"
 #include "models/dlstm.hpp"
 
 #include <algorithm>
@@ -24,13 +26,8 @@ namespace dc = dualcast;
 namespace {
 
 using clock_type = std::chrono::steady_clock;
-double ms_since(clock_type::time_point t0) {
-  return std::chrono::duration<double, std::milli>(clock_type::now() - t0).count();
-}
-double median(std::vector<double> v) {
-  std::sort(v.begin(), v.end());
-  return v[v.size() / 2];
-}
+using bench::median;
+using bench::ms_since;
 
 struct tanh_affine {
   template <class H, class W, class B> DUALCAST_HD auto operator()(H h, W w, B b) const {
@@ -66,22 +63,13 @@ std::pair<double, double> chain(int variant, dc::index_t n, int nodes, int threa
 } // namespace
 
 int main(int argc, char **argv) {
-  int reps = 21, threads = 2;
-  bool quick = false;
+  bench::options const o = bench::parse(argc, argv, 21, 3);
+  int const reps = o.reps, threads = o.threads;
+  bool const quick = o.quick;
   std::string data = DUALCAST_DATA_DIR;
-  for (int i = 1; i < argc; ++i) {
-    std::string a = argv[i];
-    if (a == "--reps" && i + 1 < argc)
-      reps = std::atoi(argv[++i]);
-    else if (a == "--threads" && i + 1 < argc)
-      threads = std::atoi(argv[++i]);
-    else if (a == "--data" && i + 1 < argc)
-      data = argv[++i];
-    else if (a == "--quick")
-      quick = true;
-  }
-  if (quick)
-    reps = 3;
+  for (std::size_t i = 0; i + 1 < o.rest.size(); ++i)
+    if (o.rest[i] == "--data")
+      data = o.rest[i + 1];
   std::printf("benchmark,variant,size,threads,median_ms,us_per_node,nodes,ratio_to_plain\n");
 
   // ---- node chains --------------------------------------------------------------------------
@@ -116,7 +104,7 @@ int main(int argc, char **argv) {
         dlstm::read_adbench(data + "/adbench-lstm/lstm_l" + std::to_string(layers) + "_c1024.txt");
     auto M = dc::tensor<double>::from({2 * p.l, 4 * p.b}, p.main);
     auto E = dc::tensor<double>::from({3, p.b}, p.extra);
-    std::vector<double> plain, objective, gradient;
+    std::vector<double> plain, objective, gradient, unfused;
     std::size_t nodes = 0;
     double sink = 0;
     for (int r = 0; r < reps; ++r) {
@@ -143,6 +131,17 @@ int main(int argc, char **argv) {
         nodes = tp.node_count();
       }
       gradient.push_back(ms_since(t0));
+
+      t0 = clock_type::now();
+      {
+        dc::tape tp;
+        tp.ex = dc::cpu{threads};
+        tp.fused = false;
+        auto m = tp.variable(M), e = tp.variable(E);
+        tp.backward(dlstm::loss(p, m, e));
+        sink += m.grad().data()[0];
+      }
+      unfused.push_back(ms_since(t0));
     }
     std::string size = "l" + std::to_string(p.l) + "_c" + std::to_string(p.c);
     double mp = median(plain), mo = median(objective), mg = median(gradient);
@@ -150,6 +149,8 @@ int main(int argc, char **argv) {
     std::printf("dlstm,objective,%s,%d,%.4f,,,%.2f\n", size.c_str(), threads, mo, mo / mp);
     std::printf("dlstm,gradient,%s,%d,%.4f,%.3f,%zu,%.2f\n", size.c_str(), threads, mg,
                 1e3 * mg / double(nodes), nodes, mg / mp);
+    double const mu = median(unfused);
+    std::printf("dlstm,unfused_gradient,%s,%d,%.4f,,,%.2f\n", size.c_str(), threads, mu, mu / mp);
     std::fflush(stdout);
     if (sink == 12345.678)
       std::printf("#\n");
