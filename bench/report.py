@@ -1,0 +1,351 @@
+#!/usr/bin/env python3
+"""Plots and README tables from the benchmark CSVs (bench/results/, written by bench/run).
+
+  bench/report.py [--no-plots] [--readme README.md]
+
+Plots (PNG, bench/results/): lstm_cell.png (time vs size per variant, the memory floor as a
+line), speedup.png (dualcast's speed-up over PyTorch eager and JAX jit per suite), hmlstm.png (per
+mask layout) and arity.png. The README's tables between `<!-- bench-tables:begin -->` and
+`<!-- bench-tables:end -->` are rewritten from the same CSVs (never typed by hand), with the
+machine and peer versions from bench/results/machine.txt and the issue's targets, met or not.
+"""
+import argparse
+import csv
+import math
+import pathlib
+
+ROOT = pathlib.Path(__file__).resolve().parent.parent
+RESULTS = ROOT / "bench" / "results"
+BEGIN, END = "<!-- bench-tables:begin -->", "<!-- bench-tables:end -->"
+
+
+def rows(name):
+    path = RESULTS / f"{name}.csv"
+    if not path.exists():
+        return []
+    with path.open() as f:
+        return [r for r in csv.DictReader(f) if r.get("benchmark") and r["benchmark"] != "benchmark"]
+
+
+def ms(rs, **match):
+    """The median_ms of the first row matching every column given (nan when none or missing)."""
+    for r in rs:
+        if all(r.get(k) == v for k, v in match.items()):
+            try:
+                return float(r["median_ms"])
+            except (TypeError, ValueError):
+                return math.nan
+    return math.nan
+
+
+def fmt(x, digits=2):
+    if x is None or (isinstance(x, float) and math.isnan(x)):
+        return "missing"
+    if x >= 100:
+        return f"{x:.0f}"
+    if x >= 10:
+        return f"{x:.1f}"
+    return f"{x:.{digits}f}"
+
+
+def machine():
+    path = RESULTS / "machine.txt"
+    info = {}
+    if path.exists():
+        for line in path.read_text().splitlines():
+            k, _, v = line.partition(": ")
+            info[k] = v
+    return info
+
+
+def copy_gbps():
+    for r in rows("lstm_cell"):
+        if r["benchmark"] == "copy":
+            return float(r["gb_per_s"])
+    return math.nan
+
+
+def caption():
+    m = machine()
+    return (f"{m.get('date', '?')}, {m.get('cpu', '?')}, {m.get('cores', '?')}, "
+            f"copy {fmt(copy_gbps(), 1)} GB/s; PyTorch {m.get('torch', '?')}, JAX {m.get('jax', '?')}")
+
+
+def variants_of(rs, bench=None):
+    out = []
+    for r in rs:
+        if (bench is None or r["benchmark"] == bench) and r["variant"] not in out:
+            out.append(r["variant"])
+    return out
+
+
+def sizes_of(rs, bench):
+    out = []
+    for r in rs:
+        if r["benchmark"] == bench and r["size"] not in out:
+            out.append(r["size"])
+    return out
+
+
+def peer(rs, name, **match):
+    """A peer's time; its *_missing row makes it nan (reported as missing)."""
+    return ms(rs, variant=name, **match)
+
+
+# ---- tables --------------------------------------------------------------------------------------
+def table(header, body):
+    lines = ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
+    lines += ["| " + " | ".join(row) + " |" for row in body]
+    return "\n".join(lines)
+
+
+def lstm_cell_table():
+    rs = [r for r in rows("lstm_cell") if r["benchmark"] == "lstm_cell"]
+    vs = [v for v in variants_of(rs) if not v.endswith("_missing")]
+    for p in ("torch_eager", "jax_jit"):
+        if p not in vs:
+            vs.append(p)
+    body = []
+    for s in sizes_of(rs, "lstm_cell"):
+        body.append([s] + [fmt(ms(rs, variant=v, size=s)) for v in vs])
+    mem = []
+    s = sizes_of(rs, "lstm_cell")[-1] if rs else ""
+    for v in vs:
+        mib = next((r.get("added_mib") for r in rs if r["variant"] == v and r["size"] == s), None)
+        mem.append(fmt(float(mib)) if mib not in (None, "", "nan") else "missing")
+    body.append([f"MiB added at {s}"] + mem)
+    return table(["B x H (ms)"] + vs, body)
+
+
+def steps_table():
+    body = []
+    for name, suite, size_hint in (("LSTM step with gate matmuls", "lstm_step", None),
+                                   ("char-LSTM training step", "char_lstm_step", None)):
+        rs = [r for r in rows(suite) if r["benchmark"] == suite]
+        for v in variants_of(rs):
+            r = next(r for r in rs if r["variant"] == v)
+            body.append([name, r["size"], v, fmt(ms(rs, variant=v))])
+    return table(["suite", "size", "variant", "ms"], body)
+
+
+def hmlstm_table():
+    rs = rows("divergence")
+    vs = variants_of(rs)
+    body = []
+    for n in sizes_of(rs, "divergence"):
+        for layout in ("n_x_1", "1_x_n", "n_x_n"):
+            body.append([n, layout] + [fmt(ms(rs, variant=v, size=n, mask_layout=layout)) for v in vs])
+    return table(["n", "masks"] + [f"{v} (ms)" for v in vs], body)
+
+
+def arity_table():
+    rs = rows("arity")
+    vs = variants_of(rs)
+    arities = []
+    for r in rs:
+        if r["arity"] not in arities:
+            arities.append(r["arity"])
+    body = [[k] + [fmt(ms(rs, variant=v, arity=k)) for v in vs] for k in arities]
+    size = rs[0]["size"] if rs else "?"
+    return table([f"inputs ({size}, ms)"] + vs, body)
+
+
+def dlstm_table():
+    rs = [r for r in rows("tape_overhead") if r["benchmark"] == "dlstm"]
+    vs = variants_of(rs)
+    body = [[s] + [fmt(ms(rs, variant=v, size=s)) for v in vs] for s in sizes_of(rs, "dlstm")]
+    return table(["D-LSTM (ms)"] + vs, body)
+
+
+def targets_table():
+    cell = rows("lstm_cell")
+    big = "4096x1024"
+    fused = ms(cell, variant="fused_vjp", size=big)
+    floor = ms(cell, variant="floor_at_copy_bw", size=big)
+    hm = rows("divergence")
+    ch = rows("char_lstm_step")
+    out = []
+
+    def row(what, value, ok, goal):
+        met = "missing" if value is None or math.isnan(value) else ("met" if ok else "not met")
+        out.append([what, goal, fmt(value), met])
+
+    row("LSTM cell 4096x1024: fused / memory floor", fused / floor, fused / floor <= 1.10, "<= 1.10")
+    t = peer(cell, "torch_eager", size=big)
+    row("LSTM cell 4096x1024: speed-up over PyTorch eager", t / fused, t / fused >= 6, ">= 6")
+    j = peer(cell, "jax_jit", size=big)
+    row("LSTM cell 4096x1024: speed-up over JAX jit", j / fused, j / fused >= 1, ">= 1")
+    for layout in ("n_x_1", "1_x_n"):
+        f = ms(hm, variant="fused_partials", size="2048", mask_layout=layout)
+        sep = ms(hm, variant="separate_partials", size="2048", mask_layout=layout)
+        jj = ms(hm, variant="jax_jit", size="2048", mask_layout=layout)
+        row(f"HM-LSTM n=2048, masks {layout}: speed-up over all branches + select", sep / f,
+            sep / f >= 4, ">= 4")
+        row(f"HM-LSTM n=2048, masks {layout}: speed-up over JAX jit", jj / f, jj / f > 1, "> 1")
+    f = ms(ch, variant="dualcast_fused")
+    row("char-LSTM step: speed-up over PyTorch eager", ms(ch, variant="torch_eager") / f,
+        ms(ch, variant="torch_eager") / f >= 1.5, ">= 1.5")
+    row("char-LSTM step: speed-up over JAX jit", ms(ch, variant="jax_jit") / f,
+        ms(ch, variant="jax_jit") / f >= 1, ">= 1")
+    row("char-LSTM step: speed-up over the unfused tape", ms(ch, variant="dualcast_unfused") / f,
+        ms(ch, variant="dualcast_unfused") / f > 1, "> 1")
+    return table(["target", "goal", "measured", ""], out)
+
+
+def readme_section():
+    m = machine()
+    parts = [
+        f"Measured {caption()}; BLAS {m.get('blas', '?')}; {m.get('compiler', '?')}. "
+        "Command: `bench/run` (2 threads, float32 unless noted; medians of interleaved "
+        "repetitions). Generated by `bench/report.py` from `bench/results/*.csv`: do not edit "
+        "by hand.",
+        "**Targets** (issue: LSTM cell, HM-LSTM, char-LSTM step):\n\n" + targets_table(),
+        "**LSTM cell, forward + backward** (`bench/results/lstm_cell.csv`):\n\n" + lstm_cell_table(),
+        "**Steps with their matmuls** (`lstm_step.csv`, `char_lstm_step.csv`):\n\n" + steps_table(),
+        "**HM-LSTM cell update: values and the four Jacobian diagonals** (`divergence.csv`):\n\n"
+        + hmlstm_table(),
+        "**Arity sweep** `prod_k tanh(+-x_k)`, forward + backward on the tape (`arity.csv`):\n\n"
+        + arity_table(),
+        "**D-LSTM (ADBench data, float64): objective and gradient** (`tape_overhead.csv`):\n\n"
+        + dlstm_table(),
+    ]
+    return "\n\n".join(parts)
+
+
+def write_readme(path):
+    text = path.read_text()
+    if BEGIN not in text or END not in text:
+        raise SystemExit(f"{path}: no {BEGIN} ... {END} markers")
+    head, rest = text.split(BEGIN, 1)
+    _, tail = rest.split(END, 1)
+    path.write_text(head + BEGIN + "\n" + readme_section() + "\n" + END + tail)
+
+
+# ---- plots ---------------------------------------------------------------------------------------
+def plots():
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    note = caption()
+
+    # LSTM cell: time vs elements per variant, the floor as a line.
+    rs = [r for r in rows("lstm_cell") if r["benchmark"] == "lstm_cell"]
+    if rs:
+        fig, ax = plt.subplots(figsize=(8, 5.5))
+        for v in variants_of(rs):
+            pts = [(int(r["size"].split("x")[0]) * int(r["size"].split("x")[1]), float(r["median_ms"]))
+                   for r in rs if r["variant"] == v and r["median_ms"] not in ("nan", "")]
+            if not pts:
+                continue
+            xs, ys = zip(*pts)
+            style = dict(linestyle="--", color="black") if v == "floor_at_copy_bw" else dict(marker="o")
+            ax.plot(xs, ys, label="memory floor (copy bandwidth)" if v == "floor_at_copy_bw" else v,
+                    **style)
+        ax.set_xscale("log")
+        ax.set_yscale("log")
+        ax.set_xlabel("elements (B x H)")
+        ax.set_ylabel("forward + backward time (ms)")
+        ax.set_title("LSTM cell update, float32, 2 threads")
+        ax.legend(fontsize=8)
+        ax.grid(True, which="both", alpha=0.3)
+        fig.text(0.01, 0.01, note, fontsize=7)
+        fig.tight_layout(rect=(0, 0.03, 1, 1))
+        fig.savefig(RESULTS / "lstm_cell.png", dpi=110)
+        plt.close(fig)
+
+    # Speed-up over the peers per suite.
+    cell, step, ch, hm, tape = (rows(n) for n in ("lstm_cell", "lstm_step", "char_lstm_step",
+                                                  "divergence", "tape_overhead"))
+    suites = [
+        ("LSTM cell\n4096x1024", ms(cell, variant="fused_vjp", size="4096x1024"),
+         peer(cell, "torch_eager", size="4096x1024"), peer(cell, "jax_jit", size="4096x1024")),
+        ("LSTM step\n+ matmuls", ms(step, benchmark="lstm_step", variant="fused_lazy"),
+         peer(step, "torch_eager"), peer(step, "jax_jit")),
+        ("char-LSTM\ntraining step", ms(ch, variant="dualcast_fused"), peer(ch, "torch_eager"),
+         peer(ch, "jax_jit")),
+        ("HM-LSTM 2048\nmasks n x 1", ms(hm, variant="fused_partials", size="2048", mask_layout="n_x_1"),
+         peer(hm, "torch_eager", size="2048", mask_layout="n_x_1"),
+         peer(hm, "jax_jit", size="2048", mask_layout="n_x_1")),
+        ("HM-LSTM 2048\nmasks 1 x n", ms(hm, variant="fused_partials", size="2048", mask_layout="1_x_n"),
+         peer(hm, "torch_eager", size="2048", mask_layout="1_x_n"),
+         peer(hm, "jax_jit", size="2048", mask_layout="1_x_n")),
+        ("D-LSTM l=2\ngradient", ms(tape, benchmark="dlstm", variant="gradient", size="l2_c1024"),
+         peer(tape, "torch_gradient", size="l2_c1024"), peer(tape, "jax_gradient", size="l2_c1024")),
+    ]
+    fig, ax = plt.subplots(figsize=(9, 5))
+    width = 0.38
+    for k, (label, idx) in enumerate((("over PyTorch eager", 2), ("over JAX jit", 3))):
+        vals = [s[idx] / s[1] if s[1] and not math.isnan(s[1]) else math.nan for s in suites]
+        xs = [i + (k - 0.5) * width for i in range(len(suites))]
+        bars = ax.bar(xs, [0 if math.isnan(v) else v for v in vals], width, label=label)
+        for b, v in zip(bars, vals):
+            ax.annotate("missing" if math.isnan(v) else f"{v:.1f}x",
+                        (b.get_x() + b.get_width() / 2, 1.0 if math.isnan(v) else b.get_height()),
+                        ha="center", va="bottom", fontsize=8, rotation=90 if math.isnan(v) else 0)
+    ax.axhline(1, color="black", linewidth=0.8)
+    ax.set_yscale("log")
+    ax.set_xticks(range(len(suites)))
+    ax.set_xticklabels([s[0] for s in suites], fontsize=8)
+    ax.set_ylabel("speed-up of dualcast (peer time / dualcast time)")
+    ax.set_title("dualcast's speed-up over PyTorch eager and JAX jit (CPU, 2 threads)")
+    ax.legend()
+    fig.text(0.01, 0.01, note, fontsize=7)
+    fig.tight_layout(rect=(0, 0.03, 1, 1))
+    fig.savefig(RESULTS / "speedup.png", dpi=110)
+    plt.close(fig)
+
+    # HM-LSTM per mask layout.
+    if hm:
+        layouts = ("n_x_1", "1_x_n", "n_x_n")
+        fig, axes = plt.subplots(1, 3, figsize=(13, 4.5), sharey=True)
+        for ax, layout in zip(axes, layouts):
+            for v in variants_of(hm):
+                pts = [(int(r["size"]), float(r["median_ms"])) for r in hm
+                       if r["variant"] == v and r["mask_layout"] == layout and r["median_ms"] != "nan"]
+                if pts:
+                    ax.plot(*zip(*pts), marker="o", label=v)
+            ax.set_xscale("log", base=2)
+            ax.set_yscale("log")
+            ax.set_title(f"masks {layout.replace('_', ' ')}")
+            ax.set_xlabel("n (n x n elements)")
+            ax.grid(True, which="both", alpha=0.3)
+        axes[0].set_ylabel("values + 4 Jacobian diagonals (ms)")
+        axes[0].legend(fontsize=7)
+        fig.suptitle("HM-LSTM cell update (FLUSH / COPY / UPDATE per element), float32, 2 threads")
+        fig.text(0.01, 0.01, note, fontsize=7)
+        fig.tight_layout(rect=(0, 0.04, 1, 1))
+        fig.savefig(RESULTS / "hmlstm.png", dpi=110)
+        plt.close(fig)
+
+    # Arity sweep.
+    ar = rows("arity")
+    if ar:
+        fig, ax = plt.subplots(figsize=(8, 5))
+        for v in variants_of(ar):
+            pts = [(int(r["arity"]), float(r["median_ms"])) for r in ar if r["variant"] == v]
+            ax.plot(*zip(*pts), marker="o", label=v)
+        ax.set_xlabel("active inputs k")
+        ax.set_ylabel("forward + backward time (ms)")
+        ax.set_title(f"prod_k tanh(+-x_k) on the tape, {ar[0]['size']} float32, 2 threads")
+        ax.legend()
+        ax.grid(True, alpha=0.3)
+        fig.text(0.01, 0.01, note, fontsize=7)
+        fig.tight_layout(rect=(0, 0.03, 1, 1))
+        fig.savefig(RESULTS / "arity.png", dpi=110)
+        plt.close(fig)
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__)
+    ap.add_argument("--no-plots", action="store_true")
+    ap.add_argument("--readme", default=str(ROOT / "README.md"))
+    args = ap.parse_args()
+    if not args.no_plots:
+        plots()
+    write_readme(pathlib.Path(args.readme))
+
+
+if __name__ == "__main__":
+    main()
