@@ -79,8 +79,8 @@ void sweep(int reps, int threads, dc::index_t n, std::vector<F32> const &xs, F32
   double const recompute = bench::median(t[1]);
   for (int v = 0; v < 4; ++v) {
     double const ms = bench::median(t[std::size_t(v)]);
-    std::printf("arity,%s,%ldx%ld,%d,%.3f,%zu,%.2f,%.1f\n", names[v], long(n), long(n), threads,
-                ms, K, ms / recompute, double(bytes[v]) / 1048576.0);
+    std::printf("arity,%s,%ldx%ld,%d,%.3f,%zu,%.2f,%.1f\n", names[v], long(n), long(n), threads, ms,
+                K, ms / recompute, double(bytes[v]) / 1048576.0);
   }
   std::fflush(stdout);
 }

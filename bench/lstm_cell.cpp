@@ -249,9 +249,8 @@ double copy_ms(int threads, int reps, long n) {
       reps);
 }
 
-
-constexpr char const *variants[] = {"fused_vjp", "fused_store",  "separate",    "hand_simd",
-                                    "hand_scalar", "tape_fused", "tape_store", "tape_unfused"};
+constexpr char const *variants[] = {"fused_vjp",   "fused_store", "separate",   "hand_simd",
+                                    "hand_scalar", "tape_fused",  "tape_store", "tape_unfused"};
 
 // Variant v on `a` (or on the tape inputs `in`; the arrays it needs allocated first), `reps`
 // repetitions after a warm-up (0: one cold run); the median time.
@@ -330,8 +329,8 @@ int main(int argc, char **argv) {
     const long n = 64L << 20;
     double ms = copy_ms(threads, reps, n);
     copy_gb_per_s = 8.0 * double(n) / ms / 1e6;
-    std::printf("copy,copy_256MiB,%ld,%d,%.3f,%.1f,%.2f,0\n", n, threads, ms,
-                double(n) / ms / 1e3, copy_gb_per_s);
+    std::printf("copy,copy_256MiB,%ld,%d,%.3f,%.1f,%.2f,0\n", n, threads, ms, double(n) / ms / 1e3,
+                copy_gb_per_s);
   }
   dc::cpu ex{threads};
   for (auto [B, H] : sizes) {
@@ -347,7 +346,8 @@ int main(int argc, char **argv) {
       std::fflush(stdout);
     };
     // The floor's memory: the 2 outputs and 5 input cotangents.
-    row("floor_at_copy_bw", fb_bytes / copy_gb_per_s / 1e6, fb_bytes, 7.0 * 4.0 * double(a.n) / 1048576.0);
+    row("floor_at_copy_bw", fb_bytes / copy_gb_per_s / 1e6, fb_bytes,
+        7.0 * 4.0 * double(a.n) / 1048576.0);
     for (int v = 0; v < int(std::size(variants)); ++v) {
       std::string const name = variants[v];
       if (name == "hand_scalar" && B * H > 1024 * 1024)

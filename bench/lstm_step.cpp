@@ -49,7 +49,6 @@
 #include <string>
 #include <vector>
 
-
 namespace dc = dualcast;
 using F32 = dc::tensor<float>;
 using V32 = dc::var<float>;

@@ -25,7 +25,6 @@ namespace char_lstm {
 
 namespace dc = dualcast;
 
-
 inline constexpr std::string_view corpus =
     "the little boat left the harbour at dawn. the sea was calm and the sky was grey. "
     "the old sailor held the rope and watched the water. the boy sat at the front of the "
