@@ -1,0 +1,31 @@
+// dualcast as a GradBench tool: reads GradBench's messages on stdin, answers on stdout
+// (protocol.hpp), until end of input. The modules are under modules/, one file each; functions
+// named *_plain are plain double-precision objectives for the side-by-side timings (bench/gradbench
+// /compare), not part of any eval.
+//
+//   dualcast_gradbench [--threads N]      (default 1: GradBench compares tools single-threaded)
+#include "protocol.hpp"
+
+#include "modules/lse.hpp"
+#include "modules/lstm.hpp"
+
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <iostream>
+
+int main(int argc, char **argv) {
+  for (int i = 1; i < argc; ++i) {
+    if (std::strcmp(argv[i], "--threads") == 0 && i + 1 < argc)
+      gradbench::executor().threads = std::atoi(argv[++i]);
+    else {
+      std::fprintf(stderr, "usage: %s [--threads N]\n", argv[0]);
+      return 2;
+    }
+  }
+  std::ios::sync_with_stdio(false);
+  gradbench::registry modules;
+  gradbench::lse::add(modules);
+  gradbench::lstm::add(modules);
+  return gradbench::serve(modules, std::cin, std::cout);
+}
