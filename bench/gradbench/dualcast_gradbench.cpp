@@ -6,6 +6,9 @@
 //   dualcast_gradbench [--threads N]      (default 1: GradBench compares tools single-threaded)
 #include "protocol.hpp"
 
+#include "modules/ba.hpp"
+#include "modules/gmm.hpp"
+#include "modules/kmeans.hpp"
 #include "modules/lse.hpp"
 #include "modules/lstm.hpp"
 
@@ -25,6 +28,9 @@ int main(int argc, char **argv) {
   }
   std::ios::sync_with_stdio(false);
   gradbench::registry modules;
+  gradbench::ba::add(modules);
+  gradbench::gmm::add(modules);
+  gradbench::kmeans::add(modules);
   gradbench::lse::add(modules);
   gradbench::lstm::add(modules);
   return gradbench::serve(modules, std::cin, std::cout);
