@@ -17,6 +17,13 @@
 #include <cstring>
 #include <iostream>
 
+#if defined(_OPENMP)
+#include <omp.h>
+#endif
+
+// OpenBLAS's thread count, where the BLAS is OpenBLAS (a weak reference: null with another BLAS).
+extern "C" void openblas_set_num_threads(int) __attribute__((weak));
+
 int main(int argc, char **argv) {
   for (int i = 1; i < argc; ++i) {
     if (std::strcmp(argv[i], "--threads") == 0 && i + 1 < argc)
@@ -26,6 +33,15 @@ int main(int argc, char **argv) {
       return 2;
     }
   }
+  // Not only the tape's executor: some of the tape's operations run on OpenMP's default team, and
+  // matmul on the BLAS's threads; all of them get the tool's thread count.
+  int const threads = gradbench::executor().threads;
+#if defined(_OPENMP)
+  if (threads > 0)
+    omp_set_num_threads(threads);
+#endif
+  if (openblas_set_num_threads && threads > 0)
+    openblas_set_num_threads(threads);
   std::ios::sync_with_stdio(false);
   gradbench::registry modules;
   gradbench::ba::add(modules);
