@@ -49,7 +49,7 @@ constexpr auto reprojection_error =
       using dc::cos, dc::sin, dc::sqrt;
       auto p1 = x1 - c1, p2 = x2 - c2, p3 = x3 - c3;
       auto sqtheta = r1 * r1 + r2 * r2 + r3 * r3;
-      decltype(p1 + sqtheta) y1, y2, y3;
+      decltype(p1 + p2 + p3 + sqtheta) y1, y2, y3; // (the rotated point: active where any part is)
       if (sqtheta != 0) {
         auto theta = sqrt(sqtheta);
         auto cost = cos(theta), sint = sin(theta), inv = 1.0 / theta;
@@ -180,7 +180,33 @@ struct jacobian : job {
   }
 };
 
+// A plain double-precision objective: the same kernel called on doubles, one observation after
+// the other, for the timings only.
+struct objective_plain : job {
+  input const &in;
+  std::vector<double> reproj, w_err;
+  explicit objective_plain(input const &i) : in(i) {}
+  void run() override {
+    std::size_t const p = std::size_t(in.p);
+    reproj.resize(2 * p), w_err.resize(p);
+    for (std::size_t i = 0; i < p; ++i) {
+      double const *c = &in.cams[(i % std::size_t(in.n)) * 11];
+      double const *x = &in.points[(i % std::size_t(in.m)) * 3];
+      double const *f = &in.feats[2 * i];
+      auto [ex, ey] = reprojection_error(c[0], c[1], c[2], c[3], c[4], c[5], c[6], c[7], c[8], c[9],
+                                         c[10], x[0], x[1], x[2], in.weights[i], f[0], f[1]);
+      reproj[2 * i] = ex, reproj[2 * i + 1] = ey;
+      w_err[i] = 1 - in.weights[i] * in.weights[i];
+    }
+  }
+  json output() const override {
+    return {{"reproj_error", {{"elements", {reproj[0], reproj[1]}}, {"repeated", in.p}}},
+            {"w_err", {{"element", w_err[0]}, {"repeated", in.p}}}};
+  }
+};
+
 inline void add(registry &r) {
+  r.add("ba", "objective_plain", make_function<input, objective_plain>(parse));
   r.add("ba", "objective", make_function<input, objective>(parse));
   r.add("ba", "jacobian", make_function<input, jacobian>(parse));
 }

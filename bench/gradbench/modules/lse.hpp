@@ -20,9 +20,11 @@ inline input parse(json const &in) {
   return {dc::tensor<double>::from({dc::index_t(x.size())}, x)};
 }
 
-// max(x) + log(sum(exp(x - max(x)))): the shift keeps exp finite; its derivative cancels.
+// m + log(sum(exp(x - m))) with m = max(x): the shift keeps exp finite. The result does not
+// depend on m (its derivative, 1 - sum(softmax), is zero), so m is taken off the tape (detach):
+// the same value and gradient without the max's and the broadcast's backward passes.
 template <class V> auto lse_from_primitives(V const &x) {
-  auto m = dc::max(x);
+  auto m = dc::detach(dc::max(x));
   return m + dc::log(dc::sum(dc::exp(x - m)));
 }
 
