@@ -9,8 +9,10 @@
 #include "modules/ba.hpp"
 #include "modules/gmm.hpp"
 #include "modules/kmeans.hpp"
+#include "modules/llsq.hpp"
 #include "modules/lse.hpp"
 #include "modules/lstm.hpp"
+#include "modules/ode.hpp"
 
 #include <cstdio>
 #include <cstdlib>
@@ -47,7 +49,9 @@ int main(int argc, char **argv) {
   gradbench::ba::add(modules);
   gradbench::gmm::add(modules);
   gradbench::kmeans::add(modules);
+  gradbench::llsq::add(modules);
   gradbench::lse::add(modules);
   gradbench::lstm::add(modules);
+  gradbench::ode::add(modules);
   return gradbench::serve(modules, std::cin, std::cout);
 }

@@ -141,7 +141,23 @@ def check_ba(s, fn, inp, out):
     compare(s, "vals", out["vals"], (rows_x + rows_y)[:30] + [-2 * w], 1e-5)
 
 
-checks = {"lse": check_lse, "lstm": check_lstm, "gmm": check_gmm, "kmeans": check_kmeans,
+def check_llsq(s, fn, inp, out):
+    f = lambda v: ref.llsq(v, inp["n"])
+    if fn == "primal":
+        compare(s, "llsq", out, f(inp["x"]))
+    else:
+        compare(s, "d llsq / dx", out, ref.central_gradient(f, inp["x"]))
+
+
+def check_ode(s, fn, inp, out):
+    if fn == "primal":
+        compare(s, "y(2)", out, ref.ode(inp["x"], inp["s"]))
+    else:
+        compare(s, "d y_last / dx", out,
+                ref.central_gradient(lambda v: ref.ode(v, inp["s"])[-1], inp["x"]))
+
+
+checks = {"lse": check_lse, "llsq": check_llsq, "ode": check_ode, "lstm": check_lstm, "gmm": check_gmm, "kmeans": check_kmeans,
           "ba": check_ba}
 
 
@@ -243,7 +259,7 @@ def check_protocol_session(tool):
 
 def main():
     tool = sys.argv[1]
-    names = sys.argv[2:] or ["protocol", "lse", "lstm", "gmm", "kmeans", "ba"]
+    names = sys.argv[2:] or ["protocol", "lse", "lstm", "gmm", "kmeans", "ba", "llsq", "ode"]
     for name in names:
         before = len(failures)
         if name == "protocol":

@@ -59,6 +59,14 @@ ba_in = {"n": 3, "m": 4, "p": 5,
          "x": [7.203245, 0.001144, 3.023326], "w": 0.417022, "feat": [271.760969, 834.209256]}
 session("ba", "ba", [("objective", ba_in, "n3_m4_p5"), ("jacobian", ba_in, "n3_m4_p5")])
 
+xl = rand(6)
+session("llsq", "llsq", [("primal", {"x": xl, "n": 11}, "n=11,m=6"),
+                         ("gradient", {"x": xl, "n": 11}, "n=11,m=6")])
+
+xo = [round(1 + v, 6) for v in rand(5)]
+session("ode", "ode", [("primal", {"x": xo, "s": 3}, "n=5,s=3"),
+                       ("gradient", {"x": xo, "s": 3}, "n=5,s=3")])
+
 # Protocol misuse: each line with the answer check_tool.py expects.
 lines = [
     '{"id": 0, "kind": "start", "eval": "nope"}',

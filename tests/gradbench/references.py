@@ -103,3 +103,27 @@ def central_second(f, x, i, h=1e-3):
     up[i] += h
     down[i] -= h
     return (f(up) - 2 * f(x) + f(down)) / (h * h)
+
+
+def llsq(x, n):
+    total = 0.0
+    for i in range(n):
+        t = -1 + i * 2 / (n - 1)
+        r = (t > 0) - (t < 0)
+        r -= sum(x[j] * t ** j for j in range(len(x)))
+        total += r * r
+    return total / 2
+
+
+def ode(x, s):
+    """RK4, s steps from y(0) = 0 to t = 2, y' = f(y), f(y)_0 = x_0, f(y)_i = x_i y_{i-1}."""
+    n, h = len(x), 2.0 / s
+    f = lambda y: [x[0]] + [x[i] * y[i - 1] for i in range(1, n)]
+    y = [0.0] * n
+    for _ in range(s):
+        k1 = f(y)
+        k2 = f([y[i] + h / 2 * k1[i] for i in range(n)])
+        k3 = f([y[i] + h / 2 * k2[i] for i in range(n)])
+        k4 = f([y[i] + h * k3[i] for i in range(n)])
+        y = [y[i] + h / 6 * (k1[i] + 2 * k2[i] + 2 * k3[i] + k4[i]) for i in range(n)]
+    return y
