@@ -1,7 +1,7 @@
 // dualcast as a GradBench tool: reads GradBench's messages on stdin, answers on stdout
 // (protocol.hpp), until end of input. The modules are under modules/, one file each; functions
-// named *_plain are plain double-precision objectives for the side-by-side timings (bench/gradbench
-// /compare), not part of any eval.
+// named *_plain are plain double-precision objectives for the side-by-side timings (compare.py),
+// not part of any eval.
 //
 //   dualcast_gradbench [--threads N]      (default 1: GradBench compares tools single-threaded)
 #include "protocol.hpp"
