@@ -1,0 +1,57 @@
+// dualcast as a GradBench tool: reads GradBench's messages on stdin, answers on stdout
+// (protocol.hpp), until end of input. The modules are under modules/, one file each; functions
+// named *_plain are plain double-precision objectives for the side-by-side timings (compare.py),
+// not part of any eval.
+//
+//   dualcast_gradbench [--threads N]      (default 1: GradBench compares tools single-threaded)
+#include "protocol.hpp"
+
+#include "modules/ba.hpp"
+#include "modules/gmm.hpp"
+#include "modules/kmeans.hpp"
+#include "modules/llsq.hpp"
+#include "modules/lse.hpp"
+#include "modules/lstm.hpp"
+#include "modules/ode.hpp"
+
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <iostream>
+
+#if defined(_OPENMP)
+#include <omp.h>
+#endif
+
+// OpenBLAS's thread count, where the BLAS is OpenBLAS (a weak reference: null with another BLAS).
+extern "C" void openblas_set_num_threads(int) __attribute__((weak));
+
+int main(int argc, char **argv) {
+  for (int i = 1; i < argc; ++i) {
+    if (std::strcmp(argv[i], "--threads") == 0 && i + 1 < argc)
+      gradbench::executor().threads = std::atoi(argv[++i]);
+    else {
+      std::fprintf(stderr, "usage: %s [--threads N]\n", argv[0]);
+      return 2;
+    }
+  }
+  // Not only the tape's executor: some of the tape's operations run on OpenMP's default team, and
+  // matmul on the BLAS's threads; all of them get the tool's thread count.
+  int const threads = gradbench::executor().threads;
+#if defined(_OPENMP)
+  if (threads > 0)
+    omp_set_num_threads(threads);
+#endif
+  if (openblas_set_num_threads && threads > 0)
+    openblas_set_num_threads(threads);
+  std::ios::sync_with_stdio(false);
+  gradbench::registry modules;
+  gradbench::ba::add(modules);
+  gradbench::gmm::add(modules);
+  gradbench::kmeans::add(modules);
+  gradbench::llsq::add(modules);
+  gradbench::lse::add(modules);
+  gradbench::lstm::add(modules);
+  gradbench::ode::add(modules);
+  return gradbench::serve(modules, std::cin, std::cout);
+}
