@@ -1,6 +1,6 @@
 // Tests of the operations a PyTorch user reaches for (issue 14, item 6): elementwise where /
 // minimum / maximum / clamp / atan2 / hypot / floor / ceil / round on tape variables (lazy, fused),
-// argmax / argmin, var / std, norm, squeeze / unsqueeze, split, repeat, flip, negative axes and
+// argmax / argmin, variance / stddev, norm, squeeze / unsqueeze, split, repeat, flip, negative axes and
 // indices, matmul with 1-D operands and broadcast batch dimensions, scatter / index_add,
 // masked_select, and the softmax family over several axes. Gradients against central
 // differences in double precision on random inputs, values against naive references, errors
@@ -13,6 +13,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <limits>
 #include <vector>
 
 using namespace tape_support;
@@ -161,4 +162,122 @@ TEST_CASE("torch ops: the new elementwise functions unfused give the fused value
     return g;
   };
   check_close(run(true), run(false));
+}
+
+// ---- argmax / argmin, variance / stddev, norm --------------------------------------------------------
+TEST_CASE("torch ops: argmax / argmin along an axis and over all elements; ties and NaN") {
+  auto x = random_tensor({3, 4, 5}, 20);
+  auto xs = x.to_vector();
+  for (int axis : {0, 1, 2, -1, -3})
+    for (bool kd : {false, true}) {
+      auto amax = dc::argmax(x, axis, kd), amin = dc::argmin(x, axis, kd);
+      int const a = axis < 0 ? axis + 3 : axis;
+      shape expect = x.dims();
+      expect.ext[a] = 1;
+      if (!kd) // drop the axis
+        expect = a == 0 ? shape{4, 5} : a == 1 ? shape{3, 5} : shape{3, 4};
+      CHECK(amax.dims == expect);
+      CHECK(amin.dims == expect);
+      // naive reference: scan the axis
+      std::size_t k = 0;
+      dc::index_t const st[3] = {20, 5, 1}, ext[3] = {3, 4, 5};
+      for (dc::index_t i = 0; i < (a == 0 ? 1 : 3); ++i)
+        for (dc::index_t j = 0; j < (a == 1 ? 1 : 4); ++j)
+          for (dc::index_t l = 0; l < (a == 2 ? 1 : 5); ++l, ++k) {
+            dc::index_t base = i * st[0] + j * st[1] + l * st[2], bmax = 0, bmin = 0;
+            for (dc::index_t q = 1; q < ext[a]; ++q) {
+              if (xs[std::size_t(base + q * st[a])] > xs[std::size_t(base + bmax * st[a])])
+                bmax = q;
+              if (xs[std::size_t(base + q * st[a])] < xs[std::size_t(base + bmin * st[a])])
+                bmin = q;
+            }
+            CHECK(amax.values[k] == bmax);
+            CHECK(amin.values[k] == bmin);
+          }
+    }
+  // keepdims indices fit gather: the gathered values are max / min
+  dc::tape tp;
+  auto v = tp.variable(x);
+  CHECK(values(dc::gather(v, 1, dc::argmax(v, 1, true))) == values(dc::max(v, {1}, true)));
+  CHECK(values(dc::gather(v, -1, dc::argmin(v * 2.0, -1, true))) == values(dc::min(v, {2}, true)));
+  // over all elements: the flat index
+  auto flat = dc::argmax(v);
+  CHECK(flat.dims == shape{});
+  CHECK(flat.values.size() == 1);
+  CHECK(flat.values[0] == std::max_element(xs.begin(), xs.end()) - xs.begin());
+  CHECK(dc::argmin(x).values[0] == std::min_element(xs.begin(), xs.end()) - xs.begin());
+  // ties: the lowest index; NaN: the first NaN
+  double const nan = std::nan("");
+  auto t = T64::from({2, 4}, {1, 3, 3, 0, 2, nan, 5, nan});
+  CHECK(dc::argmax(t, 1).values == std::vector<dc::index_t>{1, 1});
+  CHECK(dc::argmin(t, 1).values == std::vector<dc::index_t>{3, 1});
+  CHECK(dc::argmax(t).values[0] == 5);
+  CHECK_THROWS_AS(dc::argmax(x, 3), dc::index_error);
+  CHECK_THROWS_AS(dc::argmin(T64::zeros({2, 0}), 1), dc::shape_error);
+  CHECK(dc::argmin(T64::zeros({0, 3}), 1).values.empty());
+}
+
+TEST_CASE("torch ops: variance / stddev: axes, keepdims, correction; values and gradients") {
+  auto x = random_tensor({3, 4, 5}, 21);
+  for (auto axes : std::vector<std::vector<int>>{{}, {0}, {-1}, {0, 2}})
+    for (bool kd : {false, true})
+      for (double corr : {1.0, 0.0}) {
+        check_gradients([&](auto const &v) { return dc::variance(v[0], axes, kd, corr); }, {x});
+        check_gradients([&](auto const &v) { return dc::stddev(v[0], axes, kd, corr); }, {x});
+      }
+  // values against the two-pass formula, along axis 1
+  dc::tape tp;
+  auto v = tp.variable(x);
+  auto xs = x.to_vector();
+  auto var1 = values(dc::variance(v, {1})), std0 = values(dc::stddev(v, {1}, true, 0));
+  CHECK(dc::variance(v, {1}, true).value().dims() == shape{3, 1, 5});
+  for (std::size_t i = 0; i < 3; ++i)
+    for (std::size_t l = 0; l < 5; ++l) {
+      double m = 0, ss = 0;
+      for (std::size_t j = 0; j < 4; ++j)
+        m += xs[i * 20 + j * 5 + l] / 4;
+      for (std::size_t j = 0; j < 4; ++j)
+        ss += (xs[i * 20 + j * 5 + l] - m) * (xs[i * 20 + j * 5 + l] - m);
+      CHECK(var1[i * 5 + l] == doctest::Approx(ss / 3));
+      CHECK(std0[i * 5 + l] == doctest::Approx(std::sqrt(ss / 4)));
+    }
+  // one element with correction 1: 0 / 0 = NaN (PyTorch)
+  CHECK(std::isnan(values(dc::variance(tp.variable(T64::from({1}, {2.0}))))[0]));
+  CHECK_THROWS_AS(dc::variance(v, {3}), dc::index_error);
+}
+
+TEST_CASE("torch ops: norm for p = 1, 2, 3, inf, -inf; gradient 0 at x = 0") {
+  double const inf = std::numeric_limits<double>::infinity();
+  auto x = random_tensor({3, 4}, 22);
+  for (double p : {1.0, 2.0, 3.0, 0.5, inf, -inf})
+    for (auto axes : std::vector<std::vector<int>>{{}, {1}, {-2}}) {
+      INFO("p = " << p);
+      check_gradients([&](auto const &v) { return dc::norm(v[0], p, axes); }, {x});
+      check_gradients([&](auto const &v) { return dc::norm(v[0], p, axes, true); }, {x});
+    }
+  dc::tape tp;
+  auto v = tp.variable(x);
+  auto xs = x.to_vector();
+  double n1 = 0, n2 = 0, n3 = 0, ninf = 0, nminf = inf;
+  for (double e : xs) {
+    n1 += std::abs(e), n2 += e * e, n3 += std::pow(std::abs(e), 3.0);
+    ninf = std::max(ninf, std::abs(e)), nminf = std::min(nminf, std::abs(e));
+  }
+  CHECK(dc::norm(v).item() == doctest::Approx(std::sqrt(n2)));
+  CHECK(dc::norm(v, 1).item() == doctest::Approx(n1));
+  CHECK(dc::norm(v, 3).item() == doctest::Approx(std::cbrt(n3)));
+  CHECK(dc::norm(v, inf).item() == ninf);
+  CHECK(dc::norm(v, -inf).item() == nminf);
+  CHECK(values(dc::norm(v, 2, {1})).size() == 3);
+  // at zero: value 0, gradient 0 (a subgradient) for every p
+  for (double p : {1.0, 2.0, 3.0, inf}) {
+    dc::tape t0;
+    auto z = t0.variable(T64::zeros({2, 3}));
+    auto n = dc::norm(z, p);
+    CHECK(n.item() == 0.0);
+    t0.backward(n);
+    CHECK(grads_of(z) == std::vector<double>(6, 0.0));
+  }
+  CHECK_THROWS_AS(dc::norm(v, 0.0), dc::error);
+  CHECK_THROWS_AS(dc::norm(v, -1.0), dc::error);
 }
