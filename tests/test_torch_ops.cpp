@@ -1,7 +1,7 @@
 // Tests of the operations a PyTorch user reaches for (issue 14, item 6): elementwise where /
 // minimum / maximum / clamp / atan2 / hypot / floor / ceil / round on tape variables (lazy, fused),
-// argmax / argmin, variance / stddev, norm, squeeze / unsqueeze, split, repeat, flip, negative axes and
-// indices, matmul with 1-D operands and broadcast batch dimensions, scatter / index_add,
+// argmax / argmin, variance / stddev, norm, squeeze / unsqueeze, split, repeat, flip, negative axes
+// and indices, matmul with 1-D operands and broadcast batch dimensions, scatter / index_add,
 // masked_select, and the softmax family over several axes. Gradients against central
 // differences in double precision on random inputs, values against naive references, errors
 // for bad arguments.
@@ -164,7 +164,8 @@ TEST_CASE("torch ops: the new elementwise functions unfused give the fused value
   check_close(run(true), run(false));
 }
 
-// ---- argmax / argmin, variance / stddev, norm --------------------------------------------------------
+// ---- argmax / argmin, variance / stddev, norm
+// --------------------------------------------------------
 TEST_CASE("torch ops: argmax / argmin along an axis and over all elements; ties and NaN") {
   auto x = random_tensor({3, 4, 5}, 20);
   auto xs = x.to_vector();
@@ -280,4 +281,131 @@ TEST_CASE("torch ops: norm for p = 1, 2, 3, inf, -inf; gradient 0 at x = 0") {
   }
   CHECK_THROWS_AS(dc::norm(v, 0.0), dc::error);
   CHECK_THROWS_AS(dc::norm(v, -1.0), dc::error);
+}
+
+// ---- shapes: squeeze / unsqueeze, split, repeat, flip, stack; negative axes and indices -------
+TEST_CASE("torch ops: squeeze / unsqueeze") {
+  auto x = random_tensor({2, 1, 3, 1}, 30);
+  dc::tape tp;
+  auto v = tp.variable(x);
+  CHECK(dc::squeeze(v).dims() == shape{2, 3});
+  CHECK(dc::squeeze(v, 1).dims() == shape{2, 3, 1});
+  CHECK(dc::squeeze(v, -1).dims() == shape{2, 1, 3});
+  CHECK(dc::squeeze(v, 0).dims() == shape{2, 1, 3, 1}); // extent 2: unchanged (PyTorch)
+  CHECK(dc::unsqueeze(v, 0).dims() == shape{1, 2, 1, 3, 1});
+  CHECK(dc::unsqueeze(v, -1).dims() == shape{2, 1, 3, 1, 1});
+  CHECK(dc::unsqueeze(v, 2).dims() == shape{2, 1, 1, 3, 1});
+  CHECK(values(dc::squeeze(v)) == x.to_vector());
+  CHECK_THROWS_AS(dc::squeeze(v, 4), dc::index_error);
+  CHECK_THROWS_AS(dc::unsqueeze(v, 5), dc::index_error);
+  check_gradients([](auto const &w) { return dc::unsqueeze(dc::squeeze(w[0]), -2) * 2.0; }, {x});
+  // a non-contiguous input (a transpose)
+  check_gradients([](auto const &w) { return dc::squeeze(dc::transpose(w[0], 0, -1)); }, {x});
+}
+
+TEST_CASE("torch ops: split by size and by sizes; pieces are views of one gradient") {
+  auto x = random_tensor({7, 3}, 31);
+  dc::tape tp;
+  auto v = tp.variable(x);
+  auto p = dc::split(v, 3); // 3, 3, 1
+  REQUIRE(p.size() == 3);
+  CHECK(p[0].dims() == shape{3, 3});
+  CHECK(p[2].dims() == shape{1, 3});
+  auto q = dc::split(v, {1, 2}, -1);
+  REQUIRE(q.size() == 2);
+  CHECK(q[1].dims() == shape{7, 2});
+  auto xs = x.to_vector();
+  CHECK(values(p[2]) == std::vector<double>(xs.begin() + 18, xs.end()));
+  CHECK(values(q[0]) == std::vector<double>{xs[0], xs[3], xs[6], xs[9], xs[12], xs[15], xs[18]});
+  CHECK(dc::split(v, 7).size() == 1);
+  CHECK(dc::split(v, 10).size() == 1);
+  CHECK_THROWS_AS(dc::split(v, {3, 3}), dc::shape_error);
+  CHECK_THROWS_AS(dc::split(v, 0), dc::shape_error);
+  CHECK_THROWS_AS(dc::split(v, 2, 2), dc::index_error);
+  check_gradients(
+      [](auto const &w) {
+        auto s = dc::split(w[0], {2, 0, 5});
+        return dc::concat(std::vector<V64>{s[2] * s[2], dc::exp(s[0])});
+      },
+      {x});
+  check_gradients([](auto const &w) { return dc::split(w[0], 2, -1)[1] * 3.0; }, {x});
+}
+
+TEST_CASE("torch ops: repeat (PyTorch semantics); the gradient sums the copies") {
+  auto x = T64::from({2, 3}, {1, 2, 3, 4, 5, 6});
+  dc::tape tp;
+  auto v = tp.variable(x);
+  auto r = dc::repeat(v, {2, 2});
+  CHECK(r.dims() == shape{4, 6});
+  std::vector<double> expect;
+  for (int i = 0; i < 4; ++i)
+    for (int j = 0; j < 6; ++j)
+      expect.push_back(double((i % 2) * 3 + (j % 3) + 1));
+  CHECK(values(r) == expect);
+  auto r3 = dc::repeat(v, {3, 1, 2}); // a leading axis
+  CHECK(r3.dims() == shape{3, 2, 6});
+  CHECK(dc::repeat(v, {0, 1}).dims() == shape{0, 3});
+  tp.backward(dc::sum(r3));
+  CHECK(grads_of(v) == std::vector<double>(6, 6.0));
+  CHECK_THROWS_AS(dc::repeat(v, {2}), dc::shape_error);
+  CHECK_THROWS_AS(dc::repeat(v, {1, -1}), dc::shape_error);
+  check_gradients(
+      [](auto const &w) {
+        return dc::repeat(w[0], {2, 1, 3});
+      },
+      {random_tensor({2, 3}, 32)});
+}
+
+TEST_CASE("torch ops: flip along axes, values and gradients") {
+  auto x = random_tensor({2, 3, 4}, 33);
+  auto xs = x.to_vector();
+  dc::tape tp;
+  auto v = tp.variable(x);
+  auto f = values(dc::flip(v, {0, -1}));
+  for (std::size_t i = 0; i < 2; ++i)
+    for (std::size_t j = 0; j < 3; ++j)
+      for (std::size_t k = 0; k < 4; ++k)
+        CHECK(f[i * 12 + j * 4 + k] == xs[(1 - i) * 12 + j * 4 + (3 - k)]);
+  CHECK(values(dc::flip(dc::flip(v, {1}), {1})) == xs);
+  CHECK_THROWS_AS(dc::flip(v, {3}), dc::index_error);
+  CHECK_THROWS_AS(dc::flip(v, {1, -2}), dc::index_error);
+  CHECK_THROWS_AS(dc::slice(v, 0, 1, 0, -1), dc::index_error); // negative steps: use flip
+  for (auto axes : std::vector<std::vector<int>>{{0}, {1, 2}, {-1}})
+    check_gradients([axes](auto const &w) { return dc::flip(w[0] * w[0], axes); }, {x});
+  check_gradients([](auto const &w) { return dc::flip(dc::transpose(w[0], 0, 2), {1}); }, {x});
+}
+
+TEST_CASE("torch ops: negative axes and indices (slice, index_select, gather, stack, transpose)") {
+  auto x = random_tensor({3, 4}, 34);
+  auto xs = x.to_vector();
+  dc::tape tp;
+  auto v = tp.variable(x);
+  CHECK(values(dc::slice(v, -1, -3, -1)) ==
+        std::vector<double>{xs[1], xs[2], xs[5], xs[6], xs[9], xs[10]});
+  CHECK(values(dc::slice(v, 0, -1, 3)) == std::vector<double>(xs.begin() + 8, xs.end()));
+  CHECK_THROWS_AS(dc::slice(v, 0, -4, 3), dc::index_error);
+  CHECK(values(dc::index_select(v, -1, {-1, 0})) ==
+        std::vector<double>{xs[3], xs[0], xs[7], xs[4], xs[11], xs[8]});
+  CHECK_THROWS_AS(dc::index_select(v, 1, {-5}), dc::index_error);
+  CHECK_THROWS_AS(dc::index_select(v, 1, {4}), dc::index_error);
+  dc::index_array idx{{3, 1}, {-1, 0, -3}};
+  CHECK(values(dc::gather(v, 1, idx)) == std::vector<double>{xs[3], xs[4], xs[9]});
+  CHECK(dc::stack(std::vector<V64>{v, v}, -1).dims() == shape{3, 4, 2});
+  CHECK(values(dc::stack(std::vector<V64>{v, v * 2.0}, -1))[1] == 2 * xs[0]);
+  CHECK(dc::stack(std::vector<V64>{v, v}, -3).dims() == shape{2, 3, 4});
+  CHECK_THROWS_AS(dc::stack(std::vector<V64>{v}, -4), dc::index_error);
+  CHECK(dc::transpose(v, -1, -2).dims() == shape{4, 3});
+  CHECK(dc::permute(v, {-1, 0}).dims() == shape{4, 3});
+  CHECK_THROWS_AS(dc::permute(v, {1, 1}), dc::index_error);
+  check_gradients(
+      [idx](auto const &w) {
+        return dc::index_select(w[0], -1, {-1, 1, -1}) * dc::gather(w[0], -1, idx) +
+               dc::slice(w[0], -1, -3, 4);
+      },
+      {x});
+  check_gradients(
+      [](auto const &w) {
+        return dc::stack(std::vector<V64>{w[0], w[1]}, -1);
+      },
+      {x, random_tensor({3, 4}, 35)});
 }

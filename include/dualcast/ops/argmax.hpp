@@ -32,8 +32,8 @@ template <class X> auto host_values(X const &x) {
 template <bool Max, class T>
 index_array arg_extremum(char const *op, tensor<T> const &x, int axis, bool all, bool keepdims) {
   shape const s = x.dims();
-  std::vector<bool> mask = all ? std::vector<bool>(std::size_t(s.rank), true)
-                               : axis_mask(op, {axis}, s.rank);
+  std::vector<bool> mask =
+      all ? std::vector<bool>(std::size_t(s.rank), true) : axis_mask(op, {axis}, s.rank);
   auto perm = kept_then_reduced(mask);
   tensor<T> xp = x.permuted(perm).contiguous();
   index_t n = 1;
@@ -65,8 +65,8 @@ requires(var_like<X> || is_tensor_v<X>) index_array argmax(X const &x) {
   return detail::arg_extremum<true>("dualcast::argmax", detail::host_values(x), 0, true, false);
 }
 template <class X>
-requires(var_like<X> || is_tensor_v<X>) index_array argmax(X const &x, int axis,
-                                                            bool keepdims = false) {
+requires(var_like<X> || is_tensor_v<X>) index_array
+    argmax(X const &x, int axis, bool keepdims = false) {
   return detail::arg_extremum<true>("dualcast::argmax", detail::host_values(x), axis, false,
                                     keepdims);
 }
@@ -75,8 +75,8 @@ requires(var_like<X> || is_tensor_v<X>) index_array argmin(X const &x) {
   return detail::arg_extremum<false>("dualcast::argmin", detail::host_values(x), 0, true, false);
 }
 template <class X>
-requires(var_like<X> || is_tensor_v<X>) index_array argmin(X const &x, int axis,
-                                                            bool keepdims = false) {
+requires(var_like<X> || is_tensor_v<X>) index_array
+    argmin(X const &x, int axis, bool keepdims = false) {
   return detail::arg_extremum<false>("dualcast::argmin", detail::host_values(x), axis, false,
                                      keepdims);
 }

@@ -1,10 +1,12 @@
-// dualcast/ops/indexing.hpp: index_select and gather on tape variables, with their adjoints
+// dualcast/ops/indexing.hpp: index_select, gather and flip on tape variables, with their adjoints
 // (scatter-add of the output gradient).
 //
-//   index_select(x, axis, {2, 0, 2})    // numpy take(x, idx, axis)
+//   index_select(x, axis, {2, 0, -1})   // numpy take(x, idx, axis)
 //   gather(x, axis, index)              // numpy take_along_axis; index: integer array of x's
 //                                       // rank, same extents as x except along `axis`
-// An index outside [0, extent) throws dualcast::index_error naming the index and the bound.
+//   flip(x, {0, -1})                    // reversed along the given axes (a copy)
+// Negative indices count from the end (-1: the last), like PyTorch; an index outside
+// [-extent, extent) throws dualcast::index_error naming the index and the bound.
 // Both run on the operand's device (the indices are copied there); the adjoints are
 // scatter-adds without atomics (index_lines below).
 #pragma once
@@ -27,11 +29,19 @@ struct index_array {
 };
 
 namespace detail {
-inline void check_index(char const *op, index_t v, index_t pos, index_t bound, int axis) {
-  if (v < 0 || v >= bound)
+// v with a negative index counted from the end; checked against [-bound, bound).
+inline index_t check_index(char const *op, index_t v, index_t pos, index_t bound, int axis) {
+  if (v < -bound || v >= bound)
     throw index_error(std::string(op) + ": index " + std::to_string(v) + " at position " +
-                      std::to_string(pos) + " is out of range [0, " + std::to_string(bound) +
-                      ") for axis " + std::to_string(axis));
+                      std::to_string(pos) + " is out of range [-" + std::to_string(bound) + ", " +
+                      std::to_string(bound) + ") for axis " + std::to_string(axis));
+  return v < 0 ? v + bound : v;
+}
+inline std::vector<index_t> checked_indices(char const *op, std::vector<index_t> idx, index_t bound,
+                                            int axis) {
+  for (std::size_t i = 0; i < idx.size(); ++i)
+    idx[i] = check_index(op, idx[i], index_t(i), bound, axis);
+  return idx;
 }
 
 // One line of the output: every position along `axis` for fixed other coordinates (line l in
@@ -115,12 +125,10 @@ auto index_select(X const &xin, int axis, std::vector<index_t> const &indices) {
   char const *op = "dualcast::index_select";
   auto const &x = detail::as_var(xin);
   int ax = detail::normalize_axis(op, axis, x.rank());
-  index_t bound = x.dims().ext[ax];
-  for (std::size_t i = 0; i < indices.size(); ++i)
-    detail::check_index(op, indices[i], index_t(i), bound, ax);
   shape s = x.dims();
   s.ext[ax] = index_t(indices.size());
-  auto idx = detail::upload_indices(op, indices, x.value().dev());
+  auto idx = detail::upload_indices(op, detail::checked_indices(op, indices, x.dims().ext[ax], ax),
+                                    x.value().dev());
   return custom_op(
       "index_select",
       [&](auto const &, auto &ctx, tensor<T> const &xv) {
@@ -149,10 +157,8 @@ template <var_like X> auto gather(X const &xin, int axis, index_array const &ind
       throw shape_error(std::string(op) + ": index shape " + to_string(index.dims) +
                         " differs from input shape " + to_string(x.dims()) + " outside axis " +
                         std::to_string(ax));
-  index_t bound = x.dims().ext[ax];
-  for (std::size_t i = 0; i < index.values.size(); ++i)
-    detail::check_index(op, index.values[i], index_t(i), bound, ax);
-  auto idx = detail::upload_indices(op, index.values, x.value().dev());
+  auto idx = detail::upload_indices(
+      op, detail::checked_indices(op, index.values, x.dims().ext[ax], ax), x.value().dev());
   return custom_op(
       "gather",
       [&](auto const &, auto &ctx, tensor<T> const &xv) {
@@ -163,6 +169,46 @@ template <var_like X> auto gather(X const &xin, int axis, index_array const &ind
       [ax, idx, op](auto const &, auto const &, auto &g) {
         if (g.needs(0))
           detail::run_index_lines<true>(op, g.host(), g.zeroed(0), g.out(0), ax, *idx, true);
+      },
+      x);
+}
+
+namespace detail {
+// t reversed along the axes of `mask`: one gather pass per axis, on t's device.
+template <class T>
+tensor<T> flipped(char const *op, cpu const &host, tensor<T> t, std::vector<bool> const &mask) {
+  for (int d = 0; d < t.rank(); ++d) {
+    index_t n = t.extent(d);
+    if (!mask[std::size_t(d)] || n < 2)
+      continue;
+    std::vector<index_t> rev(static_cast<std::size_t>(n));
+    for (index_t i = 0; i < n; ++i)
+      rev[std::size_t(i)] = n - 1 - i;
+    tensor<T> y = tensor<T>::empty(t.dims(), t.dev());
+    run_index_lines<false>(op, host, t, y, d, *upload_indices(op, rev, t.dev()), false);
+    t = y;
+  }
+  return t.contiguous();
+}
+} // namespace detail
+
+// x reversed along `axes` (PyTorch's flip; NumPy's x[::-1] along each). A copy: views have
+// positive strides here (slice takes step > 0). The gradient is the output's, flipped back.
+template <var_like X> auto flip(X const &xin, std::vector<int> const &axes) {
+  using T = typename detail::var_of_t<X>::value_type;
+  char const *op = "dualcast::flip";
+  auto const &x = detail::as_var(xin);
+  if (axes.empty())
+    throw index_error(std::string(op) + ": no axis given");
+  auto mask = detail::axis_mask(op, axes, x.rank());
+  return custom_op(
+      "flip",
+      [&](auto const &, auto &ctx, tensor<T> const &xv) {
+        return detail::flipped(op, ctx.host(), xv, mask);
+      },
+      [mask, op](auto const &, auto const &, auto &g) {
+        if (g.needs(0))
+          g.add(0, detail::flipped(op, g.host(), g.out(0), mask));
       },
       x);
 }

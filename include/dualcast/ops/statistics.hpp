@@ -1,6 +1,6 @@
-// dualcast/ops/statistics.hpp: variance, stddev and norm over axes of tape variables, written with the
-// reductions and lazy elementwise operations (so their gradients are those operations' adjoints,
-// and the elementwise parts fuse).
+// dualcast/ops/statistics.hpp: variance, stddev and norm over axes of tape variables, written with
+// the reductions and lazy elementwise operations (so their gradients are those operations'
+// adjoints, and the elementwise parts fuse).
 //
 //   dualcast::variance(x);                // all axes, correction 1 (PyTorch's var default)
 //   dualcast::variance(x, {-1}, true, 0); // the last axis, keepdims, correction 0 (population)
@@ -8,12 +8,13 @@
 //   dualcast::norm(x);                  // L2 over all axes; norm(x, 1), norm(x, INFINITY)
 //   dualcast::norm(x, 3.0, {1}, true);  // (sum |x|^p)^(1/p) over axis 1
 //
-// (Not named var / std: dualcast::var is the variable class.) variance divides the sum of squared deviations by n - correction (PyTorch's `correction`, NumPy's
-// ddof); n <= correction gives inf or NaN, as in PyTorch. The arguments follow sum / mean (axes,
-// keepdims), with correction last. stddev's gradient where the variance is 0 is not finite
-// (sqrt'(0) = inf, as in PyTorch). norm's gradient at x = 0 is 0 for every p (a subgradient; the
-// products with abs'(0) = 0 win over the infinite outer derivative); norm(x, inf) = max |x| sends
-// the gradient to the first element of largest magnitude (reduce.hpp), with sign(x).
+// (Not named var / std: dualcast::var is the variable class.) variance divides the sum of squared
+// deviations by n - correction (PyTorch's `correction`, NumPy's ddof); n <= correction gives inf or
+// NaN, as in PyTorch. The arguments follow sum / mean (axes, keepdims), with correction last.
+// stddev's gradient where the variance is 0 is not finite (sqrt'(0) = inf, as in PyTorch). norm's
+// gradient at x = 0 is 0 for every p (a subgradient; the products with abs'(0) = 0 win over the
+// infinite outer derivative); norm(x, inf) = max |x| sends the gradient to the first element of
+// largest magnitude (reduce.hpp), with sign(x).
 #pragma once
 
 #include <dualcast/errors.hpp>
@@ -30,7 +31,7 @@ namespace dualcast {
 
 template <var_like X>
 auto variance(X const &x, std::vector<int> const &axes = {}, bool keepdims = false,
-         double correction = 1) {
+              double correction = 1) {
   using T = typename detail::var_of_t<X>::value_type;
   auto const &v = detail::as_var(x);
   auto mask = detail::axis_mask("dualcast::variance", axes, v.rank());
@@ -44,7 +45,7 @@ auto variance(X const &x, std::vector<int> const &axes = {}, bool keepdims = fal
 
 template <var_like X>
 auto stddev(X const &x, std::vector<int> const &axes = {}, bool keepdims = false,
-         double correction = 1) {
+            double correction = 1) {
   return sqrt(variance(x, axes, keepdims, correction));
 }
 
