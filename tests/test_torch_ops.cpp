@@ -409,3 +409,73 @@ TEST_CASE("torch ops: negative axes and indices (slice, index_select, gather, st
       },
       {x, random_tensor({3, 4}, 35)});
 }
+
+// ---- matmul: 1-D operands, broadcast batches, batch ranks above 1 -----------------------------
+namespace {
+// A naive product of a (A0, A1, m, k) and b (B0, B1, k, n) with batch broadcasting (extent 1
+// against any), row-major values.
+std::vector<double> naive_matmul(std::vector<double> const &a, std::vector<dc::index_t> const &sa,
+                                 std::vector<double> const &b, std::vector<dc::index_t> const &sb) {
+  dc::index_t const m = sa[2], k = sa[3], n = sb[3];
+  dc::index_t const c0 = std::max(sa[0], sb[0]), c1 = std::max(sa[1], sb[1]);
+  std::vector<double> c;
+  for (dc::index_t p = 0; p < c0; ++p)
+    for (dc::index_t q = 0; q < c1; ++q)
+      for (dc::index_t i = 0; i < m; ++i)
+        for (dc::index_t j = 0; j < n; ++j) {
+          double s = 0;
+          dc::index_t const ao = ((sa[0] == 1 ? 0 : p) * sa[1] + (sa[1] == 1 ? 0 : q)) * m * k;
+          dc::index_t const bo = ((sb[0] == 1 ? 0 : p) * sb[1] + (sb[1] == 1 ? 0 : q)) * k * n;
+          for (dc::index_t l = 0; l < k; ++l)
+            s += a[std::size_t(ao + i * k + l)] * b[std::size_t(bo + l * n + j)];
+          c.push_back(s);
+        }
+  return c;
+}
+} // namespace
+
+TEST_CASE("torch ops: matmul with 1-D operands and broadcast batch dimensions") {
+  struct case_t {
+    shape a, b, out;
+    std::vector<dc::index_t> pa, pb; // as (batch0, batch1, rows, cols) for the reference
+  };
+  std::vector<case_t> const cases = {
+      {{3}, {3, 4}, {4}, {1, 1, 1, 3}, {1, 1, 3, 4}},                         // vector @ matrix
+      {{2, 3}, {3}, {2}, {1, 1, 2, 3}, {1, 1, 3, 1}},                         // matrix @ vector
+      {{3}, {3}, {}, {1, 1, 1, 3}, {1, 1, 3, 1}},                             // dot
+      {{3}, {2, 3, 4}, {2, 4}, {1, 1, 1, 3}, {1, 2, 3, 4}},                   // vector @ batch
+      {{2, 2, 3}, {3}, {2, 2}, {1, 2, 2, 3}, {1, 1, 3, 1}},                   // batch @ vector
+      {{1, 2, 3}, {3, 3, 4}, {3, 2, 4}, {1, 1, 2, 3}, {1, 3, 3, 4}},          // 1 vs B
+      {{3, 2, 3}, {1, 3, 4}, {3, 2, 4}, {1, 3, 2, 3}, {1, 1, 3, 4}},          // B vs 1
+      {{2, 1, 2, 3}, {3, 3, 2}, {2, 3, 2, 2}, {2, 1, 2, 3}, {1, 3, 3, 2}},    // rank 4 @ rank 3
+      {{2, 3, 2, 3}, {2, 3, 3, 2}, {2, 3, 2, 2}, {2, 3, 2, 3}, {2, 3, 3, 2}}, // rank 4 @ rank 4
+      {{2, 3, 2, 3}, {3, 2}, {2, 3, 2, 2}, {2, 3, 2, 3}, {1, 1, 3, 2}},       // rank 4 @ shared
+  };
+  unsigned seed = 40;
+  for (auto const &c : cases) {
+    INFO("a " << dc::to_string(c.a) << " b " << dc::to_string(c.b));
+    auto a = random_tensor(c.a, seed++), b = random_tensor(c.b, seed++);
+    dc::tape tp;
+    auto y = dc::matmul(tp.variable(a), tp.variable(b));
+    CHECK(y.dims() == c.out);
+    check_close(y.value().to_vector(), naive_matmul(a.to_vector(), c.pa, b.to_vector(), c.pb));
+    check_gradients([](auto const &v) { return dc::matmul(v[0], v[1]); }, {a, b});
+  }
+  // strided operands (a transposed batch, a sliced vector) and a lazy operand
+  check_gradients(
+      [](auto const &v) {
+        return dc::matmul(dc::transpose(v[0], -1, -2), dc::slice(v[1], 0, 0, 6, 2) * 2.0);
+      },
+      {random_tensor({2, 1, 3, 2}, 60), random_tensor({6}, 61)});
+  dc::tape tp;
+  auto v3 = tp.variable(random_tensor({3}, 62)), m23 = tp.variable(random_tensor({2, 3}, 63));
+  CHECK_THROWS_AS(dc::matmul(v3, m23), dc::shape_error);                             // (3) @ (2, 3)
+  CHECK_THROWS_AS(dc::matmul(tp.variable(T64::full({}, 1.0)), v3), dc::shape_error); // rank 0
+  CHECK_THROWS_AS(dc::matmul(tp.variable(random_tensor({2, 2, 3}, 64)),
+                             tp.variable(random_tensor({3, 3, 1}, 65))),
+                  dc::shape_error); // batches 2 and 3
+  // empty batch and inner dimension: zeros
+  auto e = dc::matmul(tp.variable(T64::zeros({2, 1, 3, 0})), tp.variable(T64::zeros({4, 0, 2})));
+  CHECK(e.dims() == shape{2, 4, 3, 2});
+  CHECK(e.value().to_vector() == std::vector<double>(48, 0.0));
+}
