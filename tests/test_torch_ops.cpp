@@ -479,3 +479,84 @@ TEST_CASE("torch ops: matmul with 1-D operands and broadcast batch dimensions") 
   CHECK(e.dims() == shape{2, 4, 3, 2});
   CHECK(e.value().to_vector() == std::vector<double>(48, 0.0));
 }
+
+// ---- index_add, scatter_add, scatter, masked_select ------------------------------------------
+TEST_CASE("torch ops: index_add (duplicates sum; into a constant) and scatter_add") {
+  auto x = random_tensor({4, 3}, 70), src = random_tensor({4, 5}, 71);
+  std::vector<dc::index_t> const idx{2, 0, -1, 2, 0}; // duplicates, a negative index
+  check_gradients([&](auto const &v) { return dc::index_add(v[0], 1, idx, v[1]); }, {x, src});
+  check_gradients(
+      [&](auto const &v) {
+        return dc::index_add(T64::zeros({4, 3}), -1, idx, v[0]);
+      },
+      {src});
+  dc::tape tp;
+  auto vx = tp.variable(x), vs = tp.variable(src);
+  auto y = values(dc::index_add(vx, 1, idx, vs));
+  auto xs = x.to_vector(), ss = src.to_vector();
+  std::vector<double> ref = xs;
+  for (std::size_t r = 0; r < 4; ++r)
+    for (std::size_t i = 0; i < idx.size(); ++i)
+      ref[r * 3 + std::size_t((idx[i] + 3) % 3)] += ss[r * 5 + i];
+  check_close(y, ref);
+  CHECK_THROWS_AS(dc::index_add(vx, 1, {0, 1}, vs), dc::shape_error);
+  CHECK_THROWS_AS(dc::index_add(vx, 1, {0, 1, 3, 0, 0}, vs), dc::index_error);
+  CHECK_THROWS_AS(dc::index_add(vx, 2, idx, vs), dc::index_error);
+
+  // scatter_add along axis 0 with an index smaller than x outside the axis
+  dc::index_array const index{{3, 2}, {0, 1, 3, 1, 0, -3}};
+  auto s2 = random_tensor({3, 2}, 72);
+  check_gradients([&](auto const &v) { return dc::scatter_add(v[0], 0, index, v[1]); }, {x, s2});
+  auto z = values(dc::scatter_add(vx, 0, index, tp.variable(s2)));
+  ref = xs;
+  auto s2v = s2.to_vector();
+  for (std::size_t i = 0; i < 3; ++i)
+    for (std::size_t j = 0; j < 2; ++j)
+      ref[std::size_t((index.values[i * 2 + j] + 4) % 4) * 3 + j] += s2v[i * 2 + j];
+  check_close(z, ref);
+  CHECK_THROWS_AS(dc::scatter_add(vx, 0, index, vs), dc::shape_error);
+  CHECK_THROWS_AS(dc::scatter_add(vx, 0, dc::index_array{{1, 4}, {0, 0, 0, 0}}, T64::zeros({1, 4})),
+                  dc::shape_error);
+}
+
+TEST_CASE("torch ops: scatter overwrites; the last duplicate wins and alone gets the gradient") {
+  auto x = random_tensor({3, 4}, 73), src = random_tensor({3, 3}, 74);
+  dc::index_array const index{{3, 3}, {1, 3, 1, 0, 0, 2, -1, 2, 0}}; // rows 0 and 1: duplicates
+  check_gradients([&](auto const &v) { return dc::scatter(v[0], 1, index, v[1]); }, {x, src});
+  dc::tape tp;
+  auto vx = tp.variable(x), vs = tp.variable(src);
+  auto y = dc::scatter(vx, 1, index, vs);
+  auto ref = x.to_vector();
+  auto sv = src.to_vector();
+  for (std::size_t i = 0; i < 3; ++i)
+    for (std::size_t j = 0; j < 3; ++j) // in order: the last write stays
+      ref[i * 4 + std::size_t((index.values[i * 3 + j] + 4) % 4)] = sv[i * 3 + j];
+  CHECK(values(y) == ref);
+  tp.backward(dc::sum(y));
+  CHECK(grads_of(vx) == std::vector<double>{1, 0, 1, 0, 0, 1, 0, 1, 0, 1, 0, 0});
+  CHECK(grads_of(vs) == std::vector<double>{0, 1, 1, 0, 1, 1, 1, 1, 1});
+  CHECK_THROWS_AS(dc::scatter(vx, 1, dc::index_array{{1, 1}, {4}}, T64::zeros({1, 1})),
+                  dc::index_error);
+}
+
+TEST_CASE("torch ops: masked_select gives a 1-D variable; the gradient scatters back") {
+  auto x = random_tensor({3, 4}, 75);
+  auto mask = random_mask({3, 4}, 76), row = random_mask({4}, 77);
+  check_gradients([&](auto const &v) { return dc::masked_select(v[0] * v[0], mask); }, {x});
+  check_gradients([&](auto const &v) { return dc::masked_select(dc::transpose(v[0]), row); },
+                  {random_tensor({4, 3}, 78)});
+  dc::tape tp;
+  auto v = tp.variable(x);
+  auto sel = dc::masked_select(v, mask);
+  auto xs = x.to_vector(), ms = mask.to_vector();
+  std::vector<double> ref;
+  for (std::size_t i = 0; i < xs.size(); ++i)
+    if (ms[i] != 0)
+      ref.push_back(xs[i]);
+  CHECK(sel.dims() == shape{dc::index_t(ref.size())});
+  CHECK(values(sel) == ref);
+  tp.backward(dc::sum(sel));
+  CHECK(grads_of(v) == ms);
+  CHECK(dc::masked_select(v, T64::zeros({3, 4})).dims() == shape{0});
+  CHECK_THROWS_AS(dc::masked_select(v, T64::zeros({3})), dc::shape_error);
+}

@@ -32,6 +32,7 @@
 #include <dualcast/ops/reduce_by_index.hpp>
 #include <dualcast/ops/reduce_op.hpp>
 #include <dualcast/ops/scan.hpp>
+#include <dualcast/ops/scatter.hpp>
 #include <dualcast/ops/shape_ops.hpp>
 #include <dualcast/ops/softmax.hpp>
 #include <dualcast/ops/statistics.hpp>

@@ -1,10 +1,11 @@
-// dualcast/ops/indexing.hpp: index_select, gather and flip on tape variables, with their adjoints
-// (scatter-add of the output gradient).
+// dualcast/ops/indexing.hpp: index_select, gather, flip and masked_select on tape variables, with
+// their adjoints (scatter-add of the output gradient).
 //
 //   index_select(x, axis, {2, 0, -1})   // numpy take(x, idx, axis)
 //   gather(x, axis, index)              // numpy take_along_axis; index: integer array of x's
 //                                       // rank, same extents as x except along `axis`
 //   flip(x, {0, -1})                    // reversed along the given axes (a copy)
+//   masked_select(x, mask)              // the elements where mask != 0, 1-D
 // Negative indices count from the end (-1: the last), like PyTorch; an index outside
 // [-extent, extent) throws dualcast::index_error naming the index and the bound.
 // Both run on the operand's device (the indices are copied there); the adjoints are
@@ -13,6 +14,7 @@
 
 #include <dualcast/custom_op.hpp>
 #include <dualcast/detail/tape_ops.hpp>
+#include <dualcast/ops/shape_ops.hpp>
 #include <dualcast/tape.hpp>
 #include <dualcast/tensor.hpp>
 
@@ -59,6 +61,7 @@ template <class T, bool Scatter> struct index_lines {
   index_t const *idx = nullptr;
   bool per_element = false; // gather: one index per output element (contiguous, output shape);
                             // index_select: idx[i] for position i along the axis
+  bool overwrite = false;   // Scatter: dst = src instead of += (the last along the line wins)
   DUALCAST_HD void operator()(index_t l) const {
     index_t xo = 0, yo = 0, io = 0, istride = 1, cstride = 1, rem = l;
     for (int d = rank - 1; d >= 0; --d) {
@@ -81,9 +84,12 @@ template <class T, bool Scatter> struct index_lines {
 #endif
     for (index_t i = 0; i < ext[axis]; ++i) {
       index_t j = idx[io + i * istride];
-      if constexpr (Scatter)
-        dst[xo + j * xs[axis]] += src[yo + i * ys[axis]];
-      else
+      if constexpr (Scatter) {
+        if (overwrite)
+          dst[xo + j * xs[axis]] = src[yo + i * ys[axis]];
+        else
+          dst[xo + j * xs[axis]] += src[yo + i * ys[axis]];
+      } else
         dst[yo + i * ys[axis]] = src[xo + j * xs[axis]];
     }
   }
@@ -101,10 +107,10 @@ inline std::shared_ptr<storage> upload_indices(char const *op, std::vector<index
 } // namespace DUALCAST_TAPE_ABI
 
 // Runs the lines of y (shape ys_) against x: gather (Scatter = false: y = x[idx]) or scatter-add
-// (true: x += y at idx), on x's device.
+// (true: x += y at idx; x = y at idx with overwrite), on x's device.
 template <bool Scatter, class T>
 void run_index_lines(char const *op, cpu const &host, tensor<T> const &x, tensor<T> const &y,
-                     int axis, storage const &idx, bool per_element) {
+                     int axis, storage const &idx, bool per_element, bool overwrite = false) {
   index_lines<T, Scatter> f;
   f.rank = y.rank();
   f.axis = axis;
@@ -114,6 +120,7 @@ void run_index_lines(char const *op, cpu const &host, tensor<T> const &x, tensor
   f.dst = Scatter ? x.raw_data() : y.raw_data(); // (a gradient, or a fresh result)
   f.idx = static_cast<index_t const *>(idx.data());
   f.per_element = per_element;
+  f.overwrite = overwrite;
   index_t n_ax = y.extent(axis), lines = n_ax > 0 ? y.size() / n_ax : 0;
   on_device(op, x.dev(), host, [&](auto const &ex) { parallel_for(ex, lines, n_ax, f); });
 }
@@ -211,6 +218,26 @@ template <var_like X> auto flip(X const &xin, std::vector<int> const &axes) {
           g.add(0, detail::flipped(op, g.host(), g.out(0), mask));
       },
       x);
+}
+
+// The elements of x where mask != 0, in row-major order, as a 1-D variable (PyTorch's
+// masked_select; mask: a tensor broadcast to x's shape). index_select of the flattened x: the
+// gradient scatters back to the selected positions (0 elsewhere).
+template <var_like X, class T> auto masked_select(X const &xin, tensor<T> const &mask) {
+  char const *op = "dualcast::masked_select";
+  auto const &x = detail::as_var(xin);
+  shape const s = x.dims();
+  bool ok = true;
+  shape const b = broadcast_pair(mask.dims(), s, ok);
+  if (!ok || !(b == s))
+    throw shape_error(std::string(op) + ": mask of shape " + to_string(mask.dims()) +
+                      " does not broadcast to shape " + to_string(s));
+  auto m = mask.to(device::host()).broadcast_to(s).contiguous().to_vector();
+  std::vector<index_t> at;
+  for (std::size_t i = 0; i < m.size(); ++i)
+    if (m[i] != T(0))
+      at.push_back(index_t(i));
+  return index_select(reshape(x, shape{s.size()}), 0, at);
 }
 
 } // namespace dualcast
