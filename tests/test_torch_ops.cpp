@@ -560,3 +560,42 @@ TEST_CASE("torch ops: masked_select gives a 1-D variable; the gradient scatters 
   CHECK(dc::masked_select(v, T64::zeros({3, 4})).dims() == shape{0});
   CHECK_THROWS_AS(dc::masked_select(v, T64::zeros({3})), dc::shape_error);
 }
+
+// ---- softmax family over several axes --------------------------------------------------------
+TEST_CASE("torch ops: softmax, log_softmax, logsumexp over several axes") {
+  auto x = random_tensor({2, 3, 4}, 80, -3, 3);
+  for (auto axes : std::vector<std::vector<int>>{{1, 2}, {0, -1}, {}, {2, 0}}) {
+    check_gradients([axes](auto const &v) { return dc::softmax(v[0], axes); }, {x});
+    check_gradients([axes](auto const &v) { return dc::log_softmax(v[0], axes); }, {x});
+    check_gradients([axes](auto const &v) { return dc::logsumexp(v[0], axes); }, {x});
+    check_gradients([axes](auto const &v) { return dc::logsumexp(v[0], axes, true); }, {x});
+  }
+  // values: over axes {0, 2} of a (2, 3, 4) array, the group of axis-1 position j
+  dc::tape tp;
+  auto v = tp.variable(x);
+  auto xs = x.to_vector();
+  auto sm = values(dc::softmax(v, {0, 2})), ls = values(dc::log_softmax(v, {0, 2}));
+  auto lse = dc::logsumexp(v, {0, 2}, true);
+  CHECK(lse.dims() == shape{1, 3, 1});
+  CHECK(dc::logsumexp(v, {0, 2}).dims() == shape{3});
+  CHECK(dc::logsumexp(v, std::vector<int>{}).dims() == shape{});
+  auto lv = values(lse);
+  for (std::size_t j = 0; j < 3; ++j) {
+    double s = 0;
+    for (std::size_t i = 0; i < 2; ++i)
+      for (std::size_t k = 0; k < 4; ++k)
+        s += std::exp(xs[i * 12 + j * 4 + k]);
+    CHECK(lv[j] == doctest::Approx(std::log(s)));
+    for (std::size_t i = 0; i < 2; ++i)
+      for (std::size_t k = 0; k < 4; ++k) {
+        CHECK(sm[i * 12 + j * 4 + k] == doctest::Approx(std::exp(xs[i * 12 + j * 4 + k]) / s));
+        CHECK(ls[i * 12 + j * 4 + k] == doctest::Approx(xs[i * 12 + j * 4 + k] - std::log(s)));
+      }
+  }
+  // one axis in a list is the one-axis overload
+  CHECK(values(dc::softmax(v, std::vector<int>{-1})) == values(dc::softmax(v, -1)));
+  CHECK(values(dc::logsumexp(tp.variable(T64::zeros({2, 0, 3})), {1, 2}))[0] ==
+        -std::numeric_limits<double>::infinity());
+  CHECK_THROWS_AS(dc::softmax(v, {0, 0}), dc::index_error);
+  CHECK_THROWS_AS(dc::logsumexp(v, {3}), dc::index_error);
+}
