@@ -242,6 +242,11 @@ TEST_CASE("torch ops: variance / stddev: axes, keepdims, correction; values and 
       CHECK(var1[i * 5 + l] == doctest::Approx(ss / 3));
       CHECK(std0[i * 5 + l] == doctest::Approx(std::sqrt(ss / 4)));
     }
+  // zero variance: stddev's gradient is 0 (abs-like subgradient; the zero deviations win over
+  // sqrt'(0) = inf)
+  auto c = tp.variable(T64::full({4}, 0.5));
+  tp.backward(dc::stddev(c));
+  CHECK(grads_of(c) == std::vector<double>(4, 0.0));
   // one element with correction 1: 0 / 0 = NaN (PyTorch)
   CHECK(std::isnan(values(dc::variance(tp.variable(T64::from({1}, {2.0}))))[0]));
   CHECK_THROWS_AS(dc::variance(v, {3}), dc::index_error);
