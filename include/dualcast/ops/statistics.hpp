@@ -5,15 +5,15 @@
 //   dualcast::variance(x);                // all axes, correction 1 (PyTorch's var default)
 //   dualcast::variance(x, {-1}, true, 0); // the last axis, keepdims, correction 0 (population)
 //   dualcast::stddev(x, {0, 2});          // sqrt(variance): PyTorch's std
-//   dualcast::norm(x);                  // L2 over all axes; norm(x, 1), norm(x, INFINITY)
-//   dualcast::norm(x, 3.0, {1}, true);  // (sum |x|^p)^(1/p) over axis 1
+//   dualcast::norm(x);                    // L2 over all axes; norm(x, 1), norm(x, INFINITY)
+//   dualcast::norm(x, 3.0, {1}, true);    // (sum |x|^p)^(1/p) over axis 1
 //
 // (Not named var / std: dualcast::var is the variable class.) variance divides the sum of squared
 // deviations by n - correction (PyTorch's `correction`, NumPy's ddof); n <= correction gives inf or
 // NaN, as in PyTorch. The arguments follow sum / mean (axes, keepdims), with correction last.
-// stddev's gradient where the variance is 0 is not finite (sqrt'(0) = inf, as in PyTorch). norm's
-// gradient at x = 0 is 0 for every p (a subgradient; the products with abs'(0) = 0 win over the
-// infinite outer derivative); norm(x, inf) = max |x| sends the gradient to the first element of
+// Where the variance is 0, stddev's gradient is 0 (PyTorch's is NaN), and at x = 0 norm's is 0
+// for every p (subgradients: the zero inner derivatives win over sqrt'(0) = inf, see "Semantics
+// worth knowing" in the README); norm(x, inf) = max |x| sends the gradient to the first element of
 // largest magnitude (reduce.hpp), with sign(x).
 #pragma once
 
