@@ -100,6 +100,16 @@ struct op_neg {
 };
 } // namespace detail::lz
 
+namespace detail::lz {
+// where's arguments: the condition a variable, an expression or a tensor; some argument lazy.
+template <class C>
+concept where_cond = lazy_operand<C> || is_tensor_v<C>;
+template <class C, class A, class B>
+concept some_lazy = lazy_operand<C> || lazy_operand<A> || lazy_operand<B>;
+template <class C, class A, class B>
+concept where_args = where_cond<C> && leaf_operand<A> && leaf_operand<B> && some_lazy<C, A, B>;
+} // namespace detail::lz
+
 template <class A, class B>
 requires detail::lz::lazy_pair<A, B>
 auto operator+(A const &a, B const &b) {
@@ -156,10 +166,8 @@ auto clamp(X const &x, L const &lo, H const &hi) {
 // a where cond != 0, else b, broadcast together. cond: a tensor (a mask of 0 / 1 values), or a
 // variable or expression whose values decide (no gradient flows into it).
 template <class C, class A, class B>
-requires(detail::lz::lazy_operand<C> || detail::lz::lazy_operand<A> ||
-         detail::lz::lazy_operand<B>) &&
-    (detail::lz::lazy_operand<C> || is_tensor_v<C>)&&detail::lz::leaf_operand<A>
-        &&detail::lz::leaf_operand<B> auto where(C const &cond, A const &a, B const &b) {
+requires detail::lz::where_args<C, A, B>
+auto where(C const &cond, A const &a, B const &b) {
   return detail::lz::make_ternary<detail::lz::op_where>("dualcast::where", cond, a, b);
 }
 template <class A>
