@@ -20,6 +20,7 @@
 #include <dualcast/nn/optim.hpp>
 #include <dualcast/nn/parameters.hpp>
 #include <dualcast/no_grad.hpp>
+#include <dualcast/ops/argmax.hpp>
 #include <dualcast/ops/cast.hpp>
 #include <dualcast/ops/cells.hpp>
 #include <dualcast/ops/elementwise.hpp>
@@ -31,8 +32,10 @@
 #include <dualcast/ops/reduce_by_index.hpp>
 #include <dualcast/ops/reduce_op.hpp>
 #include <dualcast/ops/scan.hpp>
+#include <dualcast/ops/scatter.hpp>
 #include <dualcast/ops/shape_ops.hpp>
 #include <dualcast/ops/softmax.hpp>
+#include <dualcast/ops/statistics.hpp>
 #include <dualcast/ops/stencil.hpp>
 #include <dualcast/policy.hpp>
 #include <dualcast/tape.hpp>

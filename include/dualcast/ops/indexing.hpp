@@ -1,16 +1,20 @@
-// dualcast/ops/indexing.hpp: index_select and gather on tape variables, with their adjoints
-// (scatter-add of the output gradient).
+// dualcast/ops/indexing.hpp: index_select, gather, flip and masked_select on tape variables, with
+// their adjoints (scatter-add of the output gradient).
 //
-//   index_select(x, axis, {2, 0, 2})    // numpy take(x, idx, axis)
+//   index_select(x, axis, {2, 0, -1})   // numpy take(x, idx, axis)
 //   gather(x, axis, index)              // numpy take_along_axis; index: integer array of x's
 //                                       // rank, same extents as x except along `axis`
-// An index outside [0, extent) throws dualcast::index_error naming the index and the bound.
+//   flip(x, {0, -1})                    // reversed along the given axes (a copy)
+//   masked_select(x, mask)              // the elements where mask != 0, 1-D
+// Negative indices count from the end (-1: the last), like PyTorch; an index outside
+// [-extent, extent) throws dualcast::index_error naming the index and the bound.
 // Both run on the operand's device (the indices are copied there); the adjoints are
 // scatter-adds without atomics (index_lines below).
 #pragma once
 
 #include <dualcast/custom_op.hpp>
 #include <dualcast/detail/tape_ops.hpp>
+#include <dualcast/ops/shape_ops.hpp>
 #include <dualcast/tape.hpp>
 #include <dualcast/tensor.hpp>
 
@@ -27,11 +31,19 @@ struct index_array {
 };
 
 namespace detail {
-inline void check_index(char const *op, index_t v, index_t pos, index_t bound, int axis) {
-  if (v < 0 || v >= bound)
+// v with a negative index counted from the end; checked against [-bound, bound).
+inline index_t check_index(char const *op, index_t v, index_t pos, index_t bound, int axis) {
+  if (v < -bound || v >= bound)
     throw index_error(std::string(op) + ": index " + std::to_string(v) + " at position " +
-                      std::to_string(pos) + " is out of range [0, " + std::to_string(bound) +
-                      ") for axis " + std::to_string(axis));
+                      std::to_string(pos) + " is out of range [-" + std::to_string(bound) + ", " +
+                      std::to_string(bound) + ") for axis " + std::to_string(axis));
+  return v < 0 ? v + bound : v;
+}
+inline std::vector<index_t> checked_indices(char const *op, std::vector<index_t> idx, index_t bound,
+                                            int axis) {
+  for (std::size_t i = 0; i < idx.size(); ++i)
+    idx[i] = check_index(op, idx[i], index_t(i), bound, axis);
+  return idx;
 }
 
 // One line of the output: every position along `axis` for fixed other coordinates (line l in
@@ -49,6 +61,7 @@ template <class T, bool Scatter> struct index_lines {
   index_t const *idx = nullptr;
   bool per_element = false; // gather: one index per output element (contiguous, output shape);
                             // index_select: idx[i] for position i along the axis
+  bool overwrite = false;   // Scatter: dst = src instead of += (the last along the line wins)
   DUALCAST_HD void operator()(index_t l) const {
     index_t xo = 0, yo = 0, io = 0, istride = 1, cstride = 1, rem = l;
     for (int d = rank - 1; d >= 0; --d) {
@@ -71,9 +84,12 @@ template <class T, bool Scatter> struct index_lines {
 #endif
     for (index_t i = 0; i < ext[axis]; ++i) {
       index_t j = idx[io + i * istride];
-      if constexpr (Scatter)
-        dst[xo + j * xs[axis]] += src[yo + i * ys[axis]];
-      else
+      if constexpr (Scatter) {
+        if (overwrite)
+          dst[xo + j * xs[axis]] = src[yo + i * ys[axis]];
+        else
+          dst[xo + j * xs[axis]] += src[yo + i * ys[axis]];
+      } else
         dst[yo + i * ys[axis]] = src[xo + j * xs[axis]];
     }
   }
@@ -91,10 +107,10 @@ inline std::shared_ptr<storage> upload_indices(char const *op, std::vector<index
 } // namespace DUALCAST_TAPE_ABI
 
 // Runs the lines of y (shape ys_) against x: gather (Scatter = false: y = x[idx]) or scatter-add
-// (true: x += y at idx), on x's device.
+// (true: x += y at idx; x = y at idx with overwrite), on x's device.
 template <bool Scatter, class T>
 void run_index_lines(char const *op, cpu const &host, tensor<T> const &x, tensor<T> const &y,
-                     int axis, storage const &idx, bool per_element) {
+                     int axis, storage const &idx, bool per_element, bool overwrite = false) {
   index_lines<T, Scatter> f;
   f.rank = y.rank();
   f.axis = axis;
@@ -104,6 +120,7 @@ void run_index_lines(char const *op, cpu const &host, tensor<T> const &x, tensor
   f.dst = Scatter ? x.raw_data() : y.raw_data(); // (a gradient, or a fresh result)
   f.idx = static_cast<index_t const *>(idx.data());
   f.per_element = per_element;
+  f.overwrite = overwrite;
   index_t n_ax = y.extent(axis), lines = n_ax > 0 ? y.size() / n_ax : 0;
   on_device(op, x.dev(), host, [&](auto const &ex) { parallel_for(ex, lines, n_ax, f); });
 }
@@ -115,12 +132,10 @@ auto index_select(X const &xin, int axis, std::vector<index_t> const &indices) {
   char const *op = "dualcast::index_select";
   auto const &x = detail::as_var(xin);
   int ax = detail::normalize_axis(op, axis, x.rank());
-  index_t bound = x.dims().ext[ax];
-  for (std::size_t i = 0; i < indices.size(); ++i)
-    detail::check_index(op, indices[i], index_t(i), bound, ax);
   shape s = x.dims();
   s.ext[ax] = index_t(indices.size());
-  auto idx = detail::upload_indices(op, indices, x.value().dev());
+  auto idx = detail::upload_indices(op, detail::checked_indices(op, indices, x.dims().ext[ax], ax),
+                                    x.value().dev());
   return custom_op(
       "index_select",
       [&](auto const &, auto &ctx, tensor<T> const &xv) {
@@ -149,10 +164,8 @@ template <var_like X> auto gather(X const &xin, int axis, index_array const &ind
       throw shape_error(std::string(op) + ": index shape " + to_string(index.dims) +
                         " differs from input shape " + to_string(x.dims()) + " outside axis " +
                         std::to_string(ax));
-  index_t bound = x.dims().ext[ax];
-  for (std::size_t i = 0; i < index.values.size(); ++i)
-    detail::check_index(op, index.values[i], index_t(i), bound, ax);
-  auto idx = detail::upload_indices(op, index.values, x.value().dev());
+  auto idx = detail::upload_indices(
+      op, detail::checked_indices(op, index.values, x.dims().ext[ax], ax), x.value().dev());
   return custom_op(
       "gather",
       [&](auto const &, auto &ctx, tensor<T> const &xv) {
@@ -165,6 +178,66 @@ template <var_like X> auto gather(X const &xin, int axis, index_array const &ind
           detail::run_index_lines<true>(op, g.host(), g.zeroed(0), g.out(0), ax, *idx, true);
       },
       x);
+}
+
+namespace detail {
+// t reversed along the axes of `mask`: one gather pass per axis, on t's device.
+template <class T>
+tensor<T> flipped(char const *op, cpu const &host, tensor<T> t, std::vector<bool> const &mask) {
+  for (int d = 0; d < t.rank(); ++d) {
+    index_t n = t.extent(d);
+    if (!mask[std::size_t(d)] || n < 2)
+      continue;
+    std::vector<index_t> rev(static_cast<std::size_t>(n));
+    for (index_t i = 0; i < n; ++i)
+      rev[std::size_t(i)] = n - 1 - i;
+    tensor<T> y = tensor<T>::empty(t.dims(), t.dev());
+    run_index_lines<false>(op, host, t, y, d, *upload_indices(op, rev, t.dev()), false);
+    t = y;
+  }
+  return t.contiguous();
+}
+} // namespace detail
+
+// x reversed along `axes` (PyTorch's flip; NumPy's x[::-1] along each). A copy: views have
+// positive strides here (slice takes step > 0). The gradient is the output's, flipped back.
+template <var_like X> auto flip(X const &xin, std::vector<int> const &axes) {
+  using T = typename detail::var_of_t<X>::value_type;
+  char const *op = "dualcast::flip";
+  auto const &x = detail::as_var(xin);
+  if (axes.empty())
+    throw index_error(std::string(op) + ": no axis given");
+  auto mask = detail::axis_mask(op, axes, x.rank());
+  return custom_op(
+      "flip",
+      [&](auto const &, auto &ctx, tensor<T> const &xv) {
+        return detail::flipped(op, ctx.host(), xv, mask);
+      },
+      [mask, op](auto const &, auto const &, auto &g) {
+        if (g.needs(0))
+          g.add(0, detail::flipped(op, g.host(), g.out(0), mask));
+      },
+      x);
+}
+
+// The elements of x where mask != 0, in row-major order, as a 1-D variable (PyTorch's
+// masked_select; mask: a tensor broadcast to x's shape). index_select of the flattened x: the
+// gradient scatters back to the selected positions (0 elsewhere).
+template <var_like X, class T> auto masked_select(X const &xin, tensor<T> const &mask) {
+  char const *op = "dualcast::masked_select";
+  auto const &x = detail::as_var(xin);
+  shape const s = x.dims();
+  bool ok = true;
+  shape const b = broadcast_pair(mask.dims(), s, ok);
+  if (!ok || !(b == s))
+    throw shape_error(std::string(op) + ": mask of shape " + to_string(mask.dims()) +
+                      " does not broadcast to shape " + to_string(s));
+  auto m = mask.to(device::host()).broadcast_to(s).contiguous().to_vector();
+  std::vector<index_t> at;
+  for (std::size_t i = 0; i < m.size(); ++i)
+    if (m[i] != T(0))
+      at.push_back(index_t(i));
+  return index_select(reshape(x, shape{s.size()}), 0, at);
 }
 
 } // namespace dualcast

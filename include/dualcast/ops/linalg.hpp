@@ -1,13 +1,16 @@
 // dualcast/ops/linalg.hpp: matrix products on tape variables (CPU: BLAS gemm; CUDA tensors:
-// cuBLAS, backend/cuda/blas.cuh).
+// cuBLAS, backend/cuda/blas.cuh), with NumPy's / PyTorch's matmul semantics.
 //
-//   auto c = dualcast::matmul(a, b);   // (m, k) @ (k, n), or batched (B, m, k) @ (B, k, n);
-//                                      // a rank-2 operand is shared by every batch entry
+//   auto c = dualcast::matmul(a, b);   // (m, k) @ (k, n), or batched (..., m, k) @ (..., k, n)
 //
-// Operands may be any strided views (transposes are passed to BLAS as transposed operands, other
-// layouts are copied first). Backward: da += dc @ b^T, db += a^T @ dc (summed over the batch for
-// a shared operand). Needs BLAS at link time (cblas_sgemm / cblas_dgemm), and cuBLAS for CUDA
-// tensors.
+// Batch dimensions (all but the last two) broadcast against each other (a rank-2 operand, or one
+// with extent 1 in a batch dimension, is shared by those batch entries). A 1-D operand is a
+// matrix with one row (a: (k) as (1, k)) or one column (b: (k) as (k, 1)), and that dimension
+// is removed from the result: vector @ matrix is (n), matrix @ vector (m), vector @ vector a
+// scalar of shape (). Operands may be any strided views (transposes are passed to BLAS as
+// transposed operands, other layouts are copied first). Backward: da += dc @ b^T,
+// db += a^T @ dc, summed over the batch entries that share an operand. Needs BLAS at link time
+// (cblas_sgemm / cblas_dgemm), and cuBLAS for CUDA tensors.
 #pragma once
 
 #include <dualcast/custom_op.hpp>
@@ -81,6 +84,84 @@ template <class T> tensor<T> batch_entry(tensor<T> const &x, index_t i) {
 
 } // namespace detail
 
+namespace detail {
+// Shapes of a general matmul: the operands as (batch..., rows, cols) of the broadcast batch
+// rank (leading extents 1 added, a 1-D operand made a row / a column), and the result.
+struct matmul_shapes {
+  shape pa, pb, batch, out;
+  index_t m = 0, k = 0, n = 0;
+};
+inline matmul_shapes matmul_plan(char const *op, shape const &sa, shape const &sb) {
+  auto fail = [&](char const *why) {
+    throw shape_error(std::string(op) + ": shapes " + to_string(sa) + " and " + to_string(sb) +
+                      why);
+  };
+  if (sa.rank < 1 || sb.rank < 1)
+    fail(": operands must have rank 1 or more");
+  matmul_shapes p;
+  shape a = sa, b = sb;
+  if (sa.rank == 1)
+    a = shape{1, sa.ext[0]};
+  if (sb.rank == 1)
+    b = shape{sb.ext[0], 1};
+  p.m = a.ext[a.rank - 2], p.k = a.ext[a.rank - 1], p.n = b.ext[b.rank - 1];
+  if (p.k != b.ext[b.rank - 2])
+    fail(" do not match for a matrix product");
+  shape ba, bb;
+  ba.rank = a.rank - 2, bb.rank = b.rank - 2;
+  for (int d = 0; d < ba.rank; ++d)
+    ba.ext[d] = a.ext[d];
+  for (int d = 0; d < bb.rank; ++d)
+    bb.ext[d] = b.ext[d];
+  bool ok = true;
+  p.batch = broadcast_pair(ba, bb, ok);
+  if (!ok)
+    fail(": batch dimensions do not broadcast");
+  int const nb = p.batch.rank;
+  auto padded = [nb](shape const &batch, index_t r, index_t c) {
+    shape s;
+    s.rank = nb + 2;
+    for (int d = 0; d < nb; ++d)
+      s.ext[d] = d < nb - batch.rank ? 1 : batch.ext[d - (nb - batch.rank)];
+    s.ext[nb] = r, s.ext[nb + 1] = c;
+    return s;
+  };
+  p.pa = padded(ba, p.m, p.k);
+  p.pb = padded(bb, p.k, p.n);
+  p.out = p.batch;
+  if (sa.rank > 1)
+    p.out.ext[p.out.rank++] = p.m;
+  if (sb.rank > 1)
+    p.out.ext[p.out.rank++] = p.n;
+  return p;
+}
+// The matrix of batch entry i (row-major over `batch`) of x, whose batch extents are those of
+// `batch` or 1 (shared).
+template <class T> tensor<T> broadcast_entry(tensor<T> const &x, shape const &batch, index_t i) {
+  tensor<T> r = x;
+  for (int d = batch.rank - 1; d >= 0; --d) { // coordinates from the last
+    index_t c = i % batch.ext[d];
+    i /= batch.ext[d];
+    r = r.select(d, x.extent(d) == 1 ? 0 : c);
+  }
+  return r;
+}
+// sum over the batch entries of op(L_i) @ op(R_i), in a fresh tensor of shape `target` (whose
+// batch extents are those of `batch` or 1: entries sharing it are summed).
+template <class T>
+tensor<T> batched_gemm_sum(cpu const &host, shape const &batch, shape const &target,
+                           tensor<T> const &l, bool lt, tensor<T> const &r, bool rt) {
+  tensor<T> g = tensor<T>::zeros(target, l.dev());
+  index_t const count = batch.size();
+  for (index_t i = 0; i < count; ++i) {
+    tensor<T> li = broadcast_entry(l, batch, i), ri = broadcast_entry(r, batch, i);
+    gemm(host, lt ? li.transposed() : li, rt ? ri.transposed() : ri, broadcast_entry(g, batch, i),
+         T(1));
+  }
+  return g;
+}
+} // namespace detail
+
 template <var_like XA, var_like XB> auto matmul(XA const &a_in, XB const &b_in) {
   using T = typename detail::var_of_t<XA>::value_type;
   char const *op = "dualcast::matmul";
@@ -88,14 +169,49 @@ template <var_like XA, var_like XB> auto matmul(XA const &a_in, XB const &b_in) 
   auto const &b = detail::as_var(b_in);
   shape const sa = a.dims(), sb = b.dims();
   int ra = sa.rank, rb = sb.rank;
-  if (ra < 2 || ra > 3 || rb < 2 || rb > 3)
-    throw shape_error(std::string(op) + ": operands must have rank 2 or 3, got shapes " +
-                      to_string(sa) + " and " + to_string(sb));
-  index_t m = sa.ext[ra - 2], k = sa.ext[ra - 1], k2 = sb.ext[rb - 2], n = sb.ext[rb - 1];
+  auto const plan = detail::matmul_plan(op, sa, sb);
+  // Ranks 2 and 3 with equal batches (or one rank-2 operand) write the gradients in place;
+  // the rest (1-D operands, batch extents 1 against B, batch ranks above 1) go through
+  // batched_gemm_sum.
+  if (ra < 2 || ra > 3 || rb < 2 || rb > 3 || (ra == 3 && rb == 3 && sa.ext[0] != sb.ext[0]))
+    return custom_op(
+        "matmul",
+        [&](auto const &, auto &ctx, tensor<T> const &A, tensor<T> const &B) {
+          tensor<T> pa = A.reshape(plan.pa), pb = B.reshape(plan.pb);
+          shape cs = plan.batch;
+          cs.ext[cs.rank++] = plan.m, cs.ext[cs.rank++] = plan.n;
+          tensor<T> C = tensor<T>::empty(cs, A.dev());
+          for (index_t i = 0; i < plan.batch.size(); ++i)
+            detail::gemm(ctx.host(), detail::broadcast_entry(pa, plan.batch, i),
+                         detail::broadcast_entry(pb, plan.batch, i),
+                         detail::broadcast_entry(C, plan.batch, i), T(0));
+          ctx.save(b.requires_grad() ? pa : tensor<T>{}, "operand 0 (a)");
+          ctx.save(a.requires_grad() ? pb : tensor<T>{}, "operand 1 (b)");
+          return C.reshape(plan.out);
+        },
+        [plan, ga = a.requires_grad(), sb](auto const &, auto const &ctx, auto &g) {
+          shape cs = plan.batch;
+          cs.ext[cs.rank++] = plan.m, cs.ext[cs.rank++] = plan.n;
+          tensor<T> gy = g.out(0).contiguous().reshape(cs);
+          std::size_t next = 0;
+          tensor<T> A = g.needs(1) ? ctx.saved(next++) : tensor<T>{};
+          tensor<T> B = ga ? ctx.saved(next) : tensor<T>{};
+          if (g.needs(0)) // dA = dC @ B^T, summed where A is shared
+            g.add(0, detail::batched_gemm_sum(g.host(), plan.batch, plan.pa, gy, false, B, true));
+          if (g.needs(1)) { // dB = A^T @ dC
+            tensor<T> db =
+                detail::batched_gemm_sum(g.host(), plan.batch, plan.pb, A, true, gy, false);
+            if (sb.rank == 1) { // (..., k, 1) -> (..., k), which (k) broadcasts to
+              shape s = plan.pb;
+              s.rank -= 1;
+              db = db.reshape(s);
+            }
+            g.add(1, db);
+          }
+        },
+        a, b);
+  index_t m = plan.m, n = plan.n;
   index_t batch = ra == 3 ? sa.ext[0] : (rb == 3 ? sb.ext[0] : 1);
-  if (k != k2 || (ra == 3 && rb == 3 && sa.ext[0] != sb.ext[0]))
-    throw shape_error(std::string(op) + ": shapes " + to_string(sa) + " and " + to_string(sb) +
-                      " do not match for a matrix product");
   bool batched = ra == 3 || rb == 3;
   return custom_op(
       "matmul",

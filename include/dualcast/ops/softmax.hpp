@@ -1,11 +1,15 @@
-// dualcast/ops/softmax.hpp: numerically stable softmax, log_softmax and logsumexp along one axis.
+// dualcast/ops/softmax.hpp: numerically stable softmax, log_softmax and logsumexp along one axis
+// or several (together: the elements of all of them form one group).
 //
 //   softmax(x, axis)      y = exp(x - m) / sum exp(x - m)            (m = max along the axis)
 //   log_softmax(x, axis)  y = x - logsumexp(x)
 //   logsumexp(x, axis, keepdims)  m + log(sum exp(x - m))
+//   softmax(x, {1, 2}), log_softmax(x, {0, -1}), logsumexp(x, {1, 2}, keepdims): over the axes
+//   together (an empty list: all axes)
 // Backward: softmax gx = y * (gy - sum(gy * y)); log_softmax gx = gy - softmax(x) * sum(gy);
-// logsumexp gx = gy * exp(x - y). One row is one call of a function object shared by the CPU
-// backend (rows in parallel with OpenMP) and the CUDA backend (one thread per row).
+// logsumexp gx = gy * exp(x - y). One row (the group's elements, contiguous after moving the
+// axes last) is one call of a function object shared by the CPU backend (rows in parallel with
+// OpenMP) and the CUDA backend (one thread per row).
 #pragma once
 
 #include <dualcast/custom_op.hpp>
@@ -23,22 +27,22 @@ namespace dualcast {
 
 namespace detail {
 
-// x with `axis` moved last, as a contiguous (rows, n) array, plus the permutation used.
+// x with the axes of `mask` moved last, as a contiguous (rows, n) array, plus the permutation
+// used.
 template <class T> struct rows_view {
   tensor<T> data; // contiguous, the permuted shape
   std::vector<int> perm;
   index_t rows = 0, n = 0;
 };
-template <class T> rows_view<T> axis_last(char const *op, tensor<T> const &x, int axis) {
+template <class T> rows_view<T> axes_last(tensor<T> const &x, std::vector<bool> const &mask) {
   rows_view<T> r;
-  int ax = normalize_axis(op, axis, x.rank());
-  for (int i = 0; i < x.rank(); ++i)
-    if (i != ax)
-      r.perm.push_back(i);
-  r.perm.push_back(ax);
+  r.perm = kept_then_reduced(mask);
   r.data = x.permuted(r.perm).contiguous();
-  r.n = x.extent(ax);
-  r.rows = r.n > 0 ? x.size() / r.n : 0;
+  r.n = 1;
+  for (int i = 0; i < x.rank(); ++i)
+    if (mask[std::size_t(i)])
+      r.n *= x.extent(i);
+  r.rows = r.n > 0 ? x.size() / r.n : 0; // (an empty group: no row to run)
   return r;
 }
 // A contiguous result in the permuted layout, seen in x's layout (a view).
@@ -99,16 +103,14 @@ template <class T> struct softmax_row_backward {
 };
 
 template <class X>
-auto softmax_like(char const *op, X const &x, int axis, int mode, bool keepdims) {
+auto softmax_like(char const *op, X const &x, std::vector<int> const &axes, int mode,
+                  bool keepdims) {
   using T = typename var_of_t<X>::value_type;
   auto const &v = as_var(x);
-  int ax = normalize_axis(op, axis, v.rank());
+  auto const mask = axis_mask(op, axes, v.rank());
   // Over an empty axis softmax and log_softmax are empty and logsumexp is -inf (the log of an
   // empty sum), as in NumPy and PyTorch.
-  shape lse_shape; // logsumexp without keepdims
-  for (int i = 0; i < v.rank(); ++i)
-    if (i != ax)
-      lse_shape.ext[lse_shape.rank++] = v.dims().ext[i];
+  shape const lse_shape = reduced_shape(v.dims(), mask, false); // logsumexp without keepdims
   struct state {
     tensor<T> yp; // the result in the permuted contiguous layout
     std::vector<int> perm;
@@ -119,10 +121,11 @@ auto softmax_like(char const *op, X const &x, int axis, int mode, bool keepdims)
       : mode == 1 ? "log_softmax"
                   : "logsumexp",
       [&](auto const &ex, auto &ctx, tensor<T> const &xv) {
-        auto rv = axis_last(op, xv, axis);
+        auto rv = axes_last(xv, mask);
         shape ys = rv.data.dims();
-        if (mode == 2)
-          ys.ext[ys.rank - 1] = 1;
+        if (mode == 2) // the reduced axes (last) of extent 1
+          for (int i = ys.rank - 1; i >= 0 && mask[std::size_t(rv.perm[std::size_t(i)])]; --i)
+            ys.ext[i] = 1;
         tensor<T> yp = tensor<T>::empty(ys, xv.dev());
         if (mode == 2 && rv.n == 0)
           yp.assign_raw(tensor<T>::full(shape{}, -std::numeric_limits<T>::infinity(), xv.dev()));
@@ -156,13 +159,24 @@ auto softmax_like(char const *op, X const &x, int axis, int mode, bool keepdims)
 } // namespace detail
 
 template <var_like X> auto softmax(X const &x, int axis = -1) {
-  return detail::softmax_like("dualcast::softmax", x, axis, 0, false);
+  return detail::softmax_like("dualcast::softmax", x, {axis}, 0, false);
 }
 template <var_like X> auto log_softmax(X const &x, int axis = -1) {
-  return detail::softmax_like("dualcast::log_softmax", x, axis, 1, false);
+  return detail::softmax_like("dualcast::log_softmax", x, {axis}, 1, false);
 }
 template <var_like X> auto logsumexp(X const &x, int axis = -1, bool keepdims = false) {
-  return detail::softmax_like("dualcast::logsumexp", x, axis, 2, keepdims);
+  return detail::softmax_like("dualcast::logsumexp", x, {axis}, 2, keepdims);
+}
+// Over several axes together (an empty list: all axes).
+template <var_like X> auto softmax(X const &x, std::vector<int> const &axes) {
+  return detail::softmax_like("dualcast::softmax", x, axes, 0, false);
+}
+template <var_like X> auto log_softmax(X const &x, std::vector<int> const &axes) {
+  return detail::softmax_like("dualcast::log_softmax", x, axes, 1, false);
+}
+template <var_like X>
+auto logsumexp(X const &x, std::vector<int> const &axes, bool keepdims = false) {
+  return detail::softmax_like("dualcast::logsumexp", x, axes, 2, keepdims);
 }
 
 } // namespace dualcast

@@ -218,9 +218,13 @@ template <class T, class Op, class... X> auto join(char const *op, X const &...x
   auto node = [&]<std::size_t... I>(std::index_sequence<I...>) {
     if constexpr (sizeof...(X) == 1)
       return unary<Op, std::decay_t<decltype(get<0>(trees))>>{get<0>(trees), next_id()};
-    else
+    else if constexpr (sizeof...(X) == 2)
       return binary<Op, std::decay_t<decltype(get<0>(trees))>,
                     std::decay_t<decltype(get<1>(trees))>>{get<0>(trees), get<1>(trees), next_id()};
+    else
+      return ternary<Op, std::decay_t<decltype(get<0>(trees))>,
+                     std::decay_t<decltype(get<1>(trees))>, std::decay_t<decltype(get<2>(trees))>>{
+          get<0>(trees), get<1>(trees), get<2>(trees), next_id()};
   }
   (std::index_sequence_for<X...>{});
 
@@ -252,6 +256,13 @@ template <class Op, class A> auto make_unary(char const *op, A const &a) {
 template <class Op, class A, class B> auto make_binary(char const *op, A const &a, B const &b) {
   using T = typename pair_elem<A, B>::type;
   return join<T, Op>(op, as_expr<T>(a), as_expr<T>(b));
+}
+
+template <class Op, class A, class B, class C>
+auto make_ternary(char const *op, A const &a, B const &b, C const &c) {
+  using T =
+      std::conditional_t<std::is_void_v<elem_t<A>>, typename pair_elem<B, C>::type, elem_t<A>>;
+  return join<T, Op>(op, as_expr<T>(a), as_expr<T>(b), as_expr<T>(c));
 }
 
 // Throws version_error if a leaf of e was modified in place since e captured it.

@@ -57,6 +57,15 @@ template <class Op, class A, class B> struct binary {
   std::uint64_t id;
   template <class C> DUALCAST_HD auto eval(C const &c) const { return Op{}(a.eval(c), b.eval(c)); }
 };
+template <class Op, class A, class B, class D> struct ternary { // where(c, a, b), clamp(x, lo, hi)
+  A a;
+  B b;
+  D c;
+  std::uint64_t id;
+  template <class C> DUALCAST_HD auto eval(C const &ctx) const {
+    return Op{}(a.eval(ctx), b.eval(ctx), c.eval(ctx));
+  }
+};
 
 // The leaf indices of a tree moved by (DV, DT): the right operand when two exprs are joined.
 template <int DV, int DT, int I> constexpr vleaf<I + DV> shifted(vleaf<I>) { return {}; }
@@ -71,6 +80,14 @@ constexpr auto shifted(binary<Op, A, B> const &n) {
   using SA = decltype(shifted<DV, DT>(n.a));
   using SB = decltype(shifted<DV, DT>(n.b));
   return binary<Op, SA, SB>{shifted<DV, DT>(n.a), shifted<DV, DT>(n.b), n.id};
+}
+template <int DV, int DT, class Op, class A, class B, class D>
+constexpr auto shifted(ternary<Op, A, B, D> const &n) {
+  using SA = decltype(shifted<DV, DT>(n.a));
+  using SB = decltype(shifted<DV, DT>(n.b));
+  using SD = decltype(shifted<DV, DT>(n.c));
+  return ternary<Op, SA, SB, SD>{shifted<DV, DT>(n.a), shifted<DV, DT>(n.b), shifted<DV, DT>(n.c),
+                                 n.id};
 }
 
 // What a tree reads inside the kernel: the deduplicated variable and tensor arguments and the
@@ -139,6 +156,10 @@ template <class Op, class A> struct strip<unary<Op, A>> {
 template <class Op, class A, class B> struct strip<binary<Op, A, B>> {
   using type = binary<Op, typename strip<A>::type, typename strip<B>::type>;
 };
+template <class Op, class A, class B, class D> struct strip<ternary<Op, A, B, D>> {
+  using type =
+      ternary<Op, typename strip<A>::type, typename strip<B>::type, typename strip<D>::type>;
+};
 
 // The first subtree type of N equal to S up to leaf indices (void if none).
 template <class S, class N> struct match {
@@ -154,13 +175,25 @@ template <class S, class Op, class A, class B> struct match<S, binary<Op, A, B>>
   using type = std::conditional_t<std::is_same_v<typename strip<binary<Op, A, B>>::type, S>,
                                   binary<Op, A, B>, sub>;
 };
+template <class S, class Op, class A, class B, class D> struct match<S, ternary<Op, A, B, D>> {
+  using ab = typename match<S, binary<Op, A, B>>::sub;
+  using sub = std::conditional_t<std::is_void_v<ab>, typename match<S, D>::type, ab>;
+  using type = std::conditional_t<std::is_same_v<typename strip<ternary<Op, A, B, D>>::type, S>,
+                                  ternary<Op, A, B, D>, sub>;
+};
 
 // The subtree of n of type M with the given id, or nullptr.
 template <class M, class N> M const *find_subtree(N const &n, std::uint64_t id) {
   if constexpr (std::is_same_v<N, M>)
     if (n.id == id)
       return &n;
-  if constexpr (requires { n.b; }) {
+  if constexpr (requires { n.c; }) {
+    if (auto p = find_subtree<M>(n.a, id))
+      return p;
+    if (auto p = find_subtree<M>(n.b, id))
+      return p;
+    return find_subtree<M>(n.c, id);
+  } else if constexpr (requires { n.b; }) {
     if (auto p = find_subtree<M>(n.a, id))
       return p;
     return find_subtree<M>(n.b, id);

@@ -5,7 +5,7 @@
 //
 // The kernel's lambda is called on the variables themselves, so every operator and math function
 // in it builds a lazy expression (ops/lazy/operators.hpp); those are then evaluated node by node,
-// each operation its own fused node of one or two inputs (a subexpression used twice is
+// each operation its own fused node of one to three inputs (a subexpression used twice is
 // evaluated once). The same happens to any expression materialised on a tape with
 // fused == false. Only lambdas callable on variables (arithmetic and dualcast math, no
 // value-dependent branches) can run unfused; fused() accepts any kernel.
@@ -60,6 +60,17 @@ var<T> eager(binary<Op, A, B> const &n, std::array<var<T>, NV> const &vs,
   if (auto it = memo.find(n.id); it != memo.end())
     return it->second;
   var<T> r = dualcast::fused(kernel<Op>{Op{}}, eager(n.a, vs, ts, memo), eager(n.b, vs, ts, memo));
+  memo.emplace(n.id, r);
+  return r;
+}
+
+template <class T, std::size_t NV, std::size_t NT, class Op, class A, class B, class C>
+var<T> eager(ternary<Op, A, B, C> const &n, std::array<var<T>, NV> const &vs,
+             std::array<var<T>, NT> const &ts, memo_t<T> &memo) {
+  if (auto it = memo.find(n.id); it != memo.end())
+    return it->second;
+  var<T> r = dualcast::fused(kernel<Op>{Op{}}, eager(n.a, vs, ts, memo), eager(n.b, vs, ts, memo),
+                             eager(n.c, vs, ts, memo));
   memo.emplace(n.id, r);
   return r;
 }
