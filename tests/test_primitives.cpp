@@ -522,13 +522,14 @@ TEST_CASE("primitives: 10^7 elements -- reduce and scan values against naive loo
   CHECK(dc::prod(x).item() == doctest::Approx(pr).epsilon(1e-10));
   CHECK(dc::max(xc).item() == 1.01);
   CHECK(dc::min(xc).item() == 0.99);
-  // Gradients at three elements against central differences (each evaluation is a pass of every
-  // operation over 10^7 elements): the maximum, the minimum (cummin's last record) and the last.
+  // Gradients at two elements against central differences (each evaluation is a pass of every
+  // operation over 10^7 elements): the maximum and the minimum (cummin's last record; w's
+  // nonzeros after it reach it through every scan's adjoint).
   check_gradients_at(
       [w](auto const &v) {
         auto const &a = v[0];
         return dc::sum(a - 1.0) + dc::max(a) + dc::min(a) + dc::prod(a) +
                dc::sum((dc::cumsum(a - 1.0) + dc::cummin(a) + dc::cumprod(a)) * w);
       },
-      {x}, {at_max, at_min, n - 1});
+      {x}, {at_max, at_min});
 }
