@@ -104,8 +104,8 @@ int main(int argc, char **argv) {
   double error = blurred_error;
   for (int it = 0; it <= iterations; ++it) {
     auto d = dc::conv2d(u, tp.constant(blur), same) - obs;
-    auto tv = dc::stencil(dc::reshape(u, {n, n}), tv_offsets, total_variation{},
-                          dc::boundary::clamp);
+    auto tv =
+        dc::stencil(dc::reshape(u, {n, n}), tv_offsets, total_variation{}, dc::boundary::clamp);
     auto loss = dc::sum(d * d) * 0.5 + dc::sum(tv) * lambda;
     error = rms_difference(u.value().to_vector(), truth);
     if (it % (iterations / 10 > 0 ? iterations / 10 : 1) == 0 || it == iterations)

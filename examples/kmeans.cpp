@@ -92,8 +92,7 @@ int main(int argc, char **argv) {
     auto const g = C.grad().to_vector();
     // The closed form from histograms on tensors: n_k and the sum of each cluster's points.
     auto const counts =
-        dc::reduce_by_index(dc::tensor<T>::full({n}, 1.0), assign, k, dc::bin_op::plus)
-            .to_vector();
+        dc::reduce_by_index(dc::tensor<T>::full({n}, 1.0), assign, k, dc::bin_op::plus).to_vector();
     auto const sums = dc::reduce_by_index(X, assign, k, dc::bin_op::plus).to_vector();
     for (dc::index_t j = 0; j < k; ++j)
       for (dc::index_t d = 0; d < dims; ++d) {

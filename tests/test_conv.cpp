@@ -26,8 +26,7 @@ std::vector<std::vector<double>> naive_conv(conv_case const &k, std::vector<doub
                                             std::vector<double> const &gy) {
   dc::index_t const OH = (k.H + 2 * k.padding - k.KH) / k.stride + 1;
   dc::index_t const OW = (k.W + 2 * k.padding - k.KW) / k.stride + 1;
-  std::vector<double> y(std::size_t(k.N * k.O * OH * OW)), gx(x.size()), gw(w.size()),
-      gb(b.size());
+  std::vector<double> y(std::size_t(k.N * k.O * OH * OW)), gx(x.size()), gw(w.size()), gb(b.size());
   auto at = [](dc::index_t a, dc::index_t b, dc::index_t c, dc::index_t d, dc::index_t B,
                dc::index_t C, dc::index_t D) { return std::size_t(((a * B + b) * C + c) * D + d); };
   for (dc::index_t n = 0; n < k.N; ++n)
@@ -66,8 +65,7 @@ TEST_CASE("conv2d: values against a naive loop, vjp against a naive scatter (ten
   unsigned seed = 1;
   for (auto const &k : cases) {
     INFO("N C H W " << k.N << " " << k.C << " " << k.H << " " << k.W << ", O KH KW " << k.O << " "
-                    << k.KH << " " << k.KW << ", stride " << k.stride << ", padding "
-                    << k.padding);
+                    << k.KH << " " << k.KW << ", stride " << k.stride << ", padding " << k.padding);
     auto x = random_tensor({k.N, k.C, k.H, k.W}, ++seed);
     auto w = random_tensor({k.O, k.C, k.KH, k.KW}, ++seed);
     auto b = random_tensor({k.O}, ++seed);
@@ -99,15 +97,15 @@ TEST_CASE("conv2d: values against a naive loop, vjp against a naive scatter (ten
 TEST_CASE("conv2d: gradients of input, weights and bias against central differences") {
   unsigned seed = 100;
   for (auto const &k : cases) {
-    INFO("case with stride " << k.stride << ", padding " << k.padding << ", kernel " << k.KH
-                             << "x" << k.KW);
+    INFO("case with stride " << k.stride << ", padding " << k.padding << ", kernel " << k.KH << "x"
+                             << k.KW);
     auto x = random_tensor({k.N, k.C, k.H, k.W}, ++seed);
     auto w = random_tensor({k.O, k.C, k.KH, k.KW}, ++seed);
     auto b = random_tensor({k.O}, ++seed);
     dc::conv2d_options const opt{k.stride, k.padding};
     // Through a nonlinearity, so that the cotangent reaching conv2d is not constant.
-    check_gradients(
-        [opt](auto const &v) { return dc::tanh(dc::conv2d(v[0], v[1], v[2], opt)); }, {x, w, b});
+    check_gradients([opt](auto const &v) { return dc::tanh(dc::conv2d(v[0], v[1], v[2], opt)); },
+                    {x, w, b});
     check_gradients([opt](auto const &v) { return dc::conv2d(v[0], v[1], opt); }, {x, w});
   }
 }
@@ -139,7 +137,7 @@ TEST_CASE("conv2d: shape errors") {
   CHECK_THROWS_AS(dc::conv2d(x, random_tensor({3, 1, 3, 3}, 2)), dc::shape_error); // channels
   CHECK_THROWS_AS(dc::conv2d(x, random_tensor({3, 2, 6, 3}, 2)), dc::shape_error); // too large
   CHECK_THROWS_AS(dc::conv2d(x, random_tensor({3, 2, 3, 3}, 2), random_tensor({2}, 3)),
-                  dc::shape_error);                                                 // bias
+                  dc::shape_error); // bias
   CHECK_THROWS_AS(dc::conv2d(x, random_tensor({3, 2, 3, 3}, 2), {0, 0}), dc::shape_error);
   CHECK_THROWS_AS(dc::conv2d(random_tensor({2, 4, 4}, 1), random_tensor({3, 2, 3, 3}, 2)),
                   dc::shape_error);

@@ -44,9 +44,7 @@ struct conv2d_options {
 };
 
 // The gradients conv2d_vjp gives: of the input, the weights and the bias (shape [O]).
-template <class T> struct conv2d_grads {
-  tensor<T> input, weights, bias;
-};
+template <class T> struct conv2d_grads { tensor<T> input, weights, bias; };
 
 namespace detail {
 
@@ -78,8 +76,10 @@ inline conv2d_geometry make_conv2d_geometry(shape const &x, shape const &w, conv
     fail("the input and the weights have different channel counts");
   if (o.stride < 1 || o.padding < 0)
     fail("the stride must be >= 1 and the padding >= 0");
-  conv2d_geometry g{x.ext[0], x.ext[1], x.ext[2], x.ext[3], w.ext[0], w.ext[2], w.ext[3],
-                    0,        0,        o.stride, o.padding};
+  conv2d_geometry g{};
+  g.N = x.ext[0], g.C = x.ext[1], g.H = x.ext[2], g.W = x.ext[3];
+  g.O = w.ext[0], g.KH = w.ext[2], g.KW = w.ext[3];
+  g.s = o.stride, g.pad = o.padding;
   if (g.KH < 1 || g.KW < 1 || g.H + 2 * g.pad < g.KH || g.W + 2 * g.pad < g.KW)
     fail("the kernel is larger than the padded image");
   g.OH = (g.H + 2 * g.pad - g.KH) / g.s + 1;
@@ -212,9 +212,9 @@ tensor<T> conv2d_run(Ex const &ex, tensor<T> const &x, tensor<T> const &w, tenso
                      conv2d_geometry const &g) {
   auto y = tensor<T>::empty({g.N, g.O, g.OH, g.OW}, x.dev());
   if (y.size() > 0)
-    parallel_for(ex, g.N * g.O * g.OH, g.OW * g.C * g.KH * g.KW,
-                 conv2d_forward<T>{x.data(), w.data(), b.defined() ? b.data() : nullptr,
-                                   y.raw_data(), g});
+    parallel_for(
+        ex, g.N * g.O * g.OH, g.OW * g.C * g.KH * g.KW,
+        conv2d_forward<T>{x.data(), w.data(), b.defined() ? b.data() : nullptr, y.raw_data(), g});
   return y;
 }
 
@@ -250,8 +250,7 @@ template <class T, class... In> auto conv2d_on_tape(conv2d_geometry const &g, In
   constexpr bool has_bias = sizeof...(In) == 3;
   return custom_op(
       "conv2d",
-      [&](auto const &ex, auto &ctx, tensor<T> const &xv, tensor<T> const &wv,
-          auto const &...bv) {
+      [&](auto const &ex, auto &ctx, tensor<T> const &xv, tensor<T> const &wv, auto const &...bv) {
         tensor<T> xc = xv.contiguous(), wc = wv.contiguous();
         ctx.save(xc, "input");
         ctx.save(wc, "weights");
@@ -306,8 +305,8 @@ tensor<T> conv2d(tensor<T> const &x, tensor<T> const &w, tensor<T> const &b,
   }
   detail::common_device("dualcast::conv2d", x.dev(), w.dev());
   return detail::on_device("dualcast::conv2d", x.dev(), cpu{}, [&](auto const &ex) {
-    return detail::conv2d_run(ex, x.contiguous(), w.contiguous(),
-                              b.defined() ? b.contiguous() : b, g);
+    return detail::conv2d_run(ex, x.contiguous(), w.contiguous(), b.defined() ? b.contiguous() : b,
+                              g);
   });
 }
 template <class T>
