@@ -21,7 +21,8 @@
 // Output: CSV benchmark,variant,size,threads,median_ms,paired_ratio,target,met on stdout
 // (bench/run writes bench/results/primitives.csv).
 // Options: --quick (10^6 elements, 1024^2 / 64^3, 3 repetitions), --threads N (the primitives'
-// and conv2d's thread count; default all), --reps N (default 11).
+// and conv2d's thread count; default all), --reps N (default 11), --stencil-reps N (default 5:
+// one repetition of the four stencil variants takes seconds).
 #include <dualcast/autodiff.hpp>
 
 #include <algorithm>
@@ -401,14 +402,16 @@ void conv2d_variants(dc::shape const &xs, dc::shape const &ws, dc::conv2d_option
 
 int main(int argc, char **argv) {
   bool quick = false;
-  int threads = 0, reps = 11;
+  int threads = 0, reps = 11, stencil_reps = 5;
   for (int i = 1; i < argc; ++i) {
     if (!std::strcmp(argv[i], "--quick"))
-      quick = true, reps = 3;
+      quick = true, reps = 3, stencil_reps = 3;
     else if (!std::strcmp(argv[i], "--threads") && i + 1 < argc)
       threads = std::atoi(argv[++i]);
     else if (!std::strcmp(argv[i], "--reps") && i + 1 < argc)
       reps = std::atoi(argv[++i]);
+    else if (!std::strcmp(argv[i], "--stencil-reps") && i + 1 < argc)
+      stencil_reps = std::atoi(argv[++i]);
   }
 #if defined(_OPENMP)
   if (threads > 0)
@@ -425,8 +428,8 @@ int main(int argc, char **argv) {
   constexpr auto seven =
       dc::offsets({0, 0, 0}, {-1, 0, 0}, {1, 0, 0}, {0, -1, 0}, {0, 1, 0}, {0, 0, -1}, {0, 0, 1});
   dc::index_t const s2 = quick ? 1024 : 4096, s3 = quick ? 64 : 256;
-  stencil_adjoints("stencil_2d", {s2, s2}, five, heat2{}, reps);
-  stencil_adjoints("stencil_3d", {s3, s3, s3}, seven, heat3{}, reps);
+  stencil_adjoints("stencil_2d", {s2, s2}, five, heat2{}, stencil_reps);
+  stencil_adjoints("stencil_3d", {s3, s3, s3}, seven, heat3{}, stencil_reps);
   conv2d_variants({8, 32, 64, 64}, {32, 32, 3, 3}, {1, 1}, threads, reps);
   conv2d_variants({1, 1, 512, 512}, {1, 1, 7, 7}, {1, 3}, threads, reps);
   return 0;
