@@ -3,7 +3,8 @@
 // gradients against central differences in double precision (zeros in products, ties in min /
 // max, nonlinear stencils in 1-, 2- and 3-D, non-square shapes, extents smaller than the
 // stencil's reach), the stencil's gather adjoint against a naive sequential scatter, and 1
-// thread equal to 2 bit for bit.
+// thread equal to 2 bit for bit; at 10^7 rows, histogram values against the naive loop and
+// gradients at a few rows.
 #include <dualcast/autodiff.hpp>
 
 #include <doctest/doctest.h>
