@@ -29,6 +29,21 @@ inline T64 random_tensor(shape const &s, unsigned seed, double lo = -1.0, double
   return T64::from(s, v);
 }
 
+// The size of the "10^7 elements" cases: 10^7 in optimised builds; 10^6 under the sanitizers,
+// whose -O0 builds run each element about 10-30x slower (CI's ASan stage would spend minutes
+// there; its release stage runs the full size).
+#if defined(__SANITIZE_ADDRESS__)
+inline constexpr dc::index_t large_size = 1000000;
+#elif defined(__has_feature)
+#if __has_feature(address_sanitizer)
+inline constexpr dc::index_t large_size = 1000000;
+#else
+inline constexpr dc::index_t large_size = 10000000;
+#endif
+#else
+inline constexpr dc::index_t large_size = 10000000;
+#endif
+
 // The same for large inputs (10^7 elements), where std::mt19937 at -Og takes a good part of a
 // second: a counter hashed by splitmix64, uniform in [lo, hi).
 inline T64 fast_random_tensor(shape const &s, std::uint64_t seed, double lo = -1.0,

@@ -332,7 +332,7 @@ TEST_CASE("stencil: 1 thread and 2 threads give the same bits") {
 }
 
 TEST_CASE("reduce_by_index: 10^7 rows against a naive loop, gradients at a few rows") {
-  dc::index_t const n = 10000000, bins = 1000;
+  dc::index_t const n = large_size, bins = 1000; // 10^7 (10^6 under the sanitizers)
   auto x = fast_random_tensor({n}, 81);
   // Runs of 97 rows to one bin, the bins in turn, two of every 1003 runs out of range: each bin's
   // rows spread over the whole array, in cache-friendly runs (random bins per row make every
