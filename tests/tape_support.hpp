@@ -6,6 +6,7 @@
 
 #include <doctest/doctest.h>
 
+#include <cstdint>
 #include <cstring>
 #include <functional>
 #include <random>
@@ -26,6 +27,37 @@ inline T64 random_tensor(shape const &s, unsigned seed, double lo = -1.0, double
   for (auto &x : v)
     x = u(g);
   return T64::from(s, v);
+}
+
+// The size of the "10^7 elements" cases: 10^7 in optimised builds; 10^6 under the sanitizers,
+// whose -O0 builds run each element about 10-30x slower (CI's ASan stage would spend minutes
+// there; its release stage runs the full size).
+#if defined(__SANITIZE_ADDRESS__)
+inline constexpr dc::index_t large_size = 1000000;
+#elif defined(__has_feature)
+#if __has_feature(address_sanitizer)
+inline constexpr dc::index_t large_size = 1000000;
+#else
+inline constexpr dc::index_t large_size = 10000000;
+#endif
+#else
+inline constexpr dc::index_t large_size = 10000000;
+#endif
+
+// The same for large inputs (10^7 elements), where std::mt19937 at -Og takes a good part of a
+// second: a counter hashed by splitmix64, uniform in [lo, hi).
+inline T64 fast_random_tensor(shape const &s, std::uint64_t seed, double lo = -1.0,
+                              double hi = 1.0) {
+  T64 t = T64::empty(s);
+  double *d = t.mutable_data();
+  for (dc::index_t i = 0; i < t.size(); ++i) {
+    std::uint64_t z = (seed + std::uint64_t(i)) * 0x9E3779B97F4A7C15ull;
+    z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
+    z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
+    z ^= z >> 31;
+    d[i] = lo + (hi - lo) * double(z >> 11) * 0x1.0p-53;
+  }
+  return t;
 }
 
 // A scalar from any output: sum(y * W) with W fixed (a generic seed for non-scalar outputs).

@@ -3,7 +3,8 @@
 // a user operator (inclusive and exclusive) and linear_recurrence -- gradients against central
 // differences in double precision (zeros, ties, one element, non-power-of-two sizes, every axis
 // of a rank-3 array, keepdims, strided inputs), values against naive references (also at 10^6
-// elements, across the blocks of the blocked reductions), and 1 thread equal to 2 bit for bit.
+// and 10^7 elements, across the blocks of the blocked reductions, with gradients at a few
+// elements), and 1 thread equal to 2 bit for bit.
 #include <dualcast/autodiff.hpp>
 
 #include <doctest/doctest.h>
@@ -489,4 +490,46 @@ TEST_CASE("primitives: 10^6 elements against naive references") {
     gbad += std::abs(g[i] - want) > 1e-9 * std::abs(want);
   }
   CHECK(gbad == 0);
+}
+
+TEST_CASE("primitives: 10^7 elements -- reduce and scan values against naive loops, gradients") {
+  dc::index_t const n = large_size; // 10^7 (10^6 under the sanitizers)
+  // Near 1 (products stay near 1), with one clear maximum and minimum; w the scans' cotangent:
+  // nonzero at a few places only, so that the loss stays small and its central differences
+  // exact to about 1e-9.
+  auto x = fast_random_tensor({n}, 171, 0.9999, 1.0001);
+  dc::index_t const at_max = n / 8 + 17, at_min = 3 * n / 4 + 21;
+  x.mutable_data()[at_max] = 1.01;
+  x.mutable_data()[at_min] = 0.99;
+  auto w = T64::zeros({n});
+  for (dc::index_t i : {dc::index_t(3), at_max + 1, at_min + 5, n - 2, n - 1})
+    w.mutable_data()[i] = 1e-3 * double(i % 7 + 1);
+  auto const xv = x.to_vector();
+  // Values against naive sequential loops (the blocked reductions add in another order: equal up
+  // to rounding; the extrema exactly).
+  double s = 0, pr = 1, mn = HUGE_VAL;
+  std::size_t bad = 0;
+  auto cs = dc::cumsum(x).to_vector(), cp = dc::cumprod(x).to_vector(),
+       cm = dc::cummin(x).to_vector();
+  for (std::size_t i = 0; i < xv.size(); ++i) {
+    s += xv[i], pr *= xv[i], mn = std::min(mn, xv[i]);
+    bad += std::abs(cs[i] - s) > 1e-12 * s || std::abs(cp[i] - pr) > 1e-10 * pr || cm[i] != mn;
+  }
+  CHECK(bad == 0);
+  dc::tape tp; // (sum, max and min are tape operations only)
+  auto xc = tp.constant(x);
+  CHECK(dc::sum(xc).item() == doctest::Approx(s).epsilon(1e-12));
+  CHECK(dc::prod(x).item() == doctest::Approx(pr).epsilon(1e-10));
+  CHECK(dc::max(xc).item() == 1.01);
+  CHECK(dc::min(xc).item() == 0.99);
+  // Gradients at two elements against central differences (each evaluation is a pass of every
+  // operation over 10^7 elements): the maximum and the minimum (cummin's last record; w's
+  // nonzeros after it reach it through every scan's adjoint).
+  check_gradients_at(
+      [w](auto const &v) {
+        auto const &a = v[0];
+        return dc::sum(a - 1.0) + dc::max(a) + dc::min(a) + dc::prod(a) +
+               dc::sum((dc::cumsum(a - 1.0) + dc::cummin(a) + dc::cumprod(a)) * w);
+      },
+      {x}, {at_max, at_min});
 }

@@ -3,7 +3,8 @@
 // gradients against central differences in double precision (zeros in products, ties in min /
 // max, nonlinear stencils in 1-, 2- and 3-D, non-square shapes, extents smaller than the
 // stencil's reach), the stencil's gather adjoint against a naive sequential scatter, and 1
-// thread equal to 2 bit for bit.
+// thread equal to 2 bit for bit; at 10^7 rows, histogram values against the naive loop and
+// gradients at a few rows.
 #include <dualcast/autodiff.hpp>
 
 #include <doctest/doctest.h>
@@ -328,4 +329,35 @@ TEST_CASE("stencil: 1 thread and 2 threads give the same bits") {
   auto w = random_tensor(x3.dims(), 5).to_vector();
   auto [yr, dr] = naive_stencil(x3, offs3, f3{}, dc::boundary::clamp, w);
   check_close(d1, dr, 1e-13);
+}
+
+TEST_CASE("reduce_by_index: 10^7 rows against a naive loop, gradients at a few rows") {
+  dc::index_t const n = large_size, bins = 1000; // 10^7 (10^6 under the sanitizers)
+  auto x = fast_random_tensor({n}, 81);
+  // Runs of 97 rows to one bin, the bins in turn, two of every 1003 runs out of range: each bin's
+  // rows spread over the whole array, in cache-friendly runs (random bins per row make every
+  // pass a cache miss per row: about 4x the test's time).
+  std::vector<dc::index_t> idx(static_cast<std::size_t>(n));
+  for (std::size_t i = 0; i < idx.size(); ++i)
+    idx[i] = dc::index_t((i / 97) % std::size_t(bins + 3)) - 2;
+  auto const xv = x.to_vector();
+  // Rows of one bin combine in increasing order, as in the naive loop: the same sums up to
+  // rounding, the same maxima exactly.
+  check_close(dc::reduce_by_index(x, idx, bins, dc::bin_op::plus).to_vector(),
+              naive_bins(xv, idx, bins, 1, dc::bin_op::plus), 1e-12);
+  auto const mx = naive_bins(xv, idx, bins, 1, dc::bin_op::max);
+  CHECK(dc::reduce_by_index(x, idx, bins, dc::bin_op::max).to_vector() == mx);
+  // Rows to check: one out of range and the winner of bin 7.
+  dc::index_t out_of_range = 0, winner = 0;
+  while (idx[std::size_t(out_of_range)] >= 0 && idx[std::size_t(out_of_range)] < bins)
+    ++out_of_range;
+  while (idx[std::size_t(winner)] != 7 || xv[std::size_t(winner)] != mx[7])
+    ++winner;
+  auto c = random_tensor({bins}, 83);
+  check_gradients_at(
+      [&idx, c](auto const &v) {
+        return dc::sum(dc::reduce_by_index(v[0], idx, bins, dc::bin_op::plus) * c) +
+               dc::sum(dc::reduce_by_index(v[0], idx, bins, dc::bin_op::max) * c);
+      },
+      {x}, {out_of_range, winner});
 }

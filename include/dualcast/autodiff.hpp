@@ -23,6 +23,7 @@
 #include <dualcast/ops/argmax.hpp>
 #include <dualcast/ops/cast.hpp>
 #include <dualcast/ops/cells.hpp>
+#include <dualcast/ops/conv2d.hpp>
 #include <dualcast/ops/elementwise.hpp>
 #include <dualcast/ops/indexing.hpp>
 #include <dualcast/ops/linalg.hpp>

@@ -1,0 +1,344 @@
+// dualcast/ops/conv2d.hpp: 2-D convolution (cross-correlation, as in deep learning) of NCHW
+// images, on tape variables and on tensors.
+//
+//   auto y = dualcast::conv2d(x, w, b, {.stride = 2, .padding = 1});  // x [N,C,H,W], w [O,C,KH,KW]
+//   auto y = dualcast::conv2d(x, w);                                   // no bias, stride 1, no pad
+//
+// y[n,o,i,j] = b[o] + sum over c, p, q of x[n, c, i*s + p - pad, j*s + q - pad] * w[o,c,p,q], with
+// zeros outside the image (zero padding), output extents OH = (H + 2 pad - KH) / s + 1 (and OW
+// alike, rounded down; a kernel larger than the padded image is a shape_error).
+//
+// The convolution is a linear stencil whose weights are data, and its adjoints follow the
+// stencil rules (ops/stencil.hpp): each thread owns every element it writes, no atomics.
+//   input   xbar[n,c,h,v] = sum over o, p, q of ybar[n,o,i,j] w[o,c,p,q] where h = i*s + p - pad,
+//           v = j*s + q - pad: the GATHER with the mirrored stencil, one thread per row of xbar
+//           (stride 2 reads every other output row and column: only the (i, p) with
+//           h + pad - p divisible by s contribute, so no work is spent on zeros);
+//   weights wbar[o,c,p,q] = sum over n, i, j of ybar[n,o,i,j] x[n,c,i*s+p-pad, j*s+q-pad]: a dot
+//           product per weight, one thread per (o, c, p);
+//   bias    bbar[o] = the sum of ybar over n, i, j, one thread per o.
+// Every sum runs in a fixed order, so results are the same bits at any number of threads.
+//
+// Direct loops rather than im2col + BLAS gemm: on the CPU this keeps the thread-count-independent
+// bits and no im2col buffer (KH KW times the input); bench/primitives.cpp measures both (the
+// README's "Reductions, scans, histograms and stencils" section has the figures).
+//
+// On tensors: conv2d(x, w[, b], options) gives the value and conv2d_vjp(x, w, ybar, options) the
+// three gradients (input, weights, bias), on the tensors' device (the CPU so far).
+#pragma once
+
+#include <dualcast/custom_op.hpp>
+#include <dualcast/detail/device_dispatch.hpp>
+#include <dualcast/errors.hpp>
+#include <dualcast/tape.hpp>
+#include <dualcast/tensor.hpp>
+
+#include <string>
+
+namespace dualcast {
+
+// Stride (1, 2, ...) and zero padding, the same along both image axes.
+struct conv2d_options {
+  index_t stride = 1;
+  index_t padding = 0;
+};
+
+// The gradients conv2d_vjp gives: of the input, the weights and the bias (shape [O]).
+template <class T> struct conv2d_grads { tensor<T> input, weights, bias; };
+
+namespace detail {
+
+struct conv2d_geometry {
+  index_t N, C, H, W, O, KH, KW, OH, OW, s, pad;
+
+  // The outputs j in [0, count) whose input coordinate j*s + offset lies in [0, n), as the range
+  // [lo, hi) (the loops below never test a coordinate per element).
+  DUALCAST_HD static void valid(index_t offset, index_t s, index_t n, index_t count, index_t &lo,
+                                index_t &hi) {
+    // smallest j with j*s + offset >= 0, and one past the largest with j*s + offset <= n - 1
+    lo = offset >= 0 ? 0 : (-offset + s - 1) / s;
+    index_t const top = n - 1 - offset;
+    hi = top < 0 ? 0 : top / s + 1;
+    hi = hi > count ? count : hi;
+    lo = lo > hi ? hi : lo;
+  }
+};
+
+inline conv2d_geometry make_conv2d_geometry(shape const &x, shape const &w, conv2d_options o) {
+  auto fail = [&](std::string const &why) {
+    throw shape_error("dualcast::conv2d: input " + to_string(x) + ", weights " + to_string(w) +
+                      ", stride " + std::to_string(o.stride) + ", padding " +
+                      std::to_string(o.padding) + ": " + why);
+  };
+  if (x.rank != 4 || w.rank != 4)
+    fail("the input must be [N, C, H, W] and the weights [O, C, KH, KW]");
+  if (x.ext[1] != w.ext[1])
+    fail("the input and the weights have different channel counts");
+  if (o.stride < 1 || o.padding < 0)
+    fail("the stride must be >= 1 and the padding >= 0");
+  conv2d_geometry g{};
+  g.N = x.ext[0], g.C = x.ext[1], g.H = x.ext[2], g.W = x.ext[3];
+  g.O = w.ext[0], g.KH = w.ext[2], g.KW = w.ext[3];
+  g.s = o.stride, g.pad = o.padding;
+  if (g.KH < 1 || g.KW < 1 || g.H + 2 * g.pad < g.KH || g.W + 2 * g.pad < g.KW)
+    fail("the kernel is larger than the padded image");
+  g.OH = (g.H + 2 * g.pad - g.KH) / g.s + 1;
+  g.OW = (g.W + 2 * g.pad - g.KW) / g.s + 1;
+  return g;
+}
+
+inline void check_conv2d_bias(shape const &b, conv2d_geometry const &g) {
+  if (b.rank != 1 || b.ext[0] != g.O)
+    throw shape_error("dualcast::conv2d: the bias has shape " + to_string(b) + ", expected [" +
+                      std::to_string(g.O) + "]");
+}
+
+// Forward, one output row (n, o, i) per index: the row starts at the bias and adds one weight
+// times a shifted input row per (c, p, q), so the inner loop runs over contiguous j.
+template <class T> struct conv2d_forward {
+  T const *x, *w, *b; // b may be null
+  T *y;
+  conv2d_geometry g;
+  DUALCAST_HD void operator()(index_t r) const {
+    index_t const i = r % g.OH, o = (r / g.OH) % g.O, n = r / (g.OH * g.O);
+    T *yr = y + r * g.OW;
+    T const b0 = b ? b[o] : T(0);
+    for (index_t j = 0; j < g.OW; ++j)
+      yr[j] = b0;
+    for (index_t c = 0; c < g.C; ++c)
+      for (index_t p = 0; p < g.KH; ++p) {
+        index_t const h = i * g.s + p - g.pad;
+        if (h < 0 || h >= g.H)
+          continue;
+        T const *xr = x + ((n * g.C + c) * g.H + h) * g.W;
+        T const *wr = w + ((o * g.C + c) * g.KH + p) * g.KW;
+        for (index_t q = 0; q < g.KW; ++q) {
+          index_t lo, hi;
+          conv2d_geometry::valid(q - g.pad, g.s, g.W, g.OW, lo, hi);
+          T const wv = wr[q];
+          T const *xq = xr + q - g.pad;
+          if (g.s == 1)
+            for (index_t j = lo; j < hi; ++j)
+              yr[j] += wv * xq[j];
+          else
+            for (index_t j = lo; j < hi; ++j)
+              yr[j] += wv * xq[j * g.s];
+        }
+      }
+  }
+};
+
+// Input adjoint, one row (n, c, h) of xbar per index: the mirrored stencil, reading the rows of
+// ybar that row h fed (i = (h + pad - p) / s where divisible).
+template <class T> struct conv2d_input_gather {
+  T const *gy, *w;
+  T *gx;
+  conv2d_geometry g;
+  DUALCAST_HD void operator()(index_t r) const {
+    index_t const h = r % g.H, c = (r / g.H) % g.C, n = r / (g.H * g.C);
+    T *xr = gx + r * g.W;
+    for (index_t v = 0; v < g.W; ++v)
+      xr[v] = T(0);
+    for (index_t o = 0; o < g.O; ++o)
+      for (index_t p = 0; p < g.KH; ++p) {
+        index_t const t = h + g.pad - p;
+        if (t < 0 || t % g.s != 0 || t / g.s >= g.OH)
+          continue;
+        T const *yr = gy + ((n * g.O + o) * g.OH + t / g.s) * g.OW;
+        T const *wr = w + ((o * g.C + c) * g.KH + p) * g.KW;
+        for (index_t q = 0; q < g.KW; ++q) {
+          index_t lo, hi;
+          conv2d_geometry::valid(q - g.pad, g.s, g.W, g.OW, lo, hi);
+          T const wv = wr[q];
+          T *xq = xr + q - g.pad; // xbar[j*s + q - pad] += w * ybar[j]
+          if (g.s == 1)
+            for (index_t j = lo; j < hi; ++j)
+              xq[j] += wv * yr[j];
+          else
+            for (index_t j = lo; j < hi; ++j)
+              xq[j * g.s] += wv * yr[j];
+        }
+      }
+  }
+};
+
+// Weight adjoint, the KW weights (o, c, p, 0..KW) per index: dot products of ybar's rows with the
+// shifted input rows, over n and i in order. With stride 1 each dot product runs in 8 lanes
+// (summed at the end), which the compiler vectorises; a single accumulator would be a chain of
+// dependent adds. The order depends on the shapes only, never on the threads.
+template <class T> struct conv2d_weight_adjoint {
+  static constexpr int lanes = 8;
+  T const *gy, *x;
+  T *gw;
+  conv2d_geometry g;
+  DUALCAST_HD void operator()(index_t r) const {
+    index_t const p = r % g.KH, c = (r / g.KH) % g.C, o = r / (g.KH * g.C);
+    for (index_t q = 0; q < g.KW; ++q) {
+      index_t lo, hi;
+      conv2d_geometry::valid(q - g.pad, g.s, g.W, g.OW, lo, hi);
+      T acc[lanes] = {};
+      for (index_t n = 0; n < g.N; ++n)
+        for (index_t i = 0; i < g.OH; ++i) {
+          index_t const h = i * g.s + p - g.pad;
+          if (h < 0 || h >= g.H)
+            continue;
+          T const *yr = gy + ((n * g.O + o) * g.OH + i) * g.OW;
+          T const *xq = x + ((n * g.C + c) * g.H + h) * g.W + q - g.pad;
+          index_t j = lo;
+          if (g.s == 1)
+            for (; j + lanes <= hi; j += lanes)
+              for (int l = 0; l < lanes; ++l)
+                acc[l] += yr[j + l] * xq[j + l];
+          for (; j < hi; ++j)
+            acc[0] += yr[j] * xq[j * g.s];
+        }
+      T sum = T(0);
+      for (int l = 0; l < lanes; ++l)
+        sum += acc[l];
+      gw[r * g.KW + q] = sum;
+    }
+  }
+};
+
+// Bias adjoint, one output channel per index.
+template <class T> struct conv2d_bias_adjoint {
+  T const *gy;
+  T *gb;
+  conv2d_geometry g;
+  DUALCAST_HD void operator()(index_t o) const {
+    T acc = T(0);
+    index_t const plane = g.OH * g.OW;
+    for (index_t n = 0; n < g.N; ++n) {
+      T const *yp = gy + (n * g.O + o) * plane;
+      for (index_t k = 0; k < plane; ++k)
+        acc += yp[k];
+    }
+    gb[o] = acc;
+  }
+};
+
+// The value from contiguous operands (b undefined: no bias).
+template <class Ex, class T>
+tensor<T> conv2d_run(Ex const &ex, tensor<T> const &x, tensor<T> const &w, tensor<T> const &b,
+                     conv2d_geometry const &g) {
+  auto y = tensor<T>::empty({g.N, g.O, g.OH, g.OW}, x.dev());
+  if (y.size() > 0)
+    parallel_for(
+        ex, g.N * g.O * g.OH, g.OW * g.C * g.KH * g.KW,
+        conv2d_forward<T>{x.data(), w.data(), b.defined() ? b.data() : nullptr, y.raw_data(), g});
+  return y;
+}
+
+// The gradients from contiguous x, w and ybar; each only where asked for.
+template <class Ex, class T>
+conv2d_grads<T> conv2d_adjoints(Ex const &ex, tensor<T> const &x, tensor<T> const &w,
+                                tensor<T> const &gy, conv2d_geometry const &g, bool want_x,
+                                bool want_w, bool want_b) {
+  conv2d_grads<T> r;
+  device const dev = x.dev();
+  if (want_x) {
+    r.input = tensor<T>::zeros(x.dims(), dev);
+    if (x.size() > 0 && gy.size() > 0)
+      parallel_for(ex, g.N * g.C * g.H, g.W * g.O * g.KH * g.KW / (g.s * g.s) + 1,
+                   conv2d_input_gather<T>{gy.data(), w.data(), r.input.raw_data(), g});
+  }
+  if (want_w) {
+    r.weights = tensor<T>::zeros(w.dims(), dev);
+    if (w.size() > 0 && gy.size() > 0)
+      parallel_for(ex, g.O * g.C * g.KH, g.KW * g.N * g.OH * g.OW,
+                   conv2d_weight_adjoint<T>{gy.data(), x.data(), r.weights.raw_data(), g});
+  }
+  if (want_b) {
+    r.bias = tensor<T>::zeros({g.O}, dev);
+    if (gy.size() > 0)
+      parallel_for(ex, g.O, g.N * g.OH * g.OW,
+                   conv2d_bias_adjoint<T>{gy.data(), r.bias.raw_data(), g});
+  }
+  return r;
+}
+
+template <class T, class... In> auto conv2d_on_tape(conv2d_geometry const &g, In const &...in) {
+  constexpr bool has_bias = sizeof...(In) == 3;
+  return custom_op(
+      "conv2d",
+      [&](auto const &ex, auto &ctx, tensor<T> const &xv, tensor<T> const &wv, auto const &...bv) {
+        tensor<T> xc = xv.contiguous(), wc = wv.contiguous();
+        ctx.save(xc, "input");
+        ctx.save(wc, "weights");
+        tensor<T> bc;
+        ((bc = bv.contiguous()), ...);
+        return conv2d_run(ex, xc, wc, bc, g);
+      },
+      [g](auto const &ex, auto const &ctx, auto &gr) {
+        bool const want_b = has_bias && gr.needs(has_bias ? 2 : 0);
+        auto d = conv2d_adjoints(ex, ctx.saved(0), ctx.saved(1), gr.out(0).contiguous(), g,
+                                 gr.needs(0), gr.needs(1), want_b);
+        if (d.input.defined())
+          gr.add(0, d.input);
+        if (d.weights.defined())
+          gr.add(1, d.weights);
+        if (d.bias.defined())
+          gr.add(has_bias ? 2 : 0, d.bias);
+      },
+      in...);
+}
+
+} // namespace detail
+
+// ---- on tape variables and lazy expressions ----------------------------------------------------
+template <var_like X, var_like Wt>
+auto conv2d(X const &x, Wt const &w, conv2d_options options = {}) {
+  using T = typename detail::var_of_t<X>::value_type;
+  auto const &xv = detail::as_var(x);
+  auto const &wv = detail::as_var(w);
+  auto const g = detail::make_conv2d_geometry(xv.dims(), wv.dims(), options);
+  return detail::conv2d_on_tape<T>(g, xv, wv);
+}
+template <var_like X, var_like Wt, var_like B>
+auto conv2d(X const &x, Wt const &w, B const &b, conv2d_options options = {}) {
+  using T = typename detail::var_of_t<X>::value_type;
+  auto const &xv = detail::as_var(x);
+  auto const &wv = detail::as_var(w);
+  auto const &bv = detail::as_var(b);
+  auto const g = detail::make_conv2d_geometry(xv.dims(), wv.dims(), options);
+  detail::check_conv2d_bias(bv.dims(), g);
+  return detail::conv2d_on_tape<T>(g, xv, wv, bv);
+}
+
+// ---- on tensors: the value, and the gradients for a given ybar ---------------------------------
+template <class T>
+tensor<T> conv2d(tensor<T> const &x, tensor<T> const &w, tensor<T> const &b,
+                 conv2d_options options = {}) {
+  auto const g = detail::make_conv2d_geometry(x.dims(), w.dims(), options);
+  if (b.defined()) {
+    detail::check_conv2d_bias(b.dims(), g);
+    detail::common_device("dualcast::conv2d", x.dev(), b.dev());
+  }
+  detail::common_device("dualcast::conv2d", x.dev(), w.dev());
+  return detail::on_device("dualcast::conv2d", x.dev(), cpu{}, [&](auto const &ex) {
+    return detail::conv2d_run(ex, x.contiguous(), w.contiguous(), b.defined() ? b.contiguous() : b,
+                              g);
+  });
+}
+template <class T>
+tensor<T> conv2d(tensor<T> const &x, tensor<T> const &w, conv2d_options options = {}) {
+  return conv2d(x, w, tensor<T>{}, options);
+}
+
+// d<ybar, conv2d(x, w, b)> / d(x, w, b) (the bias gradient does not depend on b).
+template <class T>
+conv2d_grads<T> conv2d_vjp(tensor<T> const &x, tensor<T> const &w, tensor<T> const &ybar,
+                           conv2d_options options = {}) {
+  auto const g = detail::make_conv2d_geometry(x.dims(), w.dims(), options);
+  if (!(ybar.dims() == shape{g.N, g.O, g.OH, g.OW}))
+    throw shape_error("dualcast::conv2d_vjp: ybar has shape " + to_string(ybar.dims()) +
+                      ", the output's is " + to_string(shape{g.N, g.O, g.OH, g.OW}));
+  detail::common_device("dualcast::conv2d_vjp", x.dev(), w.dev());
+  detail::common_device("dualcast::conv2d_vjp", x.dev(), ybar.dev());
+  return detail::on_device("dualcast::conv2d_vjp", x.dev(), cpu{}, [&](auto const &ex) {
+    return detail::conv2d_adjoints(ex, x.contiguous(), w.contiguous(), ybar.contiguous(), g, true,
+                                   true, true);
+  });
+}
+
+} // namespace dualcast
