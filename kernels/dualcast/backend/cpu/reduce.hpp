@@ -2,8 +2,8 @@
 // input was broadcast (the adjoint of broadcasting, Zygote's `unbroadcast`).
 //
 // Each thread owns the input elements it writes (no atomics), and every element is summed over
-// the broadcast dimensions in the same row-major order whatever the thread count, so results are
-// reproducible bit for bit.
+// the broadcast dimensions in an order fixed by the shapes alone, whatever the thread count, so
+// results are reproducible bit for bit.
 #pragma once
 
 #include <dualcast/backend/cpu/executor.hpp>
@@ -11,6 +11,7 @@
 #include <dualcast/view.hpp>
 
 #include <algorithm>
+#include <vector>
 
 namespace dualcast::detail::cpu_backend {
 
@@ -87,6 +88,55 @@ void reduce_broadcast(cpu const &ex, shape const &s, T const *src, view<T> dst, 
   };
 
   const int threads = n_kept * n_reduced < (index_t(1) << 15) ? 1 : ex.thread_count();
+
+  // Long contiguous rows: the reduced dimensions innermost (a whole-array sum, a sum over the
+  // last axes), so kept element k sums src[k * n_reduced, (k + 1) * n_reduced). Rows are cut
+  // into chunks of a fixed length, each summed with `lanes` independent accumulators (a loop
+  // the compiler vectorises without reassociating anything), then a row's chunks are added in
+  // order: the threads share long rows and the bits do not depend on their number.
+  bool const rows_contiguous = nr_dims > 0 && (nk_dims == 0 || kept[nk_dims - 1] < reduced[0]);
+  if (rows_contiguous && n_reduced >= 64) {
+    constexpr index_t chunk = 8192;
+    constexpr int lanes = 16;
+    index_t const per_row = (n_reduced + chunk - 1) / chunk, tasks = n_kept * per_row;
+    std::vector<T> part(static_cast<std::size_t>(tasks));
+    auto sum_chunk = [&](index_t t) {
+      index_t const k = t / per_row, c = t % per_row;
+      T const *p = src + k * n_reduced + c * chunk;
+      index_t const m = std::min(chunk, n_reduced - c * chunk);
+      T acc[lanes] = {};
+      index_t j = 0;
+      for (; j + lanes <= m; j += lanes)
+        for (int l = 0; l < lanes; ++l)
+          acc[l] += p[j + l];
+      T total = T(0);
+      for (int l = 0; l < lanes; ++l)
+        total += acc[l];
+      for (; j < m; ++j)
+        total += p[j];
+      part[std::size_t(t)] = total;
+    };
+    if (threads <= 1 || tasks == 1) {
+      for (index_t t = 0; t < tasks; ++t)
+        sum_chunk(t);
+    } else {
+#if defined(_OPENMP)
+#pragma omp parallel for schedule(static) num_threads(threads)
+#endif
+      for (index_t t = 0; t < tasks; ++t)
+        sum_chunk(t);
+    }
+    T *out = dst.data();
+    for (index_t k = 0; k < n_kept; ++k) {
+      T total = T(0);
+      for (index_t c = 0; c < per_row; ++c)
+        total += part[std::size_t(k * per_row + c)];
+      index_t const o = decode(k, kept, nk_dims, dst_stride);
+      out[o] = accumulate ? out[o] + total : total;
+    }
+    return;
+  }
+
   if (threads <= 1 || blocks == 1) {
     for (index_t b = 0; b < blocks; ++b)
       do_block(b);
