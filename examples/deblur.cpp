@@ -27,9 +27,10 @@ constexpr dc::index_t blur_size = 7;
 dc::tensor<T> gaussian_blur() {
   std::vector<T> k(std::size_t(blur_size * blur_size));
   double sum = 0;
+  dc::index_t const centre = blur_size / 2; // (integer: the middle tap)
   for (dc::index_t i = 0; i < blur_size; ++i)
     for (dc::index_t j = 0; j < blur_size; ++j) {
-      double const di = double(i - blur_size / 2), dj = double(j - blur_size / 2);
+      double const di = double(i - centre), dj = double(j - centre);
       sum += k[std::size_t(i * blur_size + j)] = std::exp(-(di * di + dj * dj) / (2 * 1.5 * 1.5));
     }
   for (auto &v : k)
