@@ -165,12 +165,12 @@ struct tape_inputs {
 };
 void on_tape(tape_inputs const &in, int mode) {
   dc::tape tp;
-  tp.fused = mode != 2;
   dc::var<float> v[5];
   for (int k = 0; k < 5; ++k)
     v[k] = tp.variable(in.x[k]);
-  auto r = mode == 1 ? dc::fused(dc::policy::store, lstm, v[0], v[1], v[2], v[3], v[4])
-                     : dc::fused(lstm, v[0], v[1], v[2], v[3], v[4]);
+  auto r = mode == 1   ? dc::fused(dc::policy::store, lstm, v[0], v[1], v[2], v[3], v[4])
+           : mode == 2 ? dc::unfused(lstm, v[0], v[1], v[2], v[3], v[4])
+                       : dc::fused(lstm, v[0], v[1], v[2], v[3], v[4]);
   tp.backward(std::vector<dc::var<float>>{r[0], r[1]},
               std::vector<dc::tensor<float>>{in.hbar, in.c2bar});
 }
