@@ -68,18 +68,10 @@ int main(int argc, char **argv) {
     std::printf("%.1f\n", probe.added_mib());
     return 0;
   }
-  double mib[2];
-  std::string const self = bench::executable_path();
-  for (int v = 0; v < 2; ++v) { // each cold, in a fresh process
-    std::string cmd = self + " --threads " + std::to_string(o.threads) +
-                      (o.quick ? " --quick" : "") + " --memory " + (v == 0 ? "fused" : "unfused");
-    mib[v] = std::nan("");
-    if (std::FILE *p = popen(cmd.c_str(), "r")) {
-      if (std::fscanf(p, "%lf", &mib[v]) != 1)
-        mib[v] = std::nan("");
-      pclose(p);
-    }
-  }
+  double mib[2]; // each cold, in a fresh process
+  for (int v = 0; v < 2; ++v)
+    mib[v] = bench::memory_in_fresh_process(o.threads, v == 0 ? "fused" : "unfused",
+                                            o.quick ? "--quick" : "");
   trainer tr(s);
   double const l0 = tr.step(true), l1 = tr.step(false); // warm-up; the loss must fall
   if (!(l1 < l0 + 1e-3)) {

@@ -148,6 +148,21 @@ inline std::string executable_path() {
   return n > 0 ? std::string(buf, std::size_t(n)) : std::string();
 }
 
+// Runs this program again in a fresh process with `--threads N --memory VARIANT` and `extra`
+// arguments, and returns the number it prints (a memory_probe's MiB); nan when that fails.
+inline double memory_in_fresh_process(int threads, std::string const &variant,
+                                      std::string const &extra = "") {
+  std::string const cmd = executable_path() + " --threads " + std::to_string(threads) +
+                          " --memory " + variant + (extra.empty() ? "" : " " + extra);
+  double mib = std::nan("");
+  if (std::FILE *p = popen(cmd.c_str(), "r")) {
+    if (std::fscanf(p, "%lf", &mib) != 1)
+      mib = std::nan("");
+    pclose(p);
+  }
+  return mib;
+}
+
 // The memory a run adds over what is resident before it: the peak resident set (VmHWM) during
 // the run minus the resident set (VmRSS) at its start. The kernel's high-water mark is reset
 // first (/proc/self/clear_refs, Linux >= 4.0), so what ran before does not count. Run it in a

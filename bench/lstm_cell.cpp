@@ -300,18 +300,6 @@ int memory_run(std::string const &name, std::string const &size, int threads) {
   return 0;
 }
 
-double memory_in_fresh_process(int threads, char const *variant, std::string const &size) {
-  std::string const cmd = bench::executable_path() + " --threads " + std::to_string(threads) +
-                          " --memory " + variant + " " + size;
-  double mib = std::nan("");
-  if (std::FILE *p = popen(cmd.c_str(), "r")) {
-    if (std::fscanf(p, "%lf", &mib) != 1)
-      mib = std::nan("");
-    pclose(p);
-  }
-  return mib;
-}
-
 } // namespace
 
 int main(int argc, char **argv) {
@@ -352,7 +340,7 @@ int main(int argc, char **argv) {
       std::string const name = variants[v];
       if (name == "hand_scalar" && B * H > 1024 * 1024)
         continue; // ~25x the others: seconds per size, and its speed is known from the small ones
-      double const mib = memory_in_fresh_process(threads, variants[v], size);
+      double const mib = bench::memory_in_fresh_process(threads, variants[v], size);
       double const ms = run_variant(v, ex, threads, a, in, s, reps);
       // fused_store also moves its 10 partial arrays (written forward, read backward).
       row(variants[v], ms, name == "fused_store" ? fb_bytes + 20.0 * 4.0 * double(a.n) : fb_bytes,
