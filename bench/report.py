@@ -125,8 +125,8 @@ def lstm_cell_table():
 
 def steps_table():
     body = []
-    for name, suite, size_hint in (("LSTM step with gate matmuls", "lstm_step", None),
-                                   ("char-LSTM training step", "char_lstm_step", None)):
+    for name, suite in (("LSTM step with gate matmuls", "lstm_step"),
+                        ("char-LSTM training step", "char_lstm_step")):
         rs = [r for r in rows(suite) if r["benchmark"] == suite]
         for v in variants_of(rs):
             r = next(r for r in rs if r["variant"] == v)
