@@ -1,7 +1,7 @@
 // dualcast/backend/cuda.cuh: the CUDA backend: the executor dualcast::cuda and its hooks (the
 // list is in backend/seam.hpp), for .cu files compiled by nvcc. Kernels for the GPU are function
 // objects with a DUALCAST_HD call operator (nvcc cannot inspect generic device lambdas on the
-// host; see tests/cuda/lstm_kernels.cu). The matrix product hook is in backend/cuda/blas.cuh.
+// host; see tests/cuda/cell_kernels.cu). The matrix product hook is in backend/cuda/blas.cuh.
 #pragma once
 
 #include <dualcast/backend/cuda/check.cuh>

@@ -73,6 +73,10 @@ DUALCAST_GLOBAL void __launch_bounds__(max_block)
     V vin[NI > 0 ? NI : 1], vout[NO];
     for (int k = 0; k < NI; ++k)
       vin[k] = reinterpret_cast<V const *>(p.in[k].ptr)[v];
+      // Lanes not unrolled either: unrolled, the HM-LSTM update's values kernel (three branches,
+      // each inlined per lane) spilled 8 bytes on sm_80 with 40 registers in use; rolled, no cell
+      // kernel spills and none needs local memory for the lane index (scripts/cuda-resources).
+#pragma unroll 1
     for (int l = 0; l < lanes; ++l) {
       for (int k = 0; k < NI; ++k)
         in[k] = reinterpret_cast<T const *>(&vin[k])[l];
