@@ -108,3 +108,43 @@ TEST_CASE("fused kernels called from several user threads equal sequential runs 
   for (int t = 0; t < n; ++t)
     CHECK(parallel[std::size_t(t)] == sequential[std::size_t(t)]);
 }
+
+// A destroyed tape's arena blocks go to its thread's cache, where the next tape of that thread
+// finds them (no fresh pages from the OS per training step); other threads keep their own.
+TEST_CASE("arena blocks are reused by the next tape of the same thread") {
+  auto &cache = dc::detail::arena_block_cache::of_this_thread();
+  std::size_t const before = cache.bytes();
+  std::size_t capacity = 0;
+  {
+    dc::detail::arena a;
+    a.allocate(std::size_t(1) << 20, 16); // a block of 2 MiB (1 MiB + alignment, rounded up)
+    capacity = a.capacity();
+    CHECK(capacity >= (std::size_t(1) << 20));
+  }
+  CHECK(cache.bytes() == before + capacity);
+  {
+    dc::detail::arena a;
+    void *p = a.allocate(std::size_t(1) << 20, 16);
+    CHECK(p != nullptr);
+    CHECK(cache.bytes() == before); // taken from the cache, not from the heap
+    std::size_t other_start = 1, other_end = 0;
+    std::thread other([&] {
+      auto &mine = dc::detail::arena_block_cache::of_this_thread();
+      other_start = mine.bytes();
+      {
+        dc::detail::arena b;
+        b.allocate(100, 8);
+      }
+      other_end = mine.bytes();
+    });
+    other.join();
+    CHECK(other_start == 0); // a new thread starts with an empty cache
+    CHECK(other_end > 0);    // and keeps its own blocks
+    CHECK(cache.bytes() == before);
+  }
+  CHECK(cache.bytes() == before + capacity);
+  // Tapes go through the same path: a step recorded after one was destroyed reuses its memory
+  // and computes the same gradient.
+  auto const first = tape_step(5);
+  CHECK(tape_step(5) == first);
+}
