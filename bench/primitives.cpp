@@ -161,13 +161,17 @@ struct heat3 {
   }
 };
 
+// Inlined, as the library's passes inline it (ops/stencil.hpp): the scatters compared with the
+// gather evaluate f the same way.
 template <int K, class F, std::size_t... I>
-dc::dual<float, K> call_dual(F const &f, dc::dual<float, K> const *v, std::index_sequence<I...>) {
+[[gnu::always_inline]] inline dc::dual<float, K> call_dual(F const &f, dc::dual<float, K> const *v,
+                                                           std::index_sequence<I...>) {
   return dc::dual<float, K>(f(v[I]...));
 }
 
 // The adjoint as plain reverse mode writes it: for every point p, xbar[p + o_k] += ybar[p] d_k f.
-// atomic: one shared xbar, atomic adds; else one private xbar per thread, summed after.
+// atomic: one shared xbar, atomic adds; else one private xbar per thread, summed after. Interior
+// points find their neighbours by flat offsets, as the gather's passes do (ops/stencil.hpp).
 template <int K, class F>
 void scatter_adjoint(dc::detail::stencil_geometry<K> const &geo, F const &f, float const *x,
                      float const *gy, float *gx, int threads, bool atomic,
@@ -193,12 +197,15 @@ void scatter_adjoint(dc::detail::stencil_geometry<K> const &geo, F const &f, flo
 #pragma omp for schedule(static)
     for (dc::index_t r = 0; r < rows; ++r) {
       dc::index_t const p0 = r / geo.ext[1], p1 = r % geo.ext[1];
+      dc::index_t a, b; // the row's interior: the same flat offsets as the gather's passes use
+      geo.row_interior(p0, p1, geo.in_lo, geo.in_hi, a, b);
       for (dc::index_t p2 = 0; p2 < len; ++p2) {
         float const ybar = gy[r * len + p2];
         dc::dual<float, K> v[K];
         dc::index_t q[K];
+        bool const inside = p2 >= a && p2 < b;
         for (int k = 0; k < K; ++k) {
-          q[k] = geo.neighbour(p0, p1, p2, k);
+          q[k] = inside ? r * len + p2 + geo.flat[k] : geo.neighbour(p0, p1, p2, k);
           v[k] = q[k] < 0 ? dc::dual<float, K>(0.0f) : dc::dual<float, K>::variable(x[q[k]], k);
         }
         auto const res = call_dual<K>(f, v, std::make_index_sequence<std::size_t(K)>{});
@@ -403,6 +410,7 @@ void conv2d_variants(dc::shape const &xs, dc::shape const &ws, dc::conv2d_option
 int main(int argc, char **argv) {
   bool quick = false;
   int threads = 0, reps = 11, stencil_reps = 5;
+  std::string only; // --only primitives | stencil | conv2d: one part
   for (int i = 1; i < argc; ++i) {
     if (!std::strcmp(argv[i], "--quick"))
       quick = true, reps = 3, stencil_reps = 3;
@@ -412,7 +420,10 @@ int main(int argc, char **argv) {
       reps = std::atoi(argv[++i]);
     else if (!std::strcmp(argv[i], "--stencil-reps") && i + 1 < argc)
       stencil_reps = std::atoi(argv[++i]);
+    else if (!std::strcmp(argv[i], "--only") && i + 1 < argc)
+      only = argv[++i];
   }
+  auto part = [&](char const *name) { return only.empty() || only == name; };
 #if defined(_OPENMP)
   if (threads > 0)
     omp_set_num_threads(threads);
@@ -423,14 +434,19 @@ int main(int argc, char **argv) {
   if (openblas_set_num_threads)
     openblas_set_num_threads(threads);
   std::printf("benchmark,variant,size,threads,median_ms,paired_ratio,target,met\n");
-  grad_over_primal(quick ? 1000000 : 10000000, threads, reps);
+  if (part("primitives"))
+    grad_over_primal(quick ? 1000000 : 10000000, threads, reps);
   constexpr auto five = dc::offsets({0, 0}, {-1, 0}, {1, 0}, {0, -1}, {0, 1});
   constexpr auto seven =
       dc::offsets({0, 0, 0}, {-1, 0, 0}, {1, 0, 0}, {0, -1, 0}, {0, 1, 0}, {0, 0, -1}, {0, 0, 1});
   dc::index_t const s2 = quick ? 1024 : 4096, s3 = quick ? 64 : 256;
-  stencil_adjoints("stencil_2d", {s2, s2}, five, heat2{}, stencil_reps);
-  stencil_adjoints("stencil_3d", {s3, s3, s3}, seven, heat3{}, stencil_reps);
-  conv2d_variants({8, 32, 64, 64}, {32, 32, 3, 3}, {1, 1}, threads, reps);
-  conv2d_variants({1, 1, 512, 512}, {1, 1, 7, 7}, {1, 3}, threads, reps);
+  if (part("stencil")) {
+    stencil_adjoints("stencil_2d", {s2, s2}, five, heat2{}, stencil_reps);
+    stencil_adjoints("stencil_3d", {s3, s3, s3}, seven, heat3{}, stencil_reps);
+  }
+  if (part("conv2d")) {
+    conv2d_variants({8, 32, 64, 64}, {32, 32, 3, 3}, {1, 1}, threads, reps);
+    conv2d_variants({1, 1, 512, 512}, {1, 1, 7, 7}, {1, 3}, threads, reps);
+  }
   return 0;
 }

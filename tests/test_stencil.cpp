@@ -88,6 +88,10 @@ struct f2 {
     return (n + s + w + e - 4.0 * c) * 0.25 + dc::tanh(e) * c;
   }
 };
+// 2-D, four slots reaching up to three elements (the interior-path test).
+struct f2b {
+  template <class A> A operator()(A c, A a, A b, A d) const { return c * a - dc::tanh(b) + d; }
+};
 // 3-D: the 7-point Laplacian, a far diagonal neighbour and a nonlinearity.
 constexpr auto offs3 = dc::offsets({0, 0, 0}, {-1, 0, 0}, {1, 0, 0}, {0, -1, 0}, {0, 1, 0},
                                    {0, 0, -1}, {0, 0, 1}, {1, 2, -2});
@@ -329,6 +333,46 @@ TEST_CASE("stencil: 1 thread and 2 threads give the same bits") {
   auto w = random_tensor(x3.dims(), 5).to_vector();
   auto [yr, dr] = naive_stencil(x3, offs3, f3{}, dc::boundary::clamp, w);
   check_close(d1, dr, 1e-13);
+}
+
+// The interior points run with flat offsets, the rim through the boundary mapping
+// (ops/stencil.hpp): with the interior boxes emptied every point takes the rim's path, and the
+// values, partials and gather must be the same bits.
+template <int D, int K, class F>
+void check_interior_path(shape const &s, dc::stencil_offsets<D, K> const &o, F f, dc::boundary b) {
+  INFO("shape " << dc::to_string(s) << " boundary " << int(b));
+  auto const x = random_tensor(s, 91), gy = random_tensor(s, 92);
+  auto fast = dc::detail::make_stencil_geometry(s, o, b);
+  auto rim_only = fast;
+  for (int a = 0; a < 3; ++a)
+    rim_only.in_hi[a] = rim_only.in_lo[a], rim_only.g_hi[a] = rim_only.g_lo[a];
+  dc::cpu const ex{};
+  dc::index_t const rows = fast.ext[0] * fast.ext[1];
+  auto run = [&](dc::detail::stencil_geometry<K> const &g) {
+    auto y = dc::detail::stencil_run(ex, x, g, f);
+    auto c = T64::empty({x.size() * K});
+    dc::detail::parallel_for(
+        ex, rows, 1,
+        dc::detail::stencil_partials<double, K, F>{x.data(), gy.data(), c.raw_data(), g, f});
+    auto gx = T64::empty(s);
+    dc::detail::parallel_for(ex, rows, 1,
+                             dc::detail::stencil_gather<double, K>{c.data(), gx.raw_data(), g});
+    return std::array<std::vector<double>, 3>{y.to_vector(), c.to_vector(), gx.to_vector()};
+  };
+  auto const a = run(fast), r = run(rim_only);
+  for (std::size_t i = 0; i < 3; ++i)
+    CHECK(same_bits(a[i], r[i]));
+}
+
+TEST_CASE("stencil: the interior's flat offsets give the rim path's bits") {
+  for (auto b : all_boundaries) {
+    check_interior_path({37, 29}, offs2, f2{}, b);
+    check_interior_path({9, 11, 13}, offs3, f3{}, b);
+    check_interior_path({40}, offs1, f1{}, b);
+    // offsets reaching further than one element, and extents smaller than the reach
+    check_interior_path({8, 7}, dc::offsets({0, 0}, {-2, 1}, {3, -1}, {0, 2}), f2b{}, b);
+    check_interior_path({2, 3}, dc::offsets({0, 0}, {-2, 1}, {3, -1}, {0, 2}), f2b{}, b);
+  }
 }
 
 TEST_CASE("reduce_by_index: 10^7 rows against a naive loop, gradients at a few rows") {
