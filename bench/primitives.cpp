@@ -4,7 +4,10 @@
 //    (+, *, min) and the histogram (+, 1000 bins, random bins), beside Futhark's published ratios
 //    (A100, 10^7 elements; ../shared/notes/parallel-adjoints.md). primal: the tape operation on a
 //    constant (no node, nothing saved); gradient: the same on a variable plus backward (seed 1
-//    for a scalar, a fixed random cotangent otherwise) -- what a user's gradient costs.
+//    for a scalar, a fixed random cotangent otherwise) -- what a user's gradient costs;
+//    backward_over_primal: its backward pass alone over the primal (a tape always runs the
+//    primal, while Futhark's gradient of a + reduction or scan needs no primal value and its
+//    compiler drops it: compare those with this row).
 // 2. stencil_2d (4096 x 4096, the 5-point heat step) and stencil_3d (256^3, the 7-point one),
 //    boundary zero, at 1 and 2 threads: the forward stencil, the library's adjoint (partials from
 //    dual numbers stored, then the GATHER with the mirrored stencil, ops/stencil.hpp) and two
@@ -127,21 +130,27 @@ void grad_over_primal(dc::index_t n, int threads, int reps) {
       auto y = p.op(tp.constant(in));
       (void)y;
     };
+    std::vector<double> backward; // the backward pass of each gradient run (warm-up first)
     auto gradient = [&] {
       dc::tape tp;
       tp.ex.threads = threads;
       auto v = tp.variable(in);
       auto y = p.op(v);
+      auto const t0 = std::chrono::steady_clock::now();
       if (y.size() == 1)
         tp.backward(y);
       else
         tp.backward(std::vector<V32>{y}, std::vector<F32>{y.size() == bins ? seed_bins : seed_n});
+      backward.push_back(ms_since(t0));
     };
     auto t = interleaved({primal, gradient}, reps);
-    double const ratio = paired_ratio(t[1], t[0]);
+    backward.erase(backward.begin()); // the warm-up's
+    double const ratio = paired_ratio(t[1], t[0]), bratio = paired_ratio(backward, t[0]);
     std::printf("grad_over_primal,%s,%lld,%d,%.3f,%.2f,<= %.1f,%s\n", p.name,
                 static_cast<long long>(n), threads, median(t[1]), ratio, p.futhark,
                 ratio <= p.futhark ? "yes" : "no");
+    std::printf("backward_over_primal,%s,%lld,%d,%.3f,%.2f,,\n", p.name, static_cast<long long>(n),
+                threads, median(backward), bratio);
     std::printf("primal,%s,%lld,%d,%.3f,,,\n", p.name, static_cast<long long>(n), threads,
                 median(t[0]));
     std::fflush(stdout);

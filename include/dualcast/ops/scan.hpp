@@ -53,7 +53,7 @@ namespace detail {
 
 // The operators of a scan: the value op(y_prev, x), and the partials of op(y_prev, x) with
 // respect to y_prev and x. uses_values: whether the partials depend on the values (cumsum's do
-// not: its backward reads no saved tensor).
+// not: its backward reads no saved tensor, and runs as plain reverse running sums).
 template <class T> struct scan_plus {
   static constexpr bool uses_values = false;
   DUALCAST_HD T operator()(T a, T b) const { return a + b; }
@@ -195,11 +195,16 @@ template <class T, class Op> struct scan_piece_summary {
   DUALCAST_HD void operator()(index_t k) const {
     scan_piece const p = piece_of(a.rows, a.m, a.blocks, k);
     T ca = T(1), cb = T(0);
-    for (index_t j = p.j1 - 1; j >= p.j0 && j >= 1; --j) {
-      T dprev, dx;
-      a.partials(p, j, dprev, dx);
-      cb = times_cotangent(a.zbar(p, j) + cb, dprev);
-      ca = ca * dprev;
+    if constexpr (!Op::uses_values) { // +: every partial is 1, the summary a plain sum
+      for (index_t j = p.j1 - 1; j >= p.j0 && j >= 1; --j)
+        cb = a.zbar(p, j) + cb;
+    } else {
+      for (index_t j = p.j1 - 1; j >= p.j0 && j >= 1; --j) {
+        T dprev, dx;
+        a.partials(p, j, dprev, dx);
+        cb = times_cotangent(a.zbar(p, j) + cb, dprev);
+        ca = ca * dprev;
+      }
     }
     A[k] = ca;
     B[k] = cb;
@@ -230,6 +235,14 @@ template <class T, class Op> struct scan_piece_adjoint {
     if (a.exclusive && p.b + 1 == a.blocks)
       gx[a.at(p, a.rows.n - 1)] = T(0);
     T c = a.blocks > 1 ? carry[k] : T(0); // J_(j+1) s_(j+1)
+    if constexpr (!Op::uses_values) {     // +: a reverse running sum (the guard below is for
+      // partials that may be infinite; these are all 1, and its test sat in the serial chain)
+      for (index_t j = p.j1 - 1; j >= p.j0; --j) {
+        c = a.zbar(p, j) + c;
+        gx[a.at(p, j)] = c;
+      }
+      return;
+    }
     for (index_t j = p.j1 - 1; j >= p.j0; --j) {
       T const sj = a.zbar(p, j) + c;
       if (j == 0) {
