@@ -244,3 +244,37 @@ TEST_CASE("custom_op: saved tensors are version-checked; nothing is recorded wit
     CHECK_THROWS_AS(user_ops::min_max(x, w), dc::tape_error); // variables of two tapes
   }
 }
+
+// Tensor-level operations inside a tape operation (a contiguous copy, a zero fill, gradient
+// accumulation) run with the tape's executor, not OpenMP's default: the operation's forward and
+// backward see the tape's `ex` as the ambient CPU executor, and it is restored after.
+TEST_CASE("custom_op: tensor operations inside it use the tape's executor") {
+  namespace dc = dualcast;
+  REQUIRE(dc::detail::ambient_cpu().threads == 0);
+  dc::tape tp;
+  tp.ex = dc::cpu{1};
+  auto x = tp.variable(dc::tensor<double>::from({2, 3}, {1, 2, 3, 4, 5, 6}));
+  int seen_forward = -1, seen_backward = -1;
+  auto y = dc::custom_op(
+      "transpose_copy",
+      [&](auto const &, auto &, dc::tensor<double> const &xv) {
+        seen_forward = dc::detail::ambient_cpu().threads;
+        return xv.permuted({1, 0}).contiguous(); // a tensor-level copy
+      },
+      [&](auto const &, auto const &, auto &g) {
+        seen_backward = dc::detail::ambient_cpu().threads;
+        g.add(0, g.out(0).permuted({1, 0}).contiguous());
+      },
+      x);
+  CHECK(seen_forward == 1);
+  CHECK(dc::detail::ambient_cpu().threads == 0); // restored
+  tp.backward(dc::sum(y * y));
+  CHECK(seen_backward == 1);
+  CHECK(dc::detail::ambient_cpu().threads == 0);
+  CHECK(x.grad().to_vector() == std::vector<double>{2, 4, 6, 8, 10, 12});
+  // The same tensor operation outside any tape: OpenMP's default.
+  int seen_outside = -1;
+  dc::tensor<double>::zeros({3}).on_device(
+      "probe", [&](auto const &) { seen_outside = dc::detail::ambient_cpu().threads; });
+  CHECK(seen_outside == 0);
+}

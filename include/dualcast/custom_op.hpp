@@ -242,7 +242,7 @@ requires((var_like<In> || is_tensor_v<In>)&&...) auto custom_op(std::string_view
       (one(in), ...);
     }
     needs = needs && tp && tp->grad_enabled(); // (no_grad: nothing recorded)
-    cpu const host = tp ? tp->ex : cpu{};
+    cpu const host = tp ? tp->ex : detail::ambient_cpu();
     op_context<T, State> ctx(needs && tp, host);
     auto y = detail::on_device(op, dev, host, [&](auto const &ex) {
       return fwd(ex, ctx, detail::value_of_input<T>(in)...);
@@ -279,7 +279,7 @@ auto custom_op(std::string_view name, Fwd &&fwd, Bwd &&bwd, std::vector<var<T>> 
     throw shape_error(op + ": no inputs");
   needs = needs && tp && tp->grad_enabled(); // (no_grad: nothing recorded)
   device const dev = in[0].value().dev();
-  cpu const host = tp ? tp->ex : cpu{};
+  cpu const host = tp ? tp->ex : detail::ambient_cpu();
   op_context<T, State> ctx(needs && tp, host);
   auto y = detail::on_device(op, dev, host, [&](auto const &ex) { return fwd(ex, ctx, values); });
   using R = std::remove_cvref_t<decltype(y)>;

@@ -265,7 +265,7 @@ public:
   }
   // Runs f(executor) on this tensor's device (detail/device_dispatch.hpp).
   template <class F> decltype(auto) on_device(char const *op, F &&f) const {
-    return detail::on_device(std::string("dualcast::tensor::") + op, dev(), cpu{},
+    return detail::on_device(std::string("dualcast::tensor::") + op, dev(), detail::ambient_cpu(),
                              std::forward<F>(f));
   }
 
@@ -392,7 +392,7 @@ namespace detail {
 template <class T> void add_into(tensor<T> const &dst, tensor<T> const &src) {
   char const *op = "dualcast::tape (gradient accumulation)";
   common_device(op, dst.dev(), src.dev());
-  on_device(op, dst.dev(), cpu{}, [&](auto const &ex) {
+  on_device(op, dst.dev(), ambient_cpu(), [&](auto const &ex) {
     apply(ex, add_kernel, out(dst.raw_view()), dst.cview(), src.cview());
   });
 }

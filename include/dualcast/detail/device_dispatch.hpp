@@ -76,13 +76,39 @@ inline memory_resource &default_resource(device const &d) {
                      "tensors run in .cu files compiled by nvcc (include <dualcast/cuda.cuh>)");
 }
 
-// Runs f(ex) with the executor of device d: `host` for host tensors; for CUDA tensors a CUDA
-// executor on the default stream (all tape work on one stream: the CUDA pool relies on stream
-// order), with d's GPU current. Tensors know their device, so its launches skip the pointer checks.
+// The CPU executor of tensor-level operations on this thread (a copy to make a tensor contiguous,
+// a zero fill, a gradient accumulation): the one of the operation running on this thread -- a
+// tape's `ex` while one of its operations or its backward runs (on_device below sets it) -- and
+// cpu{} (OpenMP's default thread count) elsewhere. Without it a tape on cpu{1} ran the tensor
+// operations inside its operations on every thread.
+inline cpu &ambient_cpu_slot() {
+  thread_local cpu ex{};
+  return ex;
+}
+inline cpu ambient_cpu() { return ambient_cpu_slot(); }
+class ambient_cpu_scope {
+public:
+  explicit ambient_cpu_scope(cpu const &ex) : saved_(ambient_cpu_slot()) {
+    ambient_cpu_slot() = ex;
+  }
+  ambient_cpu_scope(ambient_cpu_scope const &) = delete;
+  ambient_cpu_scope &operator=(ambient_cpu_scope const &) = delete;
+  ~ambient_cpu_scope() { ambient_cpu_slot() = saved_; }
+
+private:
+  cpu saved_;
+};
+
+// Runs f(ex) with the executor of device d: `host` for host tensors (also the ambient CPU
+// executor while f runs); for CUDA tensors a CUDA executor on the default stream (all tape work on
+// one stream: the CUDA pool relies on stream order), with d's GPU current. Tensors know their
+// device, so its launches skip the pointer checks.
 template <class F>
 decltype(auto) on_device(char const *op, device const &d, cpu const &host, F &&f) {
-  if (d.is_host())
+  if (d.is_host()) {
+    ambient_cpu_scope const scope(host);
     return std::forward<F>(f)(host);
+  }
 #if defined(__CUDACC__)
   (void)op;
   cuda_backend::device_guard guard(d.index);

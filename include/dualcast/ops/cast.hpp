@@ -54,7 +54,7 @@ template <class U, class T> tensor<U> cast_on(cpu const &host, tensor<T> const &
 template <class U, class T> tensor<U> cast(tensor<T> const &x) {
   static_assert(std::is_same_v<U, float> || std::is_same_v<U, double>,
                 "dualcast::cast: the target element type is float or double");
-  return detail::cast_on<U>(cpu{}, x);
+  return detail::cast_on<U>(detail::ambient_cpu(), x);
 }
 
 // A tape variable's value as U; its gradient flows back converted to T.
@@ -65,7 +65,7 @@ template <class U, class T> var<U> cast(var<T> const &x) {
     return x;
   } else {
     tape *tp = x.owner();
-    cpu const host = tp ? tp->ex : cpu{};
+    cpu const host = tp ? tp->ex : detail::ambient_cpu();
     tensor<U> y = detail::cast_on<U>(host, x.value());
     if (!tp || !x.requires_grad() || !tp->grad_enabled())
       return var<U>(std::move(y), nullptr, tp);

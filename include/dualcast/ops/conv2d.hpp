@@ -315,7 +315,7 @@ tensor<T> conv2d(tensor<T> const &x, tensor<T> const &w, tensor<T> const &b,
     detail::common_device("dualcast::conv2d", x.dev(), b.dev());
   }
   detail::common_device("dualcast::conv2d", x.dev(), w.dev());
-  return detail::on_device("dualcast::conv2d", x.dev(), cpu{}, [&](auto const &ex) {
+  return detail::on_device("dualcast::conv2d", x.dev(), detail::ambient_cpu(), [&](auto const &ex) {
     return detail::conv2d_run(ex, x.contiguous(), w.contiguous(), b.defined() ? b.contiguous() : b,
                               g);
   });
@@ -335,10 +335,11 @@ conv2d_grads<T> conv2d_vjp(tensor<T> const &x, tensor<T> const &w, tensor<T> con
                       ", the output's is " + to_string(shape{g.N, g.O, g.OH, g.OW}));
   detail::common_device("dualcast::conv2d_vjp", x.dev(), w.dev());
   detail::common_device("dualcast::conv2d_vjp", x.dev(), ybar.dev());
-  return detail::on_device("dualcast::conv2d_vjp", x.dev(), cpu{}, [&](auto const &ex) {
-    return detail::conv2d_adjoints(ex, x.contiguous(), w.contiguous(), ybar.contiguous(), g, true,
-                                   true, true);
-  });
+  return detail::on_device("dualcast::conv2d_vjp", x.dev(), detail::ambient_cpu(),
+                           [&](auto const &ex) {
+                             return detail::conv2d_adjoints(ex, x.contiguous(), w.contiguous(),
+                                                            ybar.contiguous(), g, true, true, true);
+                           });
 }
 
 } // namespace dualcast

@@ -194,9 +194,9 @@ template <class T>
 tensor<T> linear_recurrence(tensor<T> const &a, tensor<T> const &b, int axis = -1) {
   auto const rs = detail::make_recurrence_shapes(a.dims(), b.dims(), axis);
   detail::common_device("dualcast::linear_recurrence", a.dev(), b.dev());
-  return detail::on_device("dualcast::linear_recurrence", a.dev(), cpu{}, [&](auto const &ex) {
-    return detail::recurrence_tensor(ex, a, b, tensor<T>{}, rs);
-  });
+  return detail::on_device(
+      "dualcast::linear_recurrence", a.dev(), detail::ambient_cpu(),
+      [&](auto const &ex) { return detail::recurrence_tensor(ex, a, b, tensor<T>{}, rs); });
 }
 template <class T>
 tensor<T> linear_recurrence(tensor<T> const &a, tensor<T> const &b, tensor<T> const &h0,
@@ -205,9 +205,9 @@ tensor<T> linear_recurrence(tensor<T> const &a, tensor<T> const &b, tensor<T> co
   detail::check_h0(h0.dims(), rs.h0);
   detail::common_device("dualcast::linear_recurrence", a.dev(), b.dev());
   detail::common_device("dualcast::linear_recurrence", a.dev(), h0.dev());
-  return detail::on_device("dualcast::linear_recurrence", a.dev(), cpu{}, [&](auto const &ex) {
-    return detail::recurrence_tensor(ex, a, b, h0, rs);
-  });
+  return detail::on_device(
+      "dualcast::linear_recurrence", a.dev(), detail::ambient_cpu(),
+      [&](auto const &ex) { return detail::recurrence_tensor(ex, a, b, h0, rs); });
 }
 
 } // namespace dualcast

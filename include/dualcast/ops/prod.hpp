@@ -111,7 +111,7 @@ prod_result<T> prod_forward(Ex const &ex, tensor<T> const &xp, reduce_groups con
 template <class T>
 tensor<T> prod(tensor<T> const &x, std::vector<int> const &axes = {}, bool keepdims = false) {
   auto const gr = detail::make_reduce_groups("dualcast::prod", x.dims(), axes, keepdims);
-  return detail::on_device("dualcast::prod", x.dev(), cpu{}, [&](auto const &ex) {
+  return detail::on_device("dualcast::prod", x.dev(), detail::ambient_cpu(), [&](auto const &ex) {
     return detail::prod_forward(ex, x.permuted(gr.perm).contiguous(), gr).y;
   });
 }

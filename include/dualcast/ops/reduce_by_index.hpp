@@ -229,7 +229,7 @@ tensor<T> reduce_by_index(tensor<T> const &values, std::vector<index_t> const &i
   char const *name = "dualcast::reduce_by_index";
   index_t const inner = detail::trailing_size(name, values.dims());
   auto const br = detail::sort_by_bin(name, indices, values.dims().ext[0], bins, values.dev());
-  return detail::on_device(name, values.dev(), cpu{}, [&](auto const &ex) {
+  return detail::on_device(name, values.dev(), detail::ambient_cpu(), [&](auto const &ex) {
     return detail::bins_forward_run(ex, values.contiguous(), br, op, inner);
   });
 }

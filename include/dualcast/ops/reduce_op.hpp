@@ -153,7 +153,7 @@ template <class T, class Op>
 tensor<T> reduce(tensor<T> const &x, Op const &op, std::type_identity_t<T> neutral,
                  std::vector<int> const &axes = {}, bool keepdims = false) {
   auto const gr = detail::make_reduce_groups("dualcast::reduce", x.dims(), axes, keepdims);
-  return detail::on_device("dualcast::reduce", x.dev(), cpu{}, [&](auto const &ex) {
+  return detail::on_device("dualcast::reduce", x.dev(), detail::ambient_cpu(), [&](auto const &ex) {
     return detail::reduce_forward(ex, x.permuted(gr.perm).contiguous(), op, neutral, gr).y;
   });
 }

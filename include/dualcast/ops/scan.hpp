@@ -337,7 +337,7 @@ tensor<T> scan_tensor(char const *name, tensor<T> const &x, Op const &op, T neut
                       bool exclusive) {
   int const ax = normalize_axis(name, axis, x.rank());
   scan_rows const rows = make_scan_rows(x.dims(), ax);
-  return on_device(name, x.dev(), cpu{}, [&](auto const &ex) {
+  return on_device(name, x.dev(), detail::ambient_cpu(), [&](auto const &ex) {
     return scan_forward(ex, x.contiguous(), rows, exclusive, neutral, op);
   });
 }

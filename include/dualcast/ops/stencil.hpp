@@ -324,9 +324,9 @@ template <class T, int D, int K, class F>
 tensor<T> stencil(tensor<T> const &x, stencil_offsets<D, K> const &offs, F const &f,
                   boundary b = boundary::zero) {
   auto const geo = detail::make_stencil_geometry(x.dims(), offs, b);
-  return detail::on_device("dualcast::stencil", x.dev(), cpu{}, [&](auto const &ex) {
-    return detail::stencil_run(ex, x.contiguous(), geo, f);
-  });
+  return detail::on_device(
+      "dualcast::stencil", x.dev(), detail::ambient_cpu(),
+      [&](auto const &ex) { return detail::stencil_run(ex, x.contiguous(), geo, f); });
 }
 
 // The stencil of a tape variable or lazy expression.
