@@ -22,7 +22,6 @@
 #include <array>
 #include <cmath>
 #include <cstddef>
-#include <cstdint>
 #include <cstring>
 #include <iterator>
 #include <limits>
@@ -1682,67 +1681,5 @@ TEST_CASE_TEMPLATE("vjp where a derivative is infinite: unrelated cotangents sta
     else
       CHECK(double(xbar[i]) ==
             doctest::Approx(0.5 / std::sqrt(double(x[i])) * double(ybar[i])).epsilon(1e-5));
-  }
-}
-
-namespace {
-struct stream_cell {
-  template <class A, class B> auto operator()(A a, B b) const {
-    auto t = dc::tanh(a) * b;
-    return dc::outputs(t + dc::sigmoid(b), t * a);
-  }
-};
-} // namespace
-
-// Calls whose outputs exceed DUALCAST_STREAM_BYTES (16 MiB) write them with streaming stores
-// through a staging buffer (backend/cpu/map.hpp): the same bits as the same kernel run on pieces
-// small enough to be stored plainly, for values, partials and a VJP, with a length that is not a
-// multiple of the vector width and with one output misaligned (which then is stored plainly).
-TEST_CASE("outputs past the streaming threshold: the same bits as plain stores") {
-  constexpr dc::kernel<stream_cell> k{stream_cell{}};
-  dc::index_t const n = (dc::index_t(3) << 20) + 37; // 2 outputs x 12 MiB of float
-  dc::index_t const np = (n + 15) / 16 * 16;         // the partials' arrays, each aligned
-  std::mt19937 gen(17);
-  std::uniform_real_distribution<float> u(-3.f, 3.f);
-  std::vector<float> a(static_cast<std::size_t>(n)), b(a.size()), gy(a.size());
-  for (std::size_t i = 0; i < a.size(); ++i)
-    a[i] = u(gen), b[i] = u(gen), gy[i] = u(gen);
-  // Outputs 64-byte aligned (a large std::vector's data is only 16-byte aligned), as the tape's
-  // tensors are.
-  struct aligned {
-    std::vector<float> mem;
-    float *p;
-    explicit aligned(dc::index_t count) : mem(std::size_t(count) + 16) {
-      auto at = reinterpret_cast<std::uintptr_t>(mem.data());
-      p = mem.data() + (64 - at % 64) % 64 / sizeof(float);
-    }
-    float *data() { return p; }
-  };
-  auto run = [&](dc::index_t piece, dc::index_t misalign) {
-    aligned y0(n + misalign), y1(n), d(4 * np), ga(n), gb(n);
-    for (dc::index_t s = 0; s < n; s += piece) {
-      dc::index_t const m = std::min(piece, n - s);
-      dc::shape const sh{m};
-      auto in = [&](std::vector<float> const &v) {
-        return dc::view<const float>(v.data() + s, sh);
-      };
-      auto o = [&](aligned &v, dc::index_t at) { return dc::view<float>(v.data() + at, sh); };
-      dc::apply(dc::cpu{2}, k, dc::active<0, 1>, dc::out(o(y0, s + misalign), o(y1, s)),
-                dc::out(o(d, s), o(d, np + s), o(d, 2 * np + s), o(d, 3 * np + s)), in(a), in(b));
-      dc::vjp(dc::cpu{2}, k, dc::out(o(ga, s), o(gb, s)), dc::in(in(a), in(b)),
-              dc::in(in(gy), in(gy)));
-    }
-    auto vec = [](aligned &v, dc::index_t from, dc::index_t count) {
-      return std::vector<float>(v.data() + from, v.data() + from + count);
-    };
-    return std::array<std::vector<float>, 5>{vec(y0, misalign, n), vec(y1, 0, n), vec(d, 0, 4 * np),
-                                             vec(ga, 0, n), vec(gb, 0, n)};
-  };
-  auto const plain = run(dc::index_t(1) << 16, 0); // 64 Ki elements per call: plain stores
-  auto const streamed = run(n, 0);
-  auto const misaligned = run(n, 1);
-  for (std::size_t i = 0; i < plain.size(); ++i) {
-    CHECK(std::memcmp(plain[i].data(), streamed[i].data(), plain[i].size() * sizeof(float)) == 0);
-    CHECK(std::memcmp(plain[i].data(), misaligned[i].data(), plain[i].size() * sizeof(float)) == 0);
   }
 }

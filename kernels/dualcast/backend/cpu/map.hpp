@@ -13,11 +13,6 @@
 
 #include <algorithm>
 #include <cstdint>
-#include <cstring>
-
-#if defined(__SSE2__)
-#include <immintrin.h>
-#endif
 
 namespace dualcast::detail::cpu_backend {
 
@@ -158,55 +153,6 @@ DUALCAST_FLATTEN inline void run_batches(Op const &op, T const *const *in, T *co
 // Elements per packed chunk of a row that is strided (or of a row's partial last batch).
 inline constexpr index_t pack_elements = 64;
 
-// A call whose outputs together exceed this many bytes (DUALCAST_STREAM_BYTES to change it) writes
-// them with non-temporal (streaming) stores: half the last-level cache of our machines (32 MiB), so
-// what it writes would not stay cached for the next operation anyway. A plain store first reads
-// each output line into the cache (read-for-ownership): a third more memory traffic for an LSTM
-// cell, and the gap between the fused kernels and the copy bandwidth (memcpy streams too) in
-// bench/lstm_cell.
-#ifndef DUALCAST_STREAM_BYTES
-#define DUALCAST_STREAM_BYTES (std::size_t(16) << 20)
-#endif
-inline constexpr std::size_t stream_bytes = DUALCAST_STREAM_BYTES;
-
-// dst[0, n) = src[0, n) with streaming stores where the vector width allows it; dst aligned to
-// `align` bytes (the caller checked), n a multiple of align / sizeof(T) except at a row's end.
-template <class T> inline void stream_copy(T *dst, T const *src, index_t n) {
-  index_t i = 0;
-#if defined(__AVX__)
-  constexpr index_t per = index_t(32 / sizeof(T));
-  for (; i + per <= n; i += per) {
-    __m256i v;
-    std::memcpy(&v, src + i, 32);
-    _mm256_stream_si256(reinterpret_cast<__m256i *>(dst + i), v);
-  }
-#elif defined(__SSE2__)
-  constexpr index_t per = index_t(16 / sizeof(T));
-  for (; i + per <= n; i += per) {
-    __m128i v;
-    std::memcpy(&v, src + i, 16);
-    _mm_stream_si128(reinterpret_cast<__m128i *>(dst + i), v);
-  }
-#endif
-  for (; i < n; ++i)
-    dst[i] = src[i];
-}
-inline constexpr std::size_t stream_align =
-#if defined(__AVX__)
-    32;
-#elif defined(__SSE2__)
-    16;
-#else
-    0; // no streaming stores
-#endif
-// Orders this thread's streaming stores before whatever it does next (they are weakly ordered;
-// the end of the parallel region then publishes them to the other threads).
-inline void stream_fence() {
-#if defined(__SSE2__)
-  _mm_sfence();
-#endif
-}
-
 // One run of n elements along the innermost dimension. The full batches of a row whose operands
 // are all contiguous and overwritten run in place. Everything else -- strided or broadcast
 // operands, the partial last batch, outputs that are added to -- goes in chunks through
@@ -217,7 +163,7 @@ inline void stream_fence() {
 // compile), and every element goes through the same instructions.
 template <class L, class T, class Op>
 void run_row(Op const &op, T const *const *in, index_t const *in_stride, T *const *out,
-             index_t const *out_stride, bool const *add, index_t n, bool stream = false) {
+             index_t const *out_stride, bool const *add, index_t n) {
   constexpr int NI = Op::num_in, NO = Op::num_out;
   constexpr int W = lane_count<L>;
   if constexpr (W == 1) { // one element at a time: no batches to fill
@@ -237,18 +183,13 @@ void run_row(Op const &op, T const *const *in, index_t const *in_stride, T *cons
       in_place = in_place && in_stride[k] == 1;
     for (int k = 0; k < NO; ++k)
       in_place = in_place && out_stride[k] == 1 && !add[k];
-    // Streaming: the results go through out_buf (in L1) and from there to memory with streaming
-    // stores -- a copy loop of its own, so the kernel's body is not compiled twice.
-    for (int k = 0; k < NO && stream; ++k)
-      stream = stream_align > 0 && out_stride[k] == 1 && !add[k] &&
-               reinterpret_cast<std::uintptr_t>(out[k]) % stream_align == 0;
     alignas(64) T in_buf[NI > 0 ? NI : 1][pack_elements];
     alignas(64) T out_buf[NO][pack_elements];
     T const *ip[NI > 0 ? NI : 1];
     T *op_out[NO];
     for (index_t done = 0; done < n;) {
       index_t m, mp;
-      bool chunked = !in_place || stream || n - done < W;
+      bool chunked = !in_place || n - done < W;
       if (!chunked) { // every full batch left in the row
         m = mp = (n - done) / W * W;
         for (int k = 0; k < NI; ++k)
@@ -268,8 +209,7 @@ void run_row(Op const &op, T const *const *in, index_t const *in_stride, T *cons
           }
         }
         for (int k = 0; k < NO; ++k)
-          op_out[k] =
-              out_stride[k] == 1 && m == mp && !add[k] && !stream ? out[k] + done : out_buf[k];
+          op_out[k] = out_stride[k] == 1 && m == mp && !add[k] ? out[k] + done : out_buf[k];
       }
       run_batches<L>(op, ip, op_out, mp);
       if (chunked)
@@ -278,9 +218,7 @@ void run_row(Op const &op, T const *const *in, index_t const *in_stride, T *cons
             continue;
           T *o = out[k] + done * out_stride[k];
           index_t st = out_stride[k];
-          if (stream)
-            stream_copy(o, out_buf[k], m); // (done is a multiple of 64: o stays aligned)
-          else if (add[k])
+          if (add[k])
             for (index_t j = 0; j < m; ++j)
               o[j * st] = o[j * st] + out_buf[k][j];
           else
@@ -289,8 +227,6 @@ void run_row(Op const &op, T const *const *in, index_t const *in_stride, T *cons
         }
       done += m;
     }
-    if (stream)
-      stream_fence();
   }
 }
 
@@ -308,7 +244,6 @@ void map(cpu const &ex, map_params<T, NI, NO> p, Op const &op) {
   const index_t outer = total / inner;
   const index_t blocks_per_row = (inner + block_elements - 1) / block_elements;
   const index_t tasks = outer * blocks_per_row;
-  const bool stream = std::size_t(total) * NO * sizeof(T) >= stream_bytes;
 
   auto do_task = [&](index_t t) {
     index_t row = t / blocks_per_row, b = t % blocks_per_row;
@@ -333,7 +268,7 @@ void map(cpu const &ex, map_params<T, NI, NO> p, Op const &op) {
       in_ptr[k] += begin * in_st[k];
     for (int k = 0; k < NO; ++k)
       out_ptr[k] += begin * out_st[k];
-    run_row<L>(op, in_ptr, in_st, out_ptr, out_st, p.add, n, stream);
+    run_row<L>(op, in_ptr, in_st, out_ptr, out_st, p.add, n);
   };
 
   const int threads = total < parallel_threshold ? 1 : ex.thread_count();
