@@ -24,6 +24,7 @@
 
 #include <cstring>
 #include <string>
+#include <type_traits>
 #include <utility>
 #include <vector>
 
@@ -146,6 +147,15 @@ inline void copy_bytes(char const *op, void *dst, device const &dd, void const *
 // one index.
 template <class Ex, class F> void parallel_for(Ex const &ex, index_t n, index_t cost, F const &f) {
   dualcast::for_each(ex, n, f, cost);
+}
+// f(r, lanes) for every row r in [0, rows): a row operation written over lanes (backend/seam.hpp,
+// backend_for_each_row): one thread per row on the CPU, one warp per row on CUDA. `cost`: the
+// work of one row.
+template <class Ex, class F>
+void parallel_for_rows(Ex const &ex, index_t rows, index_t cost, F const &f) {
+  static_assert(std::is_trivially_copyable_v<F>,
+                "dualcast: a row operation's function object must be trivially copyable");
+  backend_for_each_row(hook{}, ex, rows, cost, f);
 }
 
 // Every array operand of one operation on one device; else device_error naming the positions.

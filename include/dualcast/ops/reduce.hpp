@@ -42,14 +42,29 @@ template <class T, bool Max> struct extremum_groups {
   T *y;
   index_t *arg;
   index_t n;
-  DUALCAST_HD void operator()(index_t i) const {
+  // Of two positions of a group: the extremal value, the lower position on a tie; NaN never
+  // wins against a number (commutative, as a lane reduction must be).
+  struct better {
+    T const *g;
+    DUALCAST_HD index_t operator()(index_t a, index_t b) const {
+      bool const beyond = Max ? g[b] > g[a] : g[b] < g[a];
+      return beyond || (g[b] == g[a] && b < a) ? b : a;
+    }
+  };
+  // Group i over the lanes of a row operation: each lane scans position 0 and then every
+  // count()-th position after it (one lane: the sequential scan, ties to the first; a NaN at
+  // position 0 wins, a later one never does); the lanes' winners are combined by `better`.
+  template <class Lanes> DUALCAST_HD void operator()(index_t i, Lanes const &lanes) const {
     T const *g = src + i * n;
     index_t best = 0;
-    for (index_t j = 1; j < n; ++j)
+    for (index_t j = 1 + lanes.lane(); j < n; j += lanes.count())
       if (Max ? g[j] > g[best] : g[j] < g[best])
         best = j;
-    arg[i] = best;
-    y[i] = g[best];
+    best = lanes.reduce(best, better{g});
+    if (lanes.lane() == 0) {
+      arg[i] = best;
+      y[i] = g[best];
+    }
   }
 };
 // The adjoint: group i of gx (zero elsewhere) receives gy[i] at its extremal position.
@@ -124,9 +139,10 @@ auto extremum(char const *op, X const &x, std::vector<int> const &axes, bool kee
         // The positions, in a block of the device's memory (kept for backward).
         ctx.data.arg =
             storage::allocate(std::size_t(n_out) * sizeof(index_t), dev, default_resource(dev));
-        parallel_for(ex, n_out, n_red,
-                     extremum_groups<T, Max>{xp.data(), y.raw_data(),
-                                             static_cast<index_t *>(ctx.data.arg->data()), n_red});
+        parallel_for_rows(ex, n_out, n_red,
+                          extremum_groups<T, Max>{xp.data(), y.raw_data(),
+                                                  static_cast<index_t *>(ctx.data.arg->data()),
+                                                  n_red});
         return y.reshape(out_shape);
       },
       [perm, ps, n_out, n_red](auto const &ex, auto const &ctx, auto &g) {

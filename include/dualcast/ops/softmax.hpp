@@ -8,8 +8,8 @@
 //   together (an empty list: all axes)
 // Backward: softmax gx = y * (gy - sum(gy * y)); log_softmax gx = gy - softmax(x) * sum(gy);
 // logsumexp gx = gy * exp(x - y). One row (the group's elements, contiguous after moving the
-// axes last) is one call of a function object shared by the CPU backend (rows in parallel with
-// OpenMP) and the CUDA backend (one thread per row).
+// axes last) is one call of a row operation shared by the CPU backend (rows in parallel with
+// OpenMP, each sequential) and the CUDA backend (one warp per row).
 #pragma once
 
 #include <dualcast/custom_op.hpp>
@@ -50,27 +50,41 @@ template <class T> tensor<T> from_rows(tensor<T> const &t, std::vector<int> cons
   return t.permuted(inverse_perm(perm));
 }
 
-// Row r of x (n contiguous values). mode 0: softmax, 1: log_softmax, 2: logsumexp (out has one
-// value per row).
+// Lane reductions of the row operations below (commutative: every lane gets the same bits).
+template <class T> struct row_max { // a NaN already held stays; a later NaN is never taken
+  DUALCAST_HD T operator()(T a, T b) const { return b > a ? b : a; }
+};
+template <class T> struct row_sum {
+  DUALCAST_HD T operator()(T a, T b) const { return a + b; }
+};
+
+// Row r of x (n contiguous values), over the lanes of a row operation: on the CPU one lane, the
+// loops sequential; on CUDA the 32 threads of a warp take every 32nd element and combine their
+// partial maxima and sums (the sums then differ from the CPU's in rounding: a few ulp). mode 0:
+// softmax, 1: log_softmax, 2: logsumexp (out has one value per row).
 template <class T> struct softmax_row {
   T const *x;
   T *out;
   index_t n;
   int mode;
-  DUALCAST_HD void operator()(index_t r) const {
+  template <class Lanes> DUALCAST_HD void operator()(index_t r, Lanes const &lanes) const {
     T const *xr = x + r * n;
-    T m = xr[0];
-    for (index_t j = 1; j < n; ++j)
+    int const l = lanes.lane(), nl = lanes.count();
+    T m = xr[0]; // every lane starts from the first element: a NaN there wins, as sequentially
+    for (index_t j = 1 + l; j < n; j += nl)
       m = xr[j] > m ? xr[j] : m;
+    m = lanes.reduce(m, row_max<T>{});
     T s = 0;
-    for (index_t j = 0; j < n; ++j)
+    for (index_t j = l; j < n; j += nl)
       s += dualcast::exp(xr[j] - m);
+    s = lanes.reduce(s, row_sum<T>{});
     T lse = m + dualcast::log(s);
     if (mode == 2) {
-      out[r] = lse;
+      if (l == 0)
+        out[r] = lse;
     } else {
       T *o = out + r * n;
-      for (index_t j = 0; j < n; ++j)
+      for (index_t j = l; j < n; j += nl)
         o[j] = mode == 0 ? dualcast::exp(xr[j] - lse) : xr[j] - lse;
     }
   }
@@ -82,21 +96,24 @@ template <class T> struct softmax_row_backward {
   T *O;
   index_t n;
   int mode;
-  DUALCAST_HD void operator()(index_t r) const {
+  template <class Lanes> DUALCAST_HD void operator()(index_t r, Lanes const &lanes) const {
+    int const l = lanes.lane(), nl = lanes.count();
     if (mode == 0) {
       T dot = 0;
-      for (index_t j = 0; j < n; ++j)
+      for (index_t j = l; j < n; j += nl)
         dot += G[r * n + j] * Y[r * n + j];
-      for (index_t j = 0; j < n; ++j)
+      dot = lanes.reduce(dot, row_sum<T>{});
+      for (index_t j = l; j < n; j += nl)
         O[r * n + j] = Y[r * n + j] * (G[r * n + j] - dot);
     } else if (mode == 1) {
       T s = 0;
-      for (index_t j = 0; j < n; ++j)
+      for (index_t j = l; j < n; j += nl)
         s += G[r * n + j];
-      for (index_t j = 0; j < n; ++j)
+      s = lanes.reduce(s, row_sum<T>{});
+      for (index_t j = l; j < n; j += nl)
         O[r * n + j] = G[r * n + j] - dualcast::exp(Y[r * n + j]) * s;
     } else {
-      for (index_t j = 0; j < n; ++j)
+      for (index_t j = l; j < n; j += nl)
         O[r * n + j] = G[r] * dualcast::exp(X[r * n + j] - Y[r]);
     }
   }
@@ -129,8 +146,8 @@ auto softmax_like(char const *op, X const &x, std::vector<int> const &axes, int 
         tensor<T> yp = tensor<T>::empty(ys, xv.dev());
         if (mode == 2 && rv.n == 0)
           yp.assign_raw(tensor<T>::full(shape{}, -std::numeric_limits<T>::infinity(), xv.dev()));
-        parallel_for(ex, rv.rows, 4 * rv.n,
-                     softmax_row<T>{rv.data.data(), yp.raw_data(), rv.n, mode});
+        parallel_for_rows(ex, rv.rows, 4 * rv.n,
+                          softmax_row<T>{rv.data.data(), yp.raw_data(), rv.n, mode});
         ctx.data = {yp, rv.perm, rv.rows, rv.n};
         ctx.save(yp, "result");
         if (mode == 2) {
@@ -149,7 +166,7 @@ auto softmax_like(char const *op, X const &x, std::vector<int> const &axes, int 
         tensor<T> gc = mode == 2 ? gy.contiguous().reshape(gs) : gy.permuted(st.perm).contiguous();
         tensor<T> xp = mode == 2 ? ctx.saved(1) : tensor<T>{};
         tensor<T> gx = tensor<T>::empty(mode == 2 ? xp.dims() : gs, gy.dev());
-        parallel_for(
+        parallel_for_rows(
             ex, st.rows, 4 * st.n,
             softmax_row_backward<T>{st.yp.data(), gc.data(), xp.data(), gx.raw_data(), st.n, mode});
         g.add(0, from_rows(gx, st.perm));

@@ -44,4 +44,9 @@ template <class F> void backend_for_each(hook, cpu const &ex, index_t n, index_t
   cpu_backend::for_each(ex, n, cost, f);
 }
 
+template <class F>
+void backend_for_each_row(hook, cpu const &ex, index_t rows, index_t cost, F const &f) {
+  cpu_backend::for_each_row(ex, rows, cost, f);
+}
+
 } // namespace dualcast::detail

@@ -56,4 +56,9 @@ template <class F> void backend_for_each(hook, cuda const &ex, index_t n, index_
   cuda_backend::for_each(ex, n, f);
 }
 
+template <class F>
+void backend_for_each_row(hook, cuda const &ex, index_t rows, index_t, F const &f) {
+  cuda_backend::for_each_row(ex, rows, f);
+}
+
 } // namespace dualcast::detail

@@ -18,6 +18,12 @@
 //       f(i) for i in [0, n); f is a function object with a DUALCAST_HD call operator (row-wise
 //       tape operations: softmax rows, max / min groups, gather lines); `cost` estimates one
 //       call's work, so that small loops stay on one thread
+//   backend_for_each_row(hook, ex, index_t rows, index_t cost, f)
+//       f(r, lanes) for every row r: a row operation (softmax rows, max / min groups) whose
+//       loops over the row's elements run j = lanes.lane(), + lanes.count(), ... and combine the
+//       lanes' partial results with lanes.reduce(x, op) (op commutative and associative; every
+//       lane receives the result). The CPU runs each row on one thread (one lane: its loops are
+//       the sequential ones), CUDA one warp per row (32 lanes, a fixed shuffle tree)
 //   backend_gemm(hook, ex, ta, tb, m, n, k, a, lda, b, ldb, beta, c, ldc)   (blas headers)
 //       row-major C = op(A) op(B) + beta C
 //

@@ -1,5 +1,5 @@
 // dualcast/backend/cpu/for_each.hpp: f(i) for i in [0, n) on the CPU, OpenMP threads over
-// contiguous chunks once there is enough work.
+// contiguous chunks once there is enough work; and row operations, each row on one thread.
 #pragma once
 
 #include <dualcast/backend/cpu/executor.hpp>
@@ -24,6 +24,23 @@ template <class F> void for_each(cpu const &ex, index_t n, index_t cost, F const
 #endif
   for (index_t i = 0; i < n; ++i)
     f(i);
+}
+
+// The lanes of a row operation on the CPU: one lane per row (the row runs sequentially on one
+// thread), so a reduction over the lanes is the lane's own value.
+struct serial_lanes {
+  static constexpr int lane() { return 0; }
+  static constexpr int count() { return 1; }
+  template <class T, class Op> T reduce(T x, Op const &) const { return x; }
+};
+
+// f(r, lanes) for every row r in [0, rows), rows over the threads.
+template <class F> void for_each_row(cpu const &ex, index_t rows, index_t cost, F const &f) {
+  struct one_row {
+    F const *f;
+    void operator()(index_t r) const { (*f)(r, serial_lanes{}); }
+  };
+  for_each(ex, rows, cost, one_row{&f});
 }
 
 } // namespace dualcast::detail::cpu_backend

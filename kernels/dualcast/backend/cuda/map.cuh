@@ -73,16 +73,25 @@ DUALCAST_GLOBAL void __launch_bounds__(max_block)
     V vin[NI > 0 ? NI : 1], vout[NO];
     for (int k = 0; k < NI; ++k)
       vin[k] = reinterpret_cast<V const *>(p.in[k].ptr)[v];
-      // Lanes not unrolled either: unrolled, the HM-LSTM update's values kernel (three branches,
-      // each inlined per lane) spilled 8 bytes on sm_80 with 40 registers in use; rolled, no cell
-      // kernel spills and none needs local memory for the lane index (scripts/cuda-resources).
-#pragma unroll 1
-    for (int l = 0; l < lanes; ++l) {
+    auto one_lane = [&](int l) {
       for (int k = 0; k < NI; ++k)
         in[k] = reinterpret_cast<T const *>(&vin[k])[l];
       op(static_cast<T const *>(in), out);
       for (int k = 0; k < NO; ++k)
         reinterpret_cast<T *>(&vout[k])[l] = out[k];
+    };
+    // Four float lanes stay a loop: unrolled, the HM-LSTM update's values kernel (three branches
+    // inlined per lane) spilled 8 bytes on sm_80 with 40 registers in use. Two double lanes are
+    // unrolled: as a loop, the lane index into a double2 made ptxas spill (lazy trees of 5
+    // inputs and 2 outputs in tests/cuda/tape_cases_gpu.cu). scripts/cuda-resources: no spills.
+    if constexpr (lanes == 4) {
+#pragma unroll 1
+      for (int l = 0; l < lanes; ++l)
+        one_lane(l);
+    } else {
+#pragma unroll
+      for (int l = 0; l < lanes; ++l)
+        one_lane(l);
     }
     for (int k = 0; k < NO; ++k) {
       V *o = reinterpret_cast<V *>(p.out[k].ptr) + v;
