@@ -50,7 +50,8 @@ inline std::vector<index_t> checked_indices(char const *op, std::vector<index_t>
 // row-major order of those). Gather: dst[.., i, ..] = src[.., idx, ..]; scatter (the adjoint):
 // dst[.., idx, ..] += src[.., i, ..]. Lines write disjoint elements and a line runs in a fixed
 // order, so the scatter-add needs no atomics and its sums do not vary from run to run. Shared by
-// the CPU and CUDA backends.
+// the CPU and CUDA backends (the gather a row operation: one warp per line on CUDA; the scatter
+// one thread per line).
 template <class T, bool Scatter> struct index_lines {
   int rank = 0, axis = 0;
   index_t ext[max_rank] = {}; // the output's extents
@@ -62,7 +63,17 @@ template <class T, bool Scatter> struct index_lines {
   bool per_element = false; // gather: one index per output element (contiguous, output shape);
                             // index_select: idx[i] for position i along the axis
   bool overwrite = false;   // Scatter: dst = src instead of += (the last along the line wins)
-  DUALCAST_HD void operator()(index_t l) const {
+  DUALCAST_HD void operator()(index_t l) const { line(l, 0, 1); }
+  // The gather as a row operation (parallel_for_rows): the lanes take every count()-th position
+  // of the line (positions write distinct elements); one warp per line on CUDA.
+  template <class Lanes> DUALCAST_HD void operator()(index_t l, Lanes const &lanes) const {
+    static_assert(!Scatter && sizeof(Lanes) > 0,
+                  "dualcast: a scatter line runs on one thread (its positions may "
+                  "write the same element)");
+    line(l, lanes.lane(), lanes.count());
+  }
+  // Positions first, first + step, ... of line l.
+  DUALCAST_HD void line(index_t l, index_t first, index_t step) const {
     index_t xo = 0, yo = 0, io = 0, istride = 1, cstride = 1, rem = l;
     for (int d = rank - 1; d >= 0; --d) {
       if (d == axis) {
@@ -82,7 +93,7 @@ template <class T, bool Scatter> struct index_lines {
 #if defined(__CUDA_ARCH__)
 #pragma unroll 1
 #endif
-    for (index_t i = 0; i < ext[axis]; ++i) {
+    for (index_t i = first; i < ext[axis]; i += step) {
       index_t j = idx[io + i * istride];
       if constexpr (Scatter) {
         if (overwrite)
@@ -122,7 +133,12 @@ void run_index_lines(char const *op, cpu const &host, tensor<T> const &x, tensor
   f.per_element = per_element;
   f.overwrite = overwrite;
   index_t n_ax = y.extent(axis), lines = n_ax > 0 ? y.size() / n_ax : 0;
-  on_device(op, x.dev(), host, [&](auto const &ex) { parallel_for(ex, lines, n_ax, f); });
+  on_device(op, x.dev(), host, [&](auto const &ex) {
+    if constexpr (Scatter)
+      parallel_for(ex, lines, n_ax, f);
+    else
+      parallel_for_rows(ex, lines, n_ax, f);
+  });
 }
 } // namespace detail
 
