@@ -11,6 +11,10 @@ std::string dualcast_gpu_lstm_case_double();
 std::string dualcast_gpu_tape_lstm_step_case();
 std::string dualcast_gpu_tape_mlp_case();
 std::string dualcast_gpu_tape_ops_case();
+std::string dualcast_gpu_tape_primitives_case();
+std::string dualcast_gpu_kernel_law_float();
+std::string dualcast_gpu_kernel_law_double();
+std::string dualcast_gpu_tape_law();
 
 namespace {
 bool skip_without_gpu() {
@@ -49,4 +53,27 @@ TEST_CASE("tape case on the CUDA backend: reductions, softmax, shape ops, indexi
   if (skip_without_gpu())
     return;
   CHECK(dualcast_gpu_tape_ops_case() == "");
+}
+TEST_CASE("tape case on the CUDA backend: parallel primitives and a divergent fused node") {
+  if (skip_without_gpu())
+    return;
+  CHECK(dualcast_gpu_tape_primitives_case() == "");
+}
+
+// CPU == GPU: the same inputs through both backends, compared directly (tests/cases/kernel_law.hpp
+// and tape_law in tests/cases/tape_cases.hpp state the bounds).
+TEST_CASE("CPU == GPU: every fused-kernel mode, layout and divergent branches (float)") {
+  if (skip_without_gpu())
+    return;
+  CHECK(dualcast_gpu_kernel_law_float() == "");
+}
+TEST_CASE("CPU == GPU: every fused-kernel mode, layout and divergent branches (double)") {
+  if (skip_without_gpu())
+    return;
+  CHECK(dualcast_gpu_kernel_law_double() == "");
+}
+TEST_CASE("CPU == GPU: every tape case and mode, losses and gradients") {
+  if (skip_without_gpu())
+    return;
+  CHECK(dualcast_gpu_tape_law() == "");
 }

@@ -68,6 +68,16 @@ TEST_CASE("matmul: 2-D, batched, shared operand and transposed views match finit
       {random_tensor({4, 3}, 35), random_tensor({2, 4}, 36)});
   check_gradients([](auto const &v) { return dc::matmul(dc::slice(v[0], 1, 0, 8, 2), v[1]); },
                   {random_tensor({3, 8}, 37), b});
+  // Batches in one strided-batched product: entries stored transposed, entries that must be
+  // copied (a column step of 2), a batch of 3 against a shared matrix stored transposed.
+  check_gradients([](auto const &v) { return dc::matmul(dc::transpose(v[0], 1, 2), v[1]); },
+                  {random_tensor({2, 4, 3}, 38), B});
+  check_gradients([](auto const &v) { return dc::matmul(dc::slice(v[0], 2, 0, 8, 2), v[1]); },
+                  {random_tensor({2, 3, 8}, 39), B});
+  check_gradients([](auto const &v) { return dc::matmul(v[0], dc::transpose(v[1], 1, 2)); },
+                  {A, random_tensor({2, 2, 4}, 40)});
+  check_gradients([](auto const &v) { return dc::matmul(v[0], dc::transpose(v[1])); },
+                  {random_tensor({3, 5, 4}, 41), random_tensor({2, 4}, 42)});
   dc::tape tp;
   CHECK_THROWS_AS(dc::matmul(tp.variable(a), tp.variable(a)), dc::shape_error);
 }

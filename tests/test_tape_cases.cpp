@@ -16,3 +16,11 @@ TEST_CASE("tape case on the CPU backend: MLP with log_softmax and gather") {
 TEST_CASE("tape case on the CPU backend: reductions, softmax, shape ops, indexing") {
   CHECK(ops_case(dc::device::host()) == "");
 }
+TEST_CASE("tape case on the CPU backend: parallel primitives and a divergent fused node") {
+  CHECK(primitives_case(dc::device::host()) == "");
+}
+// The CPU == GPU law's tape side on the host: a 1-thread and a 2-thread executor give the same
+// bits in every case and mode (on a GPU, tests/cuda/tape_cases_gpu.cu compares the host to CUDA).
+TEST_CASE("tape law on the CPU backend: 1 thread == 2 threads, bit for bit") {
+  CHECK(tape_law(dc::device::host(), 0) == "");
+}

@@ -7,8 +7,11 @@
 
 #include <dualcast/autodiff.hpp>
 
+#include <algorithm>
 #include <cmath>
+#include <cstring>
 #include <functional>
+#include <limits>
 #include <random>
 #include <string>
 #include <vector>
@@ -45,8 +48,10 @@ enum class tape_mode { store, recompute, unfused };
 
 // weigh(f(xs)) on device d; with gradients into `grads` (host copies) when asked.
 inline double run_tape_case(tape_fn const &f, std::vector<tensor64> const &xs, dc::device d,
-                            tape_mode mode, std::vector<std::vector<double>> *grads) {
+                            tape_mode mode, std::vector<std::vector<double>> *grads,
+                            dc::cpu const &host_ex = {}) {
   dc::tape tp;
+  tp.ex = host_ex;
   tp.default_policy =
       mode == tape_mode::store ? dc::policy_kind::store : dc::policy_kind::recompute;
   tp.fused = mode != tape_mode::unfused;
@@ -95,10 +100,20 @@ inline std::string check_tape_case(std::string const &name, tape_fn const &f,
   return {};
 }
 
+// A case: a function of the inputs and the inputs (host tensors).
+struct tape_problem {
+  std::string name;
+  tape_fn f;
+  std::vector<tensor64> inputs;
+};
+inline std::string check_tape_case(tape_problem const &p, dc::device d) {
+  return check_tape_case(p.name, p.f, p.inputs, d);
+}
+
 // One LSTM cell step with its gate matmuls: gates = x Wx + h Wh + b, then the cell update as
 // lazy expressions materialised together (ONE fused node with two outputs; node by node in
 // unfused mode).
-inline std::string lstm_step_case(dc::device d) {
+inline tape_problem lstm_step_problem() {
   constexpr dc::index_t B = 3, I = 4, H = 5;
   tape_fn f = [](std::vector<var64> const &v) {
     var64 gates = dc::matmul(v[0], v[3]) + dc::matmul(v[1], v[4]) + v[5];
@@ -109,18 +124,18 @@ inline std::string lstm_step_case(dc::device d) {
     auto [H2, C2] = dc::eval(h2, c2);
     return var64(weigh(H2) + weigh(C2));
   };
-  return check_tape_case("lstm step", f,
-                         {random_host({B, I}, 1), random_host({B, H}, 2), random_host({B, H}, 3),
-                          random_host({I, 4 * H}, 4), random_host({H, 4 * H}, 5),
-                          random_host({4 * H}, 6)},
-                         d);
+  return {"lstm step",
+          f,
+          {random_host({B, I}, 1), random_host({B, H}, 2), random_host({B, H}, 3),
+           random_host({I, 4 * H}, 4), random_host({H, 4 * H}, 5), random_host({4 * H}, 6)}};
 }
+inline std::string lstm_step_case(dc::device d) { return check_tape_case(lstm_step_problem(), d); }
 
 // A small MLP classifier: tanh hidden layer (a DUALCAST_HD kernel function object through
 // dc::call: one fused node, or in unfused mode the functor called on variables, one node per
 // operation -- under nvcc that needs --diag-suppress=20011, see tests/CMakeLists.txt),
 // log_softmax, the labels' log-probabilities picked with gather, mean negative log-likelihood.
-inline std::string mlp_case(dc::device d) {
+inline tape_problem mlp_problem() {
   tape_fn f = [](std::vector<var64> const &v) {
     constexpr dc::kernel<tanh_layer> layer{tanh_layer{}};
     var64 hidden = dc::call(layer, dc::matmul(v[0], v[1]), v[2]);
@@ -128,15 +143,16 @@ inline std::string mlp_case(dc::device d) {
     var64 picked = dc::gather(lp, 1, dc::index_array{{4, 1}, {2, 0, 4, 2}});
     return var64(-dc::mean(picked));
   };
-  return check_tape_case("mlp", f,
-                         {random_host({4, 3}, 11), random_host({3, 6}, 12), random_host({6}, 13),
-                          random_host({6, 5}, 14)},
-                         d);
+  return {"mlp",
+          f,
+          {random_host({4, 3}, 11), random_host({3, 6}, 12), random_host({6}, 13),
+           random_host({6, 5}, 14)}};
 }
+inline std::string mlp_case(dc::device d) { return check_tape_case(mlp_problem(), d); }
 
 // Reductions, softmax family, shape operations, indexing and a batched matmul with a shared
 // operand, on non-contiguous views.
-inline std::string ops_case(dc::device d) {
+inline tape_problem ops_problem() {
   tape_fn f = [](std::vector<var64> const &v) {
     var64 const &x = v[0];             // (3, 4, 5)
     var64 xt = dc::transpose(x, 0, 2); // (5, 4, 3), a view
@@ -164,8 +180,99 @@ inline std::string ops_case(dc::device d) {
       total = total + weigh(parts[i]);
     return total;
   };
-  return check_tape_case("reductions, softmax, shape ops, indexing", f,
-                         {random_host({3, 4, 5}, 21), random_host({5, 2}, 22)}, d);
+  return {"reductions, softmax, shape ops, indexing",
+          f,
+          {random_host({3, 4, 5}, 21), random_host({5, 2}, 22)}};
+}
+inline std::string ops_case(dc::device d) { return check_tape_case(ops_problem(), d); }
+
+// Operators of the parallel primitives (nvcc runs them on the GPU: DUALCAST_HD; called on plain
+// numbers and on duals).
+struct log_add_exp_op { // log(exp(a) + exp(b)): associative, commutative; neutral -inf
+  template <class A> DUALCAST_HD A operator()(A a, A b) const {
+    return dc::log(dc::exp(a) + dc::exp(b));
+  }
+};
+struct mobius_op { // a b + a + b = (1 + a)(1 + b) - 1: associative; neutral 0
+  template <class A> DUALCAST_HD A operator()(A a, A b) const { return a * b + a + b; }
+};
+struct laplace_tanh { // the 5-point Laplacian plus a nonlinearity of a neighbour
+  template <class A> DUALCAST_HD A operator()(A c, A n, A s, A w, A e) const {
+    return (n + s + w + e - 4.0 * c) * 0.25 + dc::tanh(e) * c;
+  }
+};
+
+// The parallel primitives (reductions with a user operator, scans, a linear recurrence, bins,
+// a stencil) and a fused node whose elements take different branches (the HM-LSTM update with
+// random masks). (Not conv2d: under ptxas's default register heuristics its CUDA kernels spill a
+// few bytes, which CI's cuda stage rejects; it is tested on the CPU in test_conv.cpp.)
+inline tape_problem primitives_problem() {
+  tape_fn f = [](std::vector<var64> const &v) {
+    var64 const &x = v[0]; // (4, 6)
+    auto dev = x.value().dev();
+    static constexpr auto cross = dc::offsets({0, 0}, {-1, 0}, {1, 0}, {0, -1}, {0, 1});
+    std::vector<double> zs(24), zbs(24);
+    std::mt19937 g(5);
+    for (std::size_t k = 0; k < zs.size(); ++k)
+      zs[k] = double(g() % 2), zbs[k] = double(g() % 2);
+    auto z = tensor64::from({4, 6}, zs).to(dev), zb = tensor64::from({4, 6}, zbs).to(dev);
+    var64 parts[] = {
+        dc::prod(x, {1}),
+        dc::reduce(dc::transpose(x, 0, 1), log_add_exp_op{}, -HUGE_VAL, {1}),
+        dc::cumsum(x, 0),
+        dc::cumprod(x, 1, true),
+        dc::cummax(dc::transpose(x, 0, 1), 1),
+        dc::scan(x, mobius_op{}, 0.0, -1),
+        dc::linear_recurrence(v[1], x, v[2], 1),
+        dc::reduce_by_index(x, {2, 0, 2, 1}, 3, dc::bin_op::plus),
+        dc::reduce_by_index(dc::transpose(x, 0, 1), {0, 1, 1, 0, 2, 1}, 3, dc::bin_op::max),
+        dc::stencil(x, cross, laplace_tanh{}, dc::boundary::clamp),
+        dc::hmlstm_update(z, zb, v[1], x, v[3], v[4]),
+    };
+    var64 total = weigh(parts[0]);
+    for (std::size_t i = 1; i < std::size(parts); ++i)
+      total = total + weigh(parts[i]);
+    return total;
+  };
+  return {"parallel primitives, divergent fused node",
+          f,
+          {random_host({4, 6}, 31), random_host({4, 6}, 32), random_host({4}, 33),
+           random_host({4, 6}, 37), random_host({4, 6}, 38)}};
+}
+inline std::string primitives_case(dc::device d) {
+  return check_tape_case(primitives_problem(), d);
+}
+
+// CPU == GPU, the tape's side: every case run on the host with a 1-thread executor and on device
+// d with a 2-thread one (for the host tensors), mode by mode, the losses and gradients compared:
+// bit for bit when `ulps` is 0 (the host's law: thread counts do not change a bit), else within
+// ulps units of double's epsilon times max(|a|, |b|, 1) (the inputs and gradients are of order 1;
+// GPU reductions add in another order, and CUDA's libm rounds differently from the CPU's).
+inline std::string tape_law(dc::device d, int ulps) {
+  char const *mode_names[] = {"fused store", "fused recompute", "unfused"};
+  for (auto const &p : {lstm_step_problem(), mlp_problem(), ops_problem(), primitives_problem()})
+    for (tape_mode m : {tape_mode::store, tape_mode::recompute, tape_mode::unfused}) {
+      std::vector<std::vector<double>> ga, gb;
+      double const la = run_tape_case(p.f, p.inputs, dc::device::host(), m, &ga, dc::cpu{1});
+      double const lb = run_tape_case(p.f, p.inputs, d, m, &gb, dc::cpu{2});
+      auto agree = [ulps](double a, double b) {
+        if (ulps == 0)
+          return std::memcmp(&a, &b, sizeof a) == 0;
+        double const scale = std::max({std::abs(a), std::abs(b), 1.0});
+        return std::abs(a - b) <= ulps * std::numeric_limits<double>::epsilon() * scale;
+      };
+      std::string const where = p.name + " (" + mode_names[int(m)] + "): ";
+      if (!agree(la, lb))
+        return where + "loss " + std::to_string(la) + " on the host, " + std::to_string(lb) +
+               " on " + dc::to_string(d);
+      for (std::size_t i = 0; i < ga.size(); ++i)
+        for (std::size_t j = 0; j < ga[i].size(); ++j)
+          if (!agree(ga[i][j], gb[i][j]))
+            return where + "gradient of input " + std::to_string(i) + " element " +
+                   std::to_string(j) + ": " + std::to_string(ga[i][j]) + " on the host, " +
+                   std::to_string(gb[i][j]) + " on " + dc::to_string(d);
+    }
+  return {};
 }
 
 } // namespace dualcast_tests

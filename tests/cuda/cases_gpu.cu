@@ -4,6 +4,7 @@
 // unit, so that the two compile in parallel.)
 #include <dualcast/cuda.cuh>
 
+#include "../cases/kernel_law.hpp"
 #include "../cases/lstm_case.hpp"
 
 #include <string>
@@ -40,4 +41,15 @@ std::string dualcast_gpu_lstm_case_float() {
 std::string dualcast_gpu_lstm_case_double() {
   device_memory<double> mem;
   return dualcast_tests::check_lstm_case<double>(dualcast::cuda{}, mem, 300, 131);
+}
+
+// CPU == GPU (tests/cases/kernel_law.hpp): the CPU backend against CUDA on the same inputs, every
+// fused-kernel mode, strided and broadcast layouts, divergent branches.
+std::string dualcast_gpu_kernel_law_float() {
+  device_memory<float> mem;
+  return dualcast_tests::kernel_law<float>(dualcast::cuda{}, mem, false);
+}
+std::string dualcast_gpu_kernel_law_double() {
+  device_memory<double> mem;
+  return dualcast_tests::kernel_law<double>(dualcast::cuda{}, mem, false);
 }

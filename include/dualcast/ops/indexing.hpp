@@ -65,11 +65,10 @@ template <class T, bool Scatter> struct index_lines {
   bool overwrite = false;   // Scatter: dst = src instead of += (the last along the line wins)
   DUALCAST_HD void operator()(index_t l) const { line(l, 0, 1); }
   // The gather as a row operation (parallel_for_rows): the lanes take every count()-th position
-  // of the line (positions write distinct elements); one warp per line on CUDA.
-  template <class Lanes> DUALCAST_HD void operator()(index_t l, Lanes const &lanes) const {
-    static_assert(!Scatter && sizeof(Lanes) > 0,
-                  "dualcast: a scatter line runs on one thread (its positions may "
-                  "write the same element)");
+  // of the line (positions write distinct elements); one warp per line on CUDA. Not for a
+  // scatter, whose positions may write the same element: its line runs on one thread.
+  template <class Lanes>
+  requires(!Scatter) DUALCAST_HD void operator()(index_t l, Lanes const &lanes) const {
     line(l, lanes.lane(), lanes.count());
   }
   // Positions first, first + step, ... of line l.

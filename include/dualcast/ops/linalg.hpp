@@ -19,6 +19,7 @@
 #include <dualcast/tape.hpp>
 #include <dualcast/tensor.hpp>
 
+#include <algorithm>
 #include <string>
 
 namespace dualcast {
@@ -80,6 +81,60 @@ void gemm(cpu const &host, tensor<T> const &a, tensor<T> const &b, tensor<T> con
 
 template <class T> tensor<T> batch_entry(tensor<T> const &x, index_t i) {
   return x.rank() == 2 ? x : x.select(0, i);
+}
+
+// The transposes of a matrix or of each matrix of a batch (a view).
+template <class T> tensor<T> matrix_transpose(tensor<T> const &x) {
+  return x.rank() == 2 ? x.transposed() : x.transposed(1, 2);
+}
+
+// A batch of matrices as a batched BLAS call sees it: entry i at ptr + i * stride (0: one matrix
+// shared by every entry), each entry with the same transpose flag and leading dimension.
+template <class T> struct blas_batch {
+  blas_operand<T> entry; // entry 0
+  tensor<T> keep;        // a contiguous copy when the entries' layout is not BLAS-compatible
+  long long stride = 0;
+};
+template <class T> blas_batch<T> as_blas_batch(tensor<T> const &x) {
+  blas_batch<T> o;
+  if (x.rank() == 2) {
+    o.entry = as_blas(x);
+    return o;
+  }
+  o.entry = as_blas(x.select(0, 0));
+  if (o.entry.keep.defined()) { // copy the whole batch once, not entry by entry
+    o.keep = x.clone();
+    o.entry = as_blas(o.keep.select(0, 0));
+    o.stride = x.extent(0) > 1 ? o.keep.stride(0) : 0;
+  } else {
+    o.stride = x.extent(0) > 1 ? x.stride(0) : 0;
+  }
+  return o;
+}
+
+// C_i (m x n) = A_i @ B_i + beta * C_i for every entry i of C (rank 3, entries that do not
+// overlap); a rank-2 A or B is shared by every entry. One strided-batched product (cuBLAS) where
+// C's entries are BLAS-compatible rows with a constant stride; else one gemm per entry.
+template <class T>
+void gemm_batched(cpu const &host, tensor<T> const &a, tensor<T> const &b, tensor<T> const &c,
+                  T beta) {
+  index_t const batch = c.extent(0);
+  int const m = int(c.extent(1)), n = int(c.extent(2));
+  int const k = int(a.extent(a.rank() - 1));
+  bool const c_rows = (n <= 1 || c.stride(2) == 1) && c.stride(1) >= n &&
+                      (batch <= 1 || c.stride(0) >= c.stride(1) * m);
+  if (batch <= 1 || m == 0 || n == 0 || k == 0 || !c_rows) {
+    for (index_t i = 0; i < batch; ++i)
+      gemm(host, batch_entry(a, i), batch_entry(b, i), c.select(0, i), beta);
+    return;
+  }
+  auto A = as_blas_batch(a), B = as_blas_batch(b);
+  int const ldc = int(std::max<index_t>(c.stride(1), n));
+  on_device("dualcast::matmul", c.dev(), host, [&](auto const &ex) {
+    backend_gemm_batched(hook{}, ex, A.entry.trans, B.entry.trans, m, n, k, A.entry.ptr, A.entry.ld,
+                         A.stride, B.entry.ptr, B.entry.ld, B.stride, beta, c.raw_data(), ldc,
+                         (long long)c.stride(0), int(batch));
+  });
 }
 
 } // namespace detail
@@ -217,9 +272,10 @@ template <var_like XA, var_like XB> auto matmul(XA const &a_in, XB const &b_in) 
       "matmul",
       [&](auto const &, auto &ctx, tensor<T> const &A, tensor<T> const &B) {
         tensor<T> C = tensor<T>::empty(batched ? shape{batch, m, n} : shape{m, n}, A.dev());
-        for (index_t i = 0; i < batch; ++i)
-          detail::gemm(ctx.host(), detail::batch_entry(A, i), detail::batch_entry(B, i),
-                       detail::batch_entry(C, i), T(0));
+        if (batched)
+          detail::gemm_batched(ctx.host(), A, B, C, T(0));
+        else
+          detail::gemm(ctx.host(), A, B, C, T(0));
         // dA needs B, dB needs A
         ctx.save(b.requires_grad() ? A : tensor<T>{}, "operand 0 (a)");
         ctx.save(a.requires_grad() ? B : tensor<T>{}, "operand 1 (b)");
@@ -234,23 +290,21 @@ template <var_like XA, var_like XB> auto matmul(XA const &a_in, XB const &b_in) 
           auto [t, acc] = g.target(0);
           if (batch == 0 && !acc) // an operand shared by an empty batch: nothing adds to it
             t.assign_raw(tensor<T>::zeros(shape{}, t.dev()));
-          for (index_t i = 0; i < batch; ++i) {
-            bool accumulate = acc || (ra == 2 && i > 0);
+          if (ra == 3) // one target per entry: a batched product
+            detail::gemm_batched(g.host(), gy, detail::matrix_transpose(B), t, acc ? T(1) : T(0));
+          for (index_t i = 0; ra == 2 && i < batch; ++i) // a shared target: summed in order
             detail::gemm(g.host(), detail::batch_entry(gy, i),
-                         detail::batch_entry(B, i).transposed(),
-                         detail::batch_entry(t, ra == 3 ? i : 0), accumulate ? T(1) : T(0));
-          }
+                         detail::batch_entry(B, i).transposed(), t, acc || i > 0 ? T(1) : T(0));
         }
         if (g.needs(1)) { // dB = A^T @ dC
           auto [t, acc] = g.target(1);
           if (batch == 0 && !acc)
             t.assign_raw(tensor<T>::zeros(shape{}, t.dev()));
-          for (index_t i = 0; i < batch; ++i) {
-            bool accumulate = acc || (rb == 2 && i > 0);
+          if (rb == 3)
+            detail::gemm_batched(g.host(), detail::matrix_transpose(A), gy, t, acc ? T(1) : T(0));
+          for (index_t i = 0; rb == 2 && i < batch; ++i)
             detail::gemm(g.host(), detail::batch_entry(A, i).transposed(),
-                         detail::batch_entry(gy, i), detail::batch_entry(t, rb == 3 ? i : 0),
-                         accumulate ? T(1) : T(0));
-          }
+                         detail::batch_entry(gy, i), t, acc || i > 0 ? T(1) : T(0));
         }
       },
       a, b);

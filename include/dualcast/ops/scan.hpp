@@ -241,18 +241,18 @@ template <class T, class Op> struct scan_piece_adjoint {
         c = a.zbar(p, j) + c;
         gx[a.at(p, j)] = c;
       }
-      return;
-    }
-    for (index_t j = p.j1 - 1; j >= p.j0; --j) {
-      T const sj = a.zbar(p, j) + c;
-      if (j == 0) {
-        gx[a.at(p, 0)] = sj;
-        break;
+    } else { // (an else, not a return: nvcc reports the loop after a constexpr return unreachable)
+      for (index_t j = p.j1 - 1; j >= p.j0; --j) {
+        T const sj = a.zbar(p, j) + c;
+        if (j == 0) {
+          gx[a.at(p, 0)] = sj;
+          break;
+        }
+        T dprev, dx;
+        a.partials(p, j, dprev, dx);
+        gx[a.at(p, j)] = times_cotangent(sj, dx);
+        c = times_cotangent(sj, dprev);
       }
-      T dprev, dx;
-      a.partials(p, j, dprev, dx);
-      gx[a.at(p, j)] = times_cotangent(sj, dx);
-      c = times_cotangent(sj, dprev);
     }
   }
 };

@@ -26,6 +26,10 @@
 //       the sequential ones), CUDA one warp per row (32 lanes, a fixed shuffle tree)
 //   backend_gemm(hook, ex, ta, tb, m, n, k, a, lda, b, ldb, beta, c, ldc)   (blas headers)
 //       row-major C = op(A) op(B) + beta C
+//   backend_gemm_batched(hook, ex, ta, tb, m, n, k, a, lda, sa, b, ldb, sb, beta, c, ldc, sc,
+//                        batch)                                              (blas headers)
+//       C_i = op(A_i) op(B_i) + beta C_i for i < batch, X_i = x + i * sx (sa or sb 0: a shared
+//       operand; the C_i never overlap): cuBLAS's strided-batched gemm, a loop on the CPU
 //
 // and each backend provides a memory_resource for its devices (backend/device.hpp).
 //

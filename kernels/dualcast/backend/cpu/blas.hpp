@@ -25,4 +25,15 @@ void backend_gemm(hook, cpu const &, bool ta, bool tb, int m, int n, int k, T co
     cblas_dgemm(CblasRowMajor, tr(ta), tr(tb), m, n, k, 1.0, a, lda, b, ldb, beta, c, ldc);
 }
 
+// `batch` products C_i = op(A_i) op(B_i) + beta C_i, X_i at x + i * stride_x (stride 0: shared);
+// the C_i do not overlap. One gemm per entry, in order (each one parallel inside the BLAS).
+template <class T>
+void backend_gemm_batched(hook, cpu const &ex, bool ta, bool tb, int m, int n, int k, T const *a,
+                          int lda, long long stride_a, T const *b, int ldb, long long stride_b,
+                          T beta, T *c, int ldc, long long stride_c, int batch) {
+  for (int i = 0; i < batch; ++i)
+    backend_gemm(hook{}, ex, ta, tb, m, n, k, a + i * stride_a, lda, b + i * stride_b, ldb, beta,
+                 c + i * stride_c, ldc);
+}
+
 } // namespace dualcast::detail

@@ -1,5 +1,5 @@
-// dualcast/backend/cuda/blas.cuh: the CUDA backend's matrix product hook: row-major products
-// through cuBLAS (link CUDA::cublas).
+// dualcast/backend/cuda/blas.cuh: the CUDA backend's matrix product hooks: row-major products
+// through cuBLAS (link CUDA::cublas), batches in one strided-batched call.
 //
 // cuBLAS is column-major. A row-major matrix with leading dimension ld is, read column-major,
 // its transpose with the same ld, so row-major C = op(A) op(B) is column-major
@@ -65,6 +65,27 @@ void gemm(cuda const &ex, bool ta, bool tb, int m, int n, int k, T const *a, int
                "cublasDgemm");
 }
 
+// `batch` products C_i = op(A_i) op(B_i) + beta C_i in one strided-batched cuBLAS call, X_i at
+// x + i * stride_x (stride 0: shared); the C_i do not overlap.
+template <class T>
+void gemm_batched(cuda const &ex, bool ta, bool tb, int m, int n, int k, T const *a, int lda,
+                  long long stride_a, T const *b, int ldb, long long stride_b, T beta, T *c,
+                  int ldc, long long stride_c, int batch) {
+  static_assert(std::is_same_v<T, float> || std::is_same_v<T, double>);
+  cublasHandle_t h = blas_handle();
+  check_blas(cublasSetStream(h, ex.stream), "cublasSetStream");
+  const T one = T(1);
+  cublasOperation_t opb = tb ? CUBLAS_OP_T : CUBLAS_OP_N, opa = ta ? CUBLAS_OP_T : CUBLAS_OP_N;
+  if constexpr (std::is_same_v<T, float>)
+    check_blas(cublasSgemmStridedBatched(h, opb, opa, n, m, k, &one, b, ldb, stride_b, a, lda,
+                                         stride_a, &beta, c, ldc, stride_c, batch),
+               "cublasSgemmStridedBatched");
+  else
+    check_blas(cublasDgemmStridedBatched(h, opb, opa, n, m, k, &one, b, ldb, stride_b, a, lda,
+                                         stride_a, &beta, c, ldc, stride_c, batch),
+               "cublasDgemmStridedBatched");
+}
+
 } // namespace dualcast::detail::cuda_backend
 
 namespace dualcast::detail {
@@ -74,6 +95,13 @@ template <class T>
 void backend_gemm(hook, cuda const &ex, bool ta, bool tb, int m, int n, int k, T const *a, int lda,
                   T const *b, int ldb, T beta, T *c, int ldc) {
   cuda_backend::gemm(ex, ta, tb, m, n, k, a, lda, b, ldb, beta, c, ldc);
+}
+template <class T>
+void backend_gemm_batched(hook, cuda const &ex, bool ta, bool tb, int m, int n, int k, T const *a,
+                          int lda, long long stride_a, T const *b, int ldb, long long stride_b,
+                          T beta, T *c, int ldc, long long stride_c, int batch) {
+  cuda_backend::gemm_batched(ex, ta, tb, m, n, k, a, lda, stride_a, b, ldb, stride_b, beta, c, ldc,
+                             stride_c, batch);
 }
 
 } // namespace dualcast::detail
