@@ -11,6 +11,7 @@ std::string dualcast_gpu_lstm_case_double();
 std::string dualcast_gpu_tape_lstm_step_case();
 std::string dualcast_gpu_tape_mlp_case();
 std::string dualcast_gpu_tape_ops_case();
+std::string dualcast_gpu_tape_two_streams_case();
 
 namespace {
 bool skip_without_gpu() {
@@ -49,4 +50,12 @@ TEST_CASE("tape case on the CUDA backend: reductions, softmax, shape ops, indexi
   if (skip_without_gpu())
     return;
   CHECK(dualcast_gpu_tape_ops_case() == "");
+}
+// Streams (issue 17): two tapes on two user-created streams, driven by two threads at once, give
+// bit for bit what the same steps give one after the other on the default stream
+// (tests/cuda/tape_cases_gpu.cu).
+TEST_CASE("tape on CUDA streams: two tapes on two streams from two threads equal sequential runs") {
+  if (skip_without_gpu())
+    return;
+  CHECK(dualcast_gpu_tape_two_streams_case() == "");
 }

@@ -98,9 +98,9 @@ inline std::string check_tape_case(std::string const &name, tape_fn const &f,
 // One LSTM cell step with its gate matmuls: gates = x Wx + h Wh + b, then the cell update as
 // lazy expressions materialised together (ONE fused node with two outputs; node by node in
 // unfused mode).
-inline std::string lstm_step_case(dc::device d) {
-  constexpr dc::index_t B = 3, I = 4, H = 5;
-  tape_fn f = [](std::vector<var64> const &v) {
+inline tape_fn lstm_step_fn() {
+  constexpr dc::index_t H = 5;
+  return [](std::vector<var64> const &v) {
     var64 gates = dc::matmul(v[0], v[3]) + dc::matmul(v[1], v[4]) + v[5];
     var64 i = dc::slice(gates, 1, 0, H), fg = dc::slice(gates, 1, H, 2 * H),
           g = dc::slice(gates, 1, 2 * H, 3 * H), o = dc::slice(gates, 1, 3 * H, 4 * H);
@@ -109,29 +109,35 @@ inline std::string lstm_step_case(dc::device d) {
     auto [H2, C2] = dc::eval(h2, c2);
     return var64(weigh(H2) + weigh(C2));
   };
-  return check_tape_case("lstm step", f,
-                         {random_host({B, I}, 1), random_host({B, H}, 2), random_host({B, H}, 3),
-                          random_host({I, 4 * H}, 4), random_host({H, 4 * H}, 5),
-                          random_host({4 * H}, 6)},
-                         d);
+}
+inline std::vector<tensor64> lstm_step_inputs() {
+  constexpr dc::index_t B = 3, I = 4, H = 5;
+  return {random_host({B, I}, 1),     random_host({B, H}, 2),     random_host({B, H}, 3),
+          random_host({I, 4 * H}, 4), random_host({H, 4 * H}, 5), random_host({4 * H}, 6)};
+}
+inline std::string lstm_step_case(dc::device d) {
+  return check_tape_case("lstm step", lstm_step_fn(), lstm_step_inputs(), d);
 }
 
 // A small MLP classifier: tanh hidden layer (a DUALCAST_HD kernel function object through
 // dc::call: one fused node, or in unfused mode the functor called on variables, one node per
 // operation -- under nvcc that needs --diag-suppress=20011, see tests/CMakeLists.txt),
 // log_softmax, the labels' log-probabilities picked with gather, mean negative log-likelihood.
-inline std::string mlp_case(dc::device d) {
-  tape_fn f = [](std::vector<var64> const &v) {
+inline tape_fn mlp_fn() {
+  return [](std::vector<var64> const &v) {
     constexpr dc::kernel<tanh_layer> layer{tanh_layer{}};
     var64 hidden = dc::call(layer, dc::matmul(v[0], v[1]), v[2]);
     var64 lp = dc::log_softmax(dc::matmul(hidden, v[3]), -1);
     var64 picked = dc::gather(lp, 1, dc::index_array{{4, 1}, {2, 0, 4, 2}});
     return var64(-dc::mean(picked));
   };
-  return check_tape_case("mlp", f,
-                         {random_host({4, 3}, 11), random_host({3, 6}, 12), random_host({6}, 13),
-                          random_host({6, 5}, 14)},
-                         d);
+}
+inline std::vector<tensor64> mlp_inputs() {
+  return {random_host({4, 3}, 11), random_host({3, 6}, 12), random_host({6}, 13),
+          random_host({6, 5}, 14)};
+}
+inline std::string mlp_case(dc::device d) {
+  return check_tape_case("mlp", mlp_fn(), mlp_inputs(), d);
 }
 
 // Reductions, softmax family, shape operations, indexing and a batched matmul with a shared
