@@ -12,6 +12,7 @@
 
 #include <cmath>
 #include <memory>
+#include <thread>
 #include <vector>
 
 using namespace tape_support;
@@ -277,4 +278,106 @@ TEST_CASE("custom_op: tensor operations inside it use the tape's executor") {
   dc::tensor<double>::zeros({3}).on_device(
       "probe", [&](auto const &) { seen_outside = dc::detail::ambient_cpu().threads; });
   CHECK(seen_outside == 0);
+}
+
+// Streams (backend/stream.hpp): a tape with a CUDA stream and a stream_scope compile and work on
+// host tensors, which ignore the stream: the same values and gradients, bit for bit, as a tape
+// without one; the scope is thread-local, nests and puts back what it found.
+namespace {
+struct fake_stream {}; // a stand-in for CUstream_st (never dereferenced on host paths)
+
+struct stream_run {
+  std::vector<double> loss, grad_w, grad_b, w_after;
+  dc::stream_handle seen_in_forward;
+};
+
+stream_run run_small_model(dc::tape &tp) {
+  auto w = tp.variable(random_tensor({4, 3}, 41));
+  auto b = tp.variable(random_tensor({3}, 42));
+  auto x = tp.constant(random_tensor({5, 4}, 43));
+  stream_run r;
+  V64 const h = dc::tanh(dc::matmul(x, w) + b); // a matmul, then one fused node
+  auto c = user_ops::cube(h);                   // a custom_op
+  auto lp = dc::log_softmax(c, -1);
+  auto picked = dc::gather(lp, 1, dc::index_array{{5, 1}, {0, 2, 1, 1, 0}});
+  auto probe = dc::custom_op(
+      "probe",
+      [&](auto const &, auto &, T64 const &v) {
+        r.seen_in_forward = dc::current_stream();
+        return v.clone();
+      },
+      [](auto const &, auto const &, auto &g) { g.add(0, g.out(0)); }, picked);
+  V64 const loss(-dc::mean(probe));
+  tp.backward(loss);
+  r.loss = {loss.item()};
+  r.grad_w = w.grad().to_vector();
+  r.grad_b = b.grad().to_vector();
+  dc::sgd<double> opt(std::vector<V64>{w, b}, {.lr = 0.1, .momentum = 0.9});
+  opt.step();
+  opt.zero_grad();
+  tp.zero_grad();
+  r.w_after = w.value().to_vector();
+  CHECK(w.grad().to_vector() == std::vector<double>(12, 0.0));
+  return r;
+}
+} // namespace
+
+TEST_CASE("streams: stream_handle, current_stream and stream_scope") {
+  fake_stream s1, s2;
+  dc::stream_handle const none;
+  CHECK(none.is_default());
+  CHECK(none.get() == nullptr);
+  dc::stream_handle const h1{&s1}, h2 = &s2; // from any stream pointer, implicitly too
+  CHECK(!h1.is_default());
+  CHECK(h1.get() == static_cast<void *>(&s1));
+  CHECK(h1 != h2);
+  CHECK(h1 == dc::stream_handle{&s1});
+
+  CHECK(dc::current_stream().is_default());
+  {
+    dc::stream_scope const outer(h1);
+    CHECK(dc::current_stream() == h1);
+    {
+      dc::stream_scope const inner(h2);
+      CHECK(dc::current_stream() == h2);
+      dc::stream_handle other_thread{&s1};
+      std::thread([&] { other_thread = dc::current_stream(); }).join();
+      CHECK(other_thread.is_default()); // thread-local: another thread has the default stream
+    }
+    CHECK(dc::current_stream() == h1);
+    // host tensors made in a scope do not take the stream
+    CHECK(T64::zeros({3}).store()->stream().is_default());
+  }
+  CHECK(dc::current_stream().is_default());
+}
+
+TEST_CASE("streams: a tape with a stream on host tensors computes what a tape without one does") {
+  fake_stream s1, s2;
+  dc::tape plain;
+  CHECK(plain.stream.is_default());
+  stream_run const want = run_small_model(plain);
+  CHECK(want.seen_in_forward.is_default());
+
+  dc::tape with_stream{dc::stream_handle{&s1}};
+  CHECK(with_stream.stream == dc::stream_handle{&s1});
+  stream_run const got = run_small_model(with_stream);
+  CHECK(got.loss == want.loss); // bit for bit
+  CHECK(got.grad_w == want.grad_w);
+  CHECK(got.grad_b == want.grad_b);
+  CHECK(got.w_after == want.w_after);
+  // host tensors' operations leave the thread's stream alone
+  CHECK(got.seen_in_forward.is_default());
+  CHECK(dc::current_stream().is_default());
+
+  // The same inside a stream_scope, with the stream set as a member.
+  dc::stream_scope const scope(&s2);
+  dc::tape member;
+  member.stream = &s1;
+  stream_run const scoped = run_small_model(member);
+  CHECK(scoped.loss == want.loss);
+  CHECK(scoped.grad_w == want.grad_w);
+  CHECK(scoped.grad_b == want.grad_b);
+  CHECK(scoped.w_after == want.w_after);
+  CHECK(scoped.seen_in_forward == dc::stream_handle{&s2});
+  CHECK(dc::current_stream() == dc::stream_handle{&s2}); // backward put it back
 }

@@ -15,6 +15,7 @@ std::string dualcast_gpu_tape_primitives_case();
 std::string dualcast_gpu_kernel_law_float();
 std::string dualcast_gpu_kernel_law_double();
 std::string dualcast_gpu_tape_law();
+std::string dualcast_gpu_tape_two_streams_case();
 
 namespace {
 bool skip_without_gpu() {
@@ -76,4 +77,13 @@ TEST_CASE("CPU == GPU: every tape case and mode, losses and gradients") {
   if (skip_without_gpu())
     return;
   CHECK(dualcast_gpu_tape_law() == "");
+}
+
+// Streams (issue 17): two tapes on two user-created streams, driven by two threads at once, give
+// bit for bit what the same steps give one after the other on the default stream
+// (tests/cuda/tape_cases_gpu.cu).
+TEST_CASE("tape on CUDA streams: two tapes on two streams from two threads equal sequential runs") {
+  if (skip_without_gpu())
+    return;
+  CHECK(dualcast_gpu_tape_two_streams_case() == "");
 }

@@ -243,6 +243,7 @@ requires((var_like<In> || is_tensor_v<In>)&&...) auto custom_op(std::string_view
     }
     needs = needs && tp && tp->grad_enabled(); // (no_grad: nothing recorded)
     cpu const host = tp ? tp->ex : detail::ambient_cpu();
+    auto const on_stream = detail::tape_stream_scope(tp, dev); // (CUDA tensors: the tape's stream)
     op_context<T, State> ctx(needs && tp, host);
     auto y = detail::on_device(op, dev, host, [&](auto const &ex) {
       return fwd(ex, ctx, detail::value_of_input<T>(in)...);
@@ -280,6 +281,7 @@ auto custom_op(std::string_view name, Fwd &&fwd, Bwd &&bwd, std::vector<var<T>> 
   needs = needs && tp && tp->grad_enabled(); // (no_grad: nothing recorded)
   device const dev = in[0].value().dev();
   cpu const host = tp ? tp->ex : detail::ambient_cpu();
+  auto const on_stream = detail::tape_stream_scope(tp, dev); // (CUDA tensors: the tape's stream)
   op_context<T, State> ctx(needs && tp, host);
   auto y = detail::on_device(op, dev, host, [&](auto const &ex) { return fwd(ex, ctx, values); });
   using R = std::remove_cvref_t<decltype(y)>;

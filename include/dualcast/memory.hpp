@@ -46,7 +46,10 @@ public:
 
 // Caches freed blocks by size class (powers of two below 1 MiB, multiples of 1 MiB above, so a
 // block is at most 2x / +1 MiB larger than asked) and serves later requests from the cache.
-// Thread-safe. Statistics let tests and benchmarks see that a loop stops allocating.
+// Thread-safe. Statistics let tests and benchmarks see that a loop stops allocating. Not
+// stream-ordered: a freed block goes to the next request at once, so over a CUDA resource it is
+// safe only while all work on its blocks is on one stream (the tape's CUDA tensors use the
+// stream-ordered cuda_pool_resource, backend/cuda/memory.cuh, instead).
 class pool_resource final : public memory_resource {
 public:
   struct stats_t {
@@ -187,14 +190,26 @@ inline pool_resource &default_pool() {
 }
 
 // A block of memory owned by tensors (shared between a tensor and its views), with the version
-// counter that detects in-place modification of tensors saved for backward.
+// counter that detects in-place modification of tensors saved for backward. A block on a CUDA
+// device is allocated on this thread's current stream (backend/stream.hpp) and freed on the same
+// stream (memory_resource::allocate_on / deallocate_on): with the stream-ordered CUDA pool its
+// memory goes to another request only after the work issued on that stream before the free. Work
+// on other streams must not outlive the tensors it reads (as with cudaFreeAsync). Host blocks
+// take the plain allocate / deallocate.
 class storage {
 public:
   storage(std::size_t bytes, device d, memory_resource &r)
-      : ptr_(r.allocate(bytes, d)), bytes_(bytes), dev_(d), res_(&r) {}
+      : ptr_(d.is_host() ? r.allocate(bytes, d) : r.allocate_on(bytes, d, current_stream())),
+        bytes_(bytes), dev_(d), res_(&r),
+        stream_(d.is_host() ? stream_handle{} : current_stream()) {}
   storage(storage const &) = delete;
   storage &operator=(storage const &) = delete;
-  ~storage() { res_->deallocate(ptr_, bytes_, dev_); }
+  ~storage() {
+    if (dev_.is_host())
+      res_->deallocate(ptr_, bytes_, dev_);
+    else
+      res_->deallocate_on(ptr_, bytes_, dev_, stream_);
+  }
 
   static std::shared_ptr<storage> allocate(std::size_t bytes, device d = device::host(),
                                            memory_resource &r = default_pool()) {
@@ -203,6 +218,9 @@ public:
   void *data() const { return ptr_; }
   std::size_t bytes() const { return bytes_; }
   device const &dev() const { return dev_; }
+  // The stream the block was allocated on (and will be freed on); the default stream for host
+  // blocks.
+  stream_handle stream() const { return stream_; }
   std::uint64_t version() const { return version_; }
   void bump_version() { ++version_; }
 
@@ -211,6 +229,7 @@ private:
   std::size_t bytes_;
   device dev_;
   memory_resource *res_;
+  stream_handle stream_;
   std::uint64_t version_ = 0;
 };
 

@@ -19,8 +19,12 @@
 // by a successful backward.
 //
 // Operations run where their operands live (detail/device_dispatch.hpp): on the tape's CPU
-// executor `ex` for host tensors, on the CUDA executor (default stream) for CUDA tensors in
-// translation units compiled by nvcc. Gradients live on their variable's device.
+// executor `ex` for host tensors, on the CUDA executor for CUDA tensors in translation units
+// compiled by nvcc. Gradients live on their variable's device. A tape may have a CUDA stream
+// (`dualcast::tape tp{s}` or `tp.stream = s`, backend/stream.hpp): its operations on CUDA
+// tensors, backward, zero_grad and var::item then run on s (each opens a stream_scope of s around
+// its work, so the tensors they allocate, copy and fill are on s too); without one (null) they run
+// on the thread's current stream. Host tensors ignore it.
 //
 // Operations are recorded through dualcast::custom_op (custom_op.hpp), the public way to add one;
 // the fused elementwise node (ops/fused.hpp) and slices record their own node types.
@@ -28,6 +32,7 @@
 #pragma once
 
 #include <dualcast/backend/seam.hpp>
+#include <dualcast/backend/stream.hpp>
 #include <dualcast/detail/arena.hpp>
 #include <dualcast/detail/device_dispatch.hpp>
 #include <dualcast/detail/grad_slot.hpp>
@@ -89,7 +94,7 @@ public:
     if (slot_->grad.defined())
       return slot_->grad;
     if (slot_->is_leaf)
-      return tensor<T>::zeros(dims(), value_.dev());
+      return zeros_on_tape_stream();
     throw tape_error("dualcast::var::grad: this intermediate variable has no gradient: backward "
                      "keeps an intermediate's gradient only after retain_grad() was called on it");
   }
@@ -102,11 +107,15 @@ public:
       slot_->retain = true;
     return *this;
   }
-  T item() const { return value_.item(); }
+  // The value of a one-element variable (a CUDA one: copied on the tape's stream, which it waits
+  // for).
+  T item() const;
   tape *owner() const { return tape_; }
   std::shared_ptr<detail::grad_slot<T>> const &slot() const { return slot_; }
 
 private:
+  tensor<T> zeros_on_tape_stream() const;
+
   tensor<T> value_;
   std::shared_ptr<detail::grad_slot<T>> slot_;
   tape *tape_ = nullptr;
@@ -115,12 +124,17 @@ private:
 class tape {
 public:
   tape() = default;
+  // A tape whose work on CUDA tensors runs on stream s (see the file comment).
+  explicit tape(stream_handle s) : stream(s) {}
   tape(tape const &) = delete;
   tape &operator=(tape const &) = delete;
   ~tape() { destroy_nodes(); }
 
   // The executor operations recorded on this tape run on.
   cpu ex{};
+  // The CUDA stream of its operations on CUDA tensors, backward, zero_grad and var::item; null:
+  // the thread's current stream (backend/stream.hpp). Ignored by host tensors.
+  stream_handle stream{};
   // Default policy of fused elementwise nodes (automatic: the cost model decides).
   policy_kind default_policy = policy_kind::automatic;
   // false: elementwise kernels called on variables are evaluated operation by operation, each
@@ -222,6 +236,7 @@ public:
   // ---- backward --------------------------------------------------------------------------------
   // d loss / d leaves for a single-element loss (seed 1).
   template <class T> void backward(var<T> const &loss, bool keep_graph = false) {
+    detail::stream_scope_if const scope(stream, !stream.is_default());
     if (loss.size() != 1)
       throw tape_error("dualcast::tape::backward: the output has shape " + to_string(loss.dims()) +
                        "; a non-scalar output needs seeds: backward({outputs}, {seeds})");
@@ -258,6 +273,8 @@ public:
                            to_string(seeds[i].dev()) + " but output " + std::to_string(i) +
                            " is on " + to_string(o.value().dev()));
     }
+    // On the tape's stream (one thread-local write per backward; none without a stream).
+    detail::stream_scope_if const scope(stream, !stream.is_default());
     // An intermediate's kept gradient is that of the last backward: a gradient left from an
     // earlier one must not make its (possibly freed) node look reached.
     for (detail::node *n : nodes_)
@@ -281,7 +298,10 @@ public:
   }
 
   // Sets the gradients of all leaves of this tape to zero.
-  void zero_grad() { each_leaf(detail::leaf_step::zero); }
+  void zero_grad() {
+    detail::stream_scope_if const scope(stream, !stream.is_default());
+    each_leaf(detail::leaf_step::zero);
+  }
   // Forgets all recorded nodes (the next iteration of a training loop). Variables stay valid.
   void clear() {
     destroy_nodes();
@@ -358,6 +378,37 @@ private:
   std::vector<std::function<bool(detail::leaf_step)>> leaves_;
 };
 
+} // namespace DUALCAST_TAPE_ABI
+
+namespace detail {
+// Opens tp's stream (a stream_scope) around an operation's work on device d when tp has a stream
+// and d is a CUDA device; otherwise nothing (host tensors' paths touch no thread-local state).
+inline stream_scope_if tape_stream_scope(tape const *tp, device const &d) {
+  bool const on = tp && !d.is_host() && !tp->stream.is_default();
+  return stream_scope_if(on ? tp->stream : stream_handle{}, on);
+}
+// The same for the tape of the first variable among args (for an operation that uploads indices
+// or reads values before its custom_op, which checks that the variables share one tape).
+template <class... A> stream_scope_if operands_stream_scope(device const &d, A const &...a) {
+  tape *tp = nullptr;
+  auto one = [&](auto const &x) {
+    if constexpr (requires { x.owner(); })
+      tp = tp ? tp : x.owner();
+  };
+  (one(a), ...);
+  return tape_stream_scope(tp, d);
+}
+} // namespace detail
+
+inline namespace DUALCAST_TAPE_ABI {
+template <class T> T var<T>::item() const {
+  auto const scope = detail::tape_stream_scope(tape_, value_.dev());
+  return value_.item();
+}
+template <class T> tensor<T> var<T>::zeros_on_tape_stream() const {
+  auto const scope = detail::tape_stream_scope(tape_, value_.dev());
+  return tensor<T>::zeros(dims(), value_.dev());
+}
 } // namespace DUALCAST_TAPE_ABI
 
 template <class T> struct is_var : std::false_type {};

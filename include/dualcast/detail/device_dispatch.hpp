@@ -17,6 +17,7 @@
 
 #include <dualcast/backend/cpu.hpp>
 #include <dualcast/backend/seam.hpp>
+#include <dualcast/backend/stream.hpp>
 #include <dualcast/errors.hpp>
 #include <dualcast/for_each.hpp>
 #include <dualcast/memory.hpp>
@@ -47,13 +48,11 @@ inline constexpr bool cuda_tape_available = false;
 #endif
 
 #if defined(__CUDACC__)
-// The pool CUDA tensors use unless told otherwise (one per process, all GPUs). It hands freed
-// blocks to later requests without synchronising. That is safe because the tape issues all its
-// work on one stream: a kernel that reuses a block runs after every kernel that used it before,
-// in stream order. Work on other streams must not outlive its tensors.
-inline pool_resource &cuda_pool() {
-  static cuda_backend::cuda_resource upstream;
-  static pool_resource pool(&upstream);
+// The pool CUDA tensors use unless told otherwise (one per process, all GPUs): stream-ordered
+// (backend/cuda/memory.cuh), each block allocated and freed on the stream that was current when
+// its tensor was made, so tapes on different streams share it.
+inline cuda_backend::cuda_pool_resource &cuda_pool() {
+  static cuda_backend::cuda_pool_resource pool;
   return pool;
 }
 #endif
@@ -101,9 +100,9 @@ private:
 };
 
 // Runs f(ex) with the executor of device d: `host` for host tensors (also the ambient CPU
-// executor while f runs); for CUDA tensors a CUDA executor on the default stream (all tape work on
-// one stream: the CUDA pool relies on stream order), with d's GPU current. Tensors know their
-// device, so its launches skip the pointer checks.
+// executor while f runs); for CUDA tensors a CUDA executor on this thread's current stream
+// (backend/stream.hpp: the tape's stream while its operations run, see tape.hpp), with d's GPU
+// current. Tensors know their device, so its launches skip the pointer checks.
 template <class F>
 decltype(auto) on_device(char const *op, device const &d, cpu const &host, F &&f) {
   if (d.is_host()) {
@@ -114,6 +113,7 @@ decltype(auto) on_device(char const *op, device const &d, cpu const &host, F &&f
   (void)op;
   cuda_backend::device_guard guard(d.index);
   cuda ex;
+  ex.stream = static_cast<cudaStream_t>(current_stream().get());
   ex.operands_on_device = true;
   return std::forward<F>(f)(ex);
 #else
@@ -125,7 +125,8 @@ decltype(auto) on_device(std::string const &op, device const &d, cpu const &host
   return on_device(op.c_str(), d, host, std::forward<F>(f));
 }
 
-// Copies n bytes between (possibly different) devices; the destination is ready on return.
+// Copies n bytes between (possibly different) devices on the current stream; host memory is
+// ready on return, device memory in the stream's order (backend/cuda/memory.cuh, copy_bytes).
 inline void copy_bytes(char const *op, void *dst, device const &dd, void const *src,
                        device const &sd, std::size_t n) {
   if (dd.is_host() && sd.is_host()) {
@@ -135,7 +136,7 @@ inline void copy_bytes(char const *op, void *dst, device const &dd, void const *
   }
 #if defined(__CUDACC__)
   (void)op;
-  cuda_backend::copy_bytes(dst, dd, src, sd, n);
+  cuda_backend::copy_bytes(dst, dd, src, sd, n, current_stream());
 #else
   no_cuda_here(op, dd.is_host() ? sd : dd);
 #endif

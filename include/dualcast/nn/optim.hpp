@@ -24,6 +24,8 @@
 // Variables that require no gradient, and variables that no backward has reached yet (no
 // gradient held: has_grad() false), are skipped, as PyTorch skips parameters whose grad is None.
 // Values that are not contiguous (a transposed view) are updated through a contiguous copy.
+// A CUDA variable's update (and zero_grad, and its state's creation) runs on the stream of the
+// variable's tape when that tape has one (dualcast::tape::stream), else on the current stream.
 //
 // SGD, per element (g the gradient, p the value, b the momentum buffer):
 //   g += weight_decay * p
@@ -128,8 +130,10 @@ public:
   // Sets the gradients of the optimizer's variables to zero.
   void zero_grad() const {
     for (auto const &v : vars_)
-      if (v.has_grad())
+      if (v.has_grad()) {
+        auto const on_stream = tape_stream_scope(v.owner(), v.value().dev());
         v.grad().fill_(T(0));
+      }
   }
   // The number of step() calls so far.
   std::int64_t step_count() const { return steps_; }
@@ -150,6 +154,7 @@ protected:
       var<T> const &v = vars_[i];
       if (!v.requires_grad() || !v.has_grad())
         continue;
+      auto const on_stream = tape_stream_scope(v.owner(), v.value().dev()); // (CUDA: its stream)
       tensor<T> const &value = v.value();
       tensor<T> const g = v.grad().contiguous();
       common_device(op, value.dev(), g.dev());

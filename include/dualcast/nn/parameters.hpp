@@ -87,8 +87,10 @@ public:
   // these variables only, whatever tapes they belong to).
   void zero_grad() const {
     for (auto const &p : list_)
-      if (p.v.has_grad())
+      if (p.v.has_grad()) {
+        auto const on_stream = detail::tape_stream_scope(p.v.owner(), p.v.value().dev());
         p.v.grad().fill_(T(0));
+      }
   }
 
 private:

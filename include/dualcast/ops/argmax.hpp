@@ -22,10 +22,13 @@ namespace dualcast {
 
 namespace detail {
 template <class X> auto host_values(X const &x) {
-  if constexpr (is_tensor_v<X>)
+  if constexpr (is_tensor_v<X>) {
     return x.to(device::host()).contiguous();
-  else
-    return as_var(x).value().to(device::host()).contiguous();
+  } else {
+    auto const &v = as_var(x);
+    auto const on_stream = tape_stream_scope(v.owner(), v.value().dev()); // (CUDA: its stream)
+    return v.value().to(device::host()).contiguous();
+  }
 }
 
 // axis < 0 with all = true: over all elements (flat index).

@@ -66,6 +66,7 @@ template <class U, class T> var<U> cast(var<T> const &x) {
   } else {
     tape *tp = x.owner();
     cpu const host = tp ? tp->ex : detail::ambient_cpu();
+    auto const on_stream = detail::tape_stream_scope(tp, x.value().dev());
     tensor<U> y = detail::cast_on<U>(host, x.value());
     if (!tp || !x.requires_grad() || !tp->grad_enabled())
       return var<U>(std::move(y), nullptr, tp);

@@ -73,6 +73,7 @@ requires(is_policy_v<P> && !(lazy_expr<A> || ...)) auto fused(P, kernel<F, S> co
   detail::fused_args_info const info = detail::inspect_args(name, refs.data(), refs.size());
   device const dev = info.dev;
   cpu const host = tp ? tp->ex : detail::ambient_cpu();
+  auto const on_stream = detail::tape_stream_scope(tp, dev); // (CUDA tensors: the tape's stream)
   // The rest runs with the executor of that device (detail/device_dispatch.hpp).
   return detail::on_device(name, dev, host, [&](auto const &ex) {
     auto args = std::make_tuple(detail::as_kernel_arg<T>(a)...);

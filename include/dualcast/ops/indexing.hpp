@@ -149,6 +149,7 @@ auto index_select(X const &xin, int axis, std::vector<index_t> const &indices) {
   int ax = detail::normalize_axis(op, axis, x.rank());
   shape s = x.dims();
   s.ext[ax] = index_t(indices.size());
+  auto const on_stream = detail::tape_stream_scope(x.owner(), x.value().dev());
   auto idx = detail::upload_indices(op, detail::checked_indices(op, indices, x.dims().ext[ax], ax),
                                     x.value().dev());
   return custom_op(
@@ -179,6 +180,7 @@ template <var_like X> auto gather(X const &xin, int axis, index_array const &ind
       throw shape_error(std::string(op) + ": index shape " + to_string(index.dims) +
                         " differs from input shape " + to_string(x.dims()) + " outside axis " +
                         std::to_string(ax));
+  auto const on_stream = detail::tape_stream_scope(x.owner(), x.value().dev());
   auto idx = detail::upload_indices(
       op, detail::checked_indices(op, index.values, x.dims().ext[ax], ax), x.value().dev());
   return custom_op(
@@ -247,6 +249,7 @@ template <var_like X, class T> auto masked_select(X const &xin, tensor<T> const 
   if (!ok || !(b == s))
     throw shape_error(std::string(op) + ": mask of shape " + to_string(mask.dims()) +
                       " does not broadcast to shape " + to_string(s));
+  auto const on_stream = detail::tape_stream_scope(x.owner(), mask.dev());
   auto m = mask.to(device::host()).broadcast_to(s).contiguous().to_vector();
   std::vector<index_t> at;
   for (std::size_t i = 0; i < m.size(); ++i)

@@ -242,6 +242,7 @@ auto reduce_by_index(X const &values, std::vector<index_t> const &indices, index
   char const *name = "dualcast::reduce_by_index";
   auto const &v = detail::as_var(values);
   index_t const inner = detail::trailing_size(name, v.dims());
+  auto const on_stream = detail::tape_stream_scope(v.owner(), v.value().dev());
   auto const br = detail::sort_by_bin(name, indices, v.dims().ext[0], bins, v.value().dev());
   return custom_op(
       "reduce_by_index",

@@ -100,6 +100,7 @@ auto scatter_like(char const *op, char const *name, X const &x, int axis, index_
   int const ax = normalize_axis(op, axis, xs.rank);
   auto const norm = scatter_indices(op, xs, ax, index, ss);
   device const dev = value_of_input<T>(xo).dev();
+  auto const on_stream = operands_stream_scope(dev, xo, so); // (CUDA: the tape's stream)
   auto idx = upload_indices(op, norm, dev);
   tensor<T> winners; // scatter with duplicates: which src elements survive
   if (overwrite) {
@@ -154,6 +155,7 @@ requires((var_like<X> || is_tensor_v<X>)&&(var_like<S> || is_tensor_v<S>)) auto 
                       to_string(xs) + " and " + std::to_string(indices.size()) +
                       " indices along axis " + std::to_string(ax) + " (want " + to_string(want) +
                       ")");
+  auto const on_stream = detail::operands_stream_scope(detail::value_of_input<T>(xo).dev(), xo, so);
   auto idx = detail::upload_indices(op, detail::checked_indices(op, indices, xs.ext[ax], ax),
                                     detail::value_of_input<T>(xo).dev());
   return custom_op(

@@ -4,6 +4,8 @@
 // (dualcast/memory.hpp).
 #pragma once
 
+#include <dualcast/backend/stream.hpp>
+
 #include <cstddef>
 #include <cstdint>
 #include <string>
@@ -29,11 +31,25 @@ inline std::string to_string(device const &d) {
 }
 
 // Allocates and frees raw memory on one device.
+//
+// allocate_on / deallocate_on are the stream-ordered forms (storage blocks of CUDA tensors use
+// them with the current stream, backend/stream.hpp): the block may be used by work on stream s
+// issued after allocate_on returns, and deallocate_on frees it once the work issued on s before
+// it is done. A stream-ordered resource (the CUDA pool) frees on s without waiting; the default
+// forms ignore the stream, which is right for a resource whose blocks are usable on every stream
+// as soon as they are handed out and not reused before the device is done with them (host memory;
+// cudaMalloc / cudaFree, which synchronises the device).
 class memory_resource {
 public:
   virtual ~memory_resource() = default;
   virtual void *allocate(std::size_t bytes, device const &d) = 0;
   virtual void deallocate(void *p, std::size_t bytes, device const &d) noexcept = 0;
+  virtual void *allocate_on(std::size_t bytes, device const &d, stream_handle) {
+    return allocate(bytes, d);
+  }
+  virtual void deallocate_on(void *p, std::size_t bytes, device const &d, stream_handle) noexcept {
+    deallocate(p, bytes, d);
+  }
 };
 
 } // namespace dualcast

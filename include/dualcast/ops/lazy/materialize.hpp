@@ -80,6 +80,7 @@ auto fused_trees(P pol, tape *tp, std::array<var<T>, NV_> const &vars,
   device leaf_dev = device::host();
   if constexpr (NV > 0)
     leaf_dev = vars[0].value().dev();
+  auto const on_stream = detail::tape_stream_scope(tp, leaf_dev); // (CUDA: the tape's stream)
   auto pad_t = tensor<T>::zeros(shape{}, leaf_dev);
   // (no structured bindings: clang 14 cannot capture them in the lambdas below)
   auto const dv = dedup(
