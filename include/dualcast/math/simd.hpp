@@ -1,10 +1,10 @@
 // dualcast/math/simd.hpp: the elementwise math library on SIMD batches.
 //
-// exp, expm1, log, log1p, tanh and sigmoid on float batches are branch-free polynomial or
-// rational approximations (Cephes' and Eigen's coefficients, the approach of Eigen's packet math)
-// so that they vectorize without -ffast-math; they are tested against the C library to a few ulp.
-// The other functions, and all double functions, apply the C library lane by lane (exact but scalar
-// speed).
+// exp, expm1, log, log1p, tanh and sigmoid on float batches, and exp, expm1, tanh and sigmoid on
+// double batches, are branch-free polynomial or rational approximations (Cephes' and Eigen's
+// coefficients, the approach of Eigen's packet math) so that they vectorize without -ffast-math;
+// they are tested against the C library to a few ulp over the whole range. The other functions
+// apply the C library lane by lane (exact but scalar speed).
 #pragma once
 
 #include <dualcast/math/scalar.hpp>
@@ -91,6 +91,49 @@ template <int W> inline batch<float, W> scale_by_exp2(batch<float, W> y, batch<f
 #endif
   batch<float, W> n1 = round_nearest(n * 0.5f);
   return y * exp2_int(n1) * exp2_int(n - n1);
+}
+
+// The same for double batches: clamp, round, 2^n for integral n in [-1022, 1023] (the integer
+// from the bits of n + 1.5 * 2^52, which AVX2 reaches without a 64-bit conversion), y * 2^n for
+// n in [-1080, 1024].
+template <int W>
+inline batch<double, W> clamp_keep_nan(batch<double, W> x, batch<double, W> lo,
+                                       batch<double, W> hi) {
+  x = blend(x < lo, lo, x);
+  return blend(x > hi, hi, x);
+}
+template <int W> inline batch<double, W> round_nearest(batch<double, W> x) {
+  const batch<double, W> magic(6755399441055744.0); // 1.5 * 2^52
+  return (x + magic) - magic;
+}
+template <int W> inline batch<double, W> exp2_int(batch<double, W> n) {
+  using iv = typename mask<double, W>::vec_t;
+  const batch<double, W> magic(6755399441055744.0);
+  iv k = __builtin_bit_cast(iv, (n + magic).v) - __builtin_bit_cast(iv, magic.v);
+  iv bits = (k + 1023) << 52;
+  return {__builtin_bit_cast(typename batch<double, W>::vec_t, bits)};
+}
+template <int W> inline batch<double, W> scale_by_exp2(batch<double, W> y, batch<double, W> n) {
+#if defined(__AVX512F__)
+  if constexpr (W == 8)
+    return {_mm512_maskz_scalef_pd(__mmask8(0xff), y.v, n.v)};
+#endif
+  batch<double, W> n1 = round_nearest(n * 0.5);
+  return y * exp2_int(n1) * exp2_int(n - n1);
+}
+// Cephes' rational approximation of (exp(r) - 1) / 2 for |r| <= 0.5: r P(r^2) / (Q(r^2) - r P).
+template <int W> inline batch<double, W> half_expm1_small(batch<double, W> r) {
+  using B = batch<double, W>;
+  B rr = r * r;
+  B p(1.26177193074810590878e-4);
+  p = p * rr + 3.02994407707441961300e-2;
+  p = p * rr + 9.99999999999999999910e-1;
+  p = p * r;
+  B q(3.00198505138664455042e-6);
+  q = q * rr + 2.52448340349684104192e-3;
+  q = q * rr + 2.27265548208155028766e-1;
+  q = q * rr + 2.00000000000000000009e0;
+  return p / (q - p);
 }
 } // namespace detail
 
@@ -208,7 +251,16 @@ inline batch<T, W> pow(batch<T, W> x, I n) {
 // ---- vectorized float polynomials ------------------------------------------------------------
 template <class T, int W> inline batch<T, W> exp(batch<T, W> x) {
   if constexpr (std::is_same_v<T, double>) {
-    return detail::map_lanes(x, [](double a) { return dualcast::exp(a); });
+    using B = batch<double, W>;
+    // exp(x) = 2^n exp(r), n = round(x / ln 2), |r| <= ln(2) / 2 (ln 2 in two parts: r exact),
+    // exp(r) = 1 + 2 h(r) with Cephes' rational h; clamping to [-746, 710] makes overflow and
+    // underflow come out of the scaling, NaN passes.
+    B xc = detail::clamp_keep_nan(x, B(-746.0), B(710.0));
+    B n = detail::round_nearest(xc * 1.4426950408889634073599);
+    B r = xc - n * 6.93145751953125e-1;
+    r = r - n * 1.42860682030941723212e-6;
+    B h = detail::half_expm1_small(r);
+    return detail::scale_by_exp2(h + h + 1.0, n);
   } else {
     using B = batch<float, W>;
     // exp(x) = 2^n * exp(r), n = round(x / ln 2), |r| <= ln(2) / 2. Clamping to [-104, 89] makes
@@ -231,7 +283,11 @@ template <class T, int W> inline batch<T, W> exp(batch<T, W> x) {
 
 template <class T, int W> inline batch<T, W> expm1(batch<T, W> x) {
   if constexpr (std::is_same_v<T, double>) {
-    return detail::map_lanes(x, [](double a) { return dualcast::expm1(a); });
+    using B = batch<double, W>;
+    // Cephes: the rational approximation on [-0.5, 0.5] (relative accuracy near 0, the sign of
+    // zero kept), exp(x) - 1 outside.
+    B h = detail::half_expm1_small(x);
+    return select(abs(x) <= 0.5, h + h, exp(x) - 1.0);
   } else {
     using B = batch<float, W>;
     // Near zero a Taylor polynomial keeps the relative accuracy that exp(x) - 1 loses.
@@ -306,7 +362,22 @@ template <class T, int W> inline batch<T, W> log1p(batch<T, W> x) {
 
 template <class T, int W> inline batch<T, W> tanh(batch<T, W> x) {
   if constexpr (std::is_same_v<T, double>) {
-    return detail::map_lanes(x, [](double a) { return dualcast::tanh(a); });
+    using B = batch<double, W>;
+    // Cephes: below 0.625 x + x^3 P(x^2) / Q(x^2); above, 1 - 2 / (exp(2 |x|) + 1) with x's sign
+    // (exp overflows to inf for large |x|: exactly 1). NaN takes the first form and propagates;
+    // zeros keep their sign.
+    B z = abs(x);
+    B s = x * x;
+    B p(-9.64399179425052238628e-1);
+    p = p * s - 9.92877231001918586564e1;
+    p = p * s - 1.61468768441708447952e3;
+    B q = s + 1.12811678491632931402e2;
+    q = q * s + 2.23548839060100448583e3;
+    q = q * s + 4.84406305325125486048e3;
+    B small = x + x * s * (p / q);
+    B e = exp(z + z);
+    B large = 1.0 - 2.0 / (e + 1.0);
+    return select(z >= 0.625, select(x < 0.0, -large, large), select(z == 0.0, x, small));
   } else {
     using B = batch<float, W>;
     // A rational approximation p(x) / q(x) on [-7.99, 7.99], the coefficients of Eigen's fast

@@ -143,6 +143,15 @@ template <class T> [[gnu::noinline]] void gather_ybar(fused_core<T> &c) {
 // gradient afterwards (finish_targets).
 template <class T> [[gnu::noinline]] void prepare_targets(fused_core<T> &c) {
   std::size_t const na = c.in.size();
+  // The targets' address ranges, each computed once: most targets are distinct gradients (or
+  // disjoint slices of one), which two comparisons settle; the exact test runs where ranges meet.
+  constexpr std::size_t inline_ranges = 32;
+  extent_range ranges[inline_ranges];
+  auto may_overlap = [&](std::size_t b, view<T const> const &g, extent_range rg) {
+    if (b < inline_ranges && !ranges_meet(ranges[b], rg))
+      return false;
+    return overlaps(c.target[b].cview(), g);
+  };
   for (std::size_t a = 0; a < na; ++a) {
     auto const &sl = c.in[a];
     bool repeated = false;
@@ -152,9 +161,11 @@ template <class T> [[gnu::noinline]] void prepare_targets(fused_core<T> &c) {
     c.add[a] = false;
     if (!c.temp[a]) {
       auto [g, acc] = grad_target(*sl);
+      auto const gv = g.cview();
+      extent_range const rg = range_of(gv);
       bool overlapping = false; // (a view of a base gradient: it holds zeros or sums already)
-      for (std::size_t b = 0; b < a; ++b)
-        overlapping = overlapping || (!c.temp[b] && overlaps(c.target[b].cview(), g.cview()));
+      for (std::size_t b = 0; b < a && !overlapping; ++b)
+        overlapping = !c.temp[b] && may_overlap(b, gv, rg);
       c.temp[a] = overlapping;
       if (!overlapping) {
         c.target[a] = g;
@@ -163,6 +174,8 @@ template <class T> [[gnu::noinline]] void prepare_targets(fused_core<T> &c) {
     }
     if (c.temp[a])
       c.target[a] = tensor<T>::empty(c.in_shape[a], c.dev);
+    if (a < inline_ranges)
+      ranges[a] = range_of(c.target[a].cview());
   }
 }
 template <class T> [[gnu::noinline]] void finish_targets(fused_core<T> &c) {
