@@ -785,7 +785,16 @@ auto const poly_cases = std::make_tuple(
     poly_case{"log1p", [](auto x) { return dc::log1p(x); }, poly.float_ulps},
     poly_case{"tanh", [](auto x) { return dc::tanh(x); }, poly_tanh.float_ulps},
     poly_case{"sigmoid", [](auto x) { return dc::sigmoid(x); }, poly_sigmoid.float_ulps},
-    poly_case{"softplus", [](auto x) { return dc::softplus(x); }, poly.float_ulps});
+    poly_case{"softplus", [](auto x) { return dc::softplus(x); }, poly.float_ulps},
+    // tanh under DUALCAST_PRECISE_TANH (Cephes' tanhf; measured: 1 ulp)
+    poly_case{"tanh_precise",
+              [](auto x) {
+                if constexpr (std::is_same_v<decltype(x), float>)
+                  return dc::tanh(x);
+                else
+                  return dc::detail::tanh_precise(x);
+              },
+              2});
 
 // Inputs spread over every magnitude: random bit patterns (all exponents, subnormals, inf,
 // NaN), uniform on [-1, 1], [-20, 20] and [-110, 110], log-uniform magnitudes, and specials.

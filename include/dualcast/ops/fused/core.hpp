@@ -146,7 +146,7 @@ template <class T> [[gnu::noinline]] void prepare_targets(fused_core<T> &c) {
   // The targets' address ranges, each computed once: most targets are distinct gradients (or
   // disjoint slices of one), which two comparisons settle; the exact test runs where ranges meet.
   constexpr std::size_t inline_ranges = 32;
-  extent_range ranges[inline_ranges];
+  extent_range ranges[inline_ranges] = {};
   auto may_overlap = [&](std::size_t b, view<T const> const &g, extent_range rg) {
     if (b < inline_ranges && !ranges_meet(ranges[b], rg))
       return false;
