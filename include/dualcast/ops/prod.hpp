@@ -13,12 +13,15 @@
 // rounding of p / x_i; it underflows to 0 or overflows to inf where p itself does.)
 //
 // Work: one pass forward over blocks of a fixed length (groups of any length run in parallel,
-// and the result is the same at any number of threads), one elementwise pass backward.
+// and the result is the same at any number of threads; within a block SIMD lanes of running
+// products on the CPU), one elementwise pass backward over the same blocks.
 #pragma once
 
 #include <dualcast/custom_op.hpp>
 #include <dualcast/detail/device_dispatch.hpp>
+#include <dualcast/math/simd.hpp>
 #include <dualcast/ops/groups.hpp>
+#include <dualcast/simd.hpp>
 #include <dualcast/tape.hpp>
 #include <dualcast/tensor.hpp>
 
@@ -29,7 +32,10 @@ namespace dualcast {
 namespace detail {
 
 // Block k = (group g, block b) of x (groups of n contiguous elements): its zero count (at most
-// 2: nothing needs more) and the product of its non-zero elements.
+// 2: nothing needs more) and the product of its non-zero elements. On the CPU the block runs in
+// SIMD batches (lane l multiplies the elements i with i % W == l, so the multiplications are not
+// one chain of dependent multiplies; the lanes are then multiplied in order, the tail after
+// them); a GPU thread multiplies its block in order.
 template <class T> struct prod_blocks {
   T const *x;
   T *zeros, *part;
@@ -38,18 +44,32 @@ template <class T> struct prod_blocks {
     index_t const g = k / blocks, b = k % blocks;
     T const *p = x + g * n + b * reduce_block;
     index_t const m = n - b * reduce_block < reduce_block ? n - b * reduce_block : reduce_block;
-    T prod = T(1);
-    index_t z = 0;
-    for (index_t i = 0; i < m; ++i) {
+    T prod = T(1), z = T(0); // z: the zero count (exact: at most reduce_block)
+    index_t i = 0;
+#if DUALCAST_HAS_SIMD // (not under nvcc: see config.hpp)
+    constexpr int W = native_width<T>;
+    using B = batch<T, W>;
+    B bp(T(1)), bz(T(0));
+    for (; i + W <= m; i += W) {
+      B const v = B::load(p + i);
+      auto const zero = v == B(T(0));
+      bz = bz + select(zero, B(T(1)), B(T(0)));
+      bp = bp * select(zero, B(T(1)), v);
+    }
+    for (int l = 0; l < W; ++l)
+      prod *= bp[l], z += bz[l];
+#endif
+    for (; i < m; ++i) {
       if (p[i] == T(0))
-        ++z;
+        z += T(1);
       else
         prod *= p[i];
     }
-    zeros[k] = T(z < 2 ? z : 2);
+    zeros[k] = z < T(2) ? z : T(2);
     part[k] = prod;
   }
 };
+
 // Group g: its blocks combined in order; y = p where no zero, else p * 0.
 template <class T> struct prod_groups {
   T const *zeros_in, *part;
@@ -67,20 +87,28 @@ template <class T> struct prod_groups {
     y[g] = z == T(0) ? q : q * T(0);
   }
 };
-// The adjoint at element e of group e / n (the zero-count rule).
+// The adjoint over block k = (group g, block b) (the zero-count rule): the group's zero count,
+// product and cotangent read once, then one branch-free loop over the block's elements.
 template <class T> struct prod_adjoint {
   T const *x, *zeros, *p, *gy;
   T *gx;
-  index_t n;
-  DUALCAST_HD void operator()(index_t e) const {
-    index_t const g = e / n;
-    T const z = zeros[g], xi = x[e];
-    T d = T(0);
+  index_t n, blocks;
+  DUALCAST_HD void operator()(index_t k) const {
+    index_t const g = k / blocks, b = k % blocks;
+    index_t const at = g * n + b * reduce_block;
+    index_t const m = n - b * reduce_block < reduce_block ? n - b * reduce_block : reduce_block;
+    T const z = zeros[g], pg = p[g], yg = gy[g];
+    T const *xb = x + at;
+    T *gb = gx + at;
     if (z == T(0))
-      d = p[g] / xi;
-    else if (z == T(1) && xi == T(0))
-      d = p[g];
-    gx[e] = times_cotangent(gy[g], d);
+      for (index_t i = 0; i < m; ++i)
+        gb[i] = times_cotangent(yg, pg / xb[i]);
+    else if (z == T(1))
+      for (index_t i = 0; i < m; ++i)
+        gb[i] = times_cotangent(yg, xb[i] == T(0) ? pg : T(0));
+    else
+      for (index_t i = 0; i < m; ++i)
+        gb[i] = times_cotangent(yg, T(0));
   }
 };
 
@@ -137,10 +165,10 @@ auto prod(X const &x, std::vector<int> const &axes = {}, bool keepdims = false) 
           return;
         tensor<T> gy = g.out(0).contiguous();
         auto gp = tensor<T>::empty(gr.ps, gy.dev());
-        detail::parallel_for(ex, gr.n_out * gr.n_red, 1,
+        detail::parallel_for(ex, gr.n_out * gr.blocks, detail::reduce_block,
                              detail::prod_adjoint<T>{ctx.saved(0).data(), ctx.saved(1).data(),
                                                      ctx.saved(2).data(), gy.data(), gp.raw_data(),
-                                                     gr.n_red});
+                                                     gr.n_red, gr.blocks});
         g.add(0, gp.permuted(gr.inv));
       },
       v);
