@@ -89,10 +89,12 @@ template <class T> struct prod_groups {
 };
 // The adjoint over block k = (group g, block b) (the zero-count rule): the group's zero count,
 // product and cotangent read once, then one branch-free loop over the block's elements.
+// With accumulate, added to gx (x's gradient itself: the same sums as adding a separate array).
 template <class T> struct prod_adjoint {
   T const *x, *zeros, *p, *gy;
   T *gx;
   index_t n, blocks;
+  bool accumulate = false;
   DUALCAST_HD void operator()(index_t k) const {
     index_t const g = k / blocks, b = k % blocks;
     index_t const at = g * n + b * reduce_block;
@@ -100,15 +102,22 @@ template <class T> struct prod_adjoint {
     T const z = zeros[g], pg = p[g], yg = gy[g];
     T const *xb = x + at;
     T *gb = gx + at;
+    if (accumulate)
+      run(m, z, pg, yg, xb, [gb](index_t i, T v) { gb[i] = gb[i] + v; });
+    else
+      run(m, z, pg, yg, xb, [gb](index_t i, T v) { gb[i] = v; });
+  }
+  template <class Store>
+  DUALCAST_HD static void run(index_t m, T z, T pg, T yg, T const *xb, Store const &store) {
     if (z == T(0))
       for (index_t i = 0; i < m; ++i)
-        gb[i] = times_cotangent(yg, pg / xb[i]);
+        store(i, times_cotangent(yg, pg / xb[i]));
     else if (z == T(1))
       for (index_t i = 0; i < m; ++i)
-        gb[i] = times_cotangent(yg, xb[i] == T(0) ? pg : T(0));
+        store(i, times_cotangent(yg, xb[i] == T(0) ? pg : T(0)));
     else
       for (index_t i = 0; i < m; ++i)
-        gb[i] = times_cotangent(yg, T(0));
+        store(i, times_cotangent(yg, T(0)));
   }
 };
 
@@ -164,11 +173,28 @@ auto prod(X const &x, std::vector<int> const &axes = {}, bool keepdims = false) 
         if (!g.needs(0) || gr.n_out * gr.n_red == 0)
           return;
         tensor<T> gy = g.out(0).contiguous();
+        detail::prod_adjoint<T> adj{ctx.saved(0).data(),
+                                    ctx.saved(1).data(),
+                                    ctx.saved(2).data(),
+                                    gy.data(),
+                                    nullptr,
+                                    gr.n_red,
+                                    gr.blocks};
+        // Reduced axes last and a contiguous gradient: written (or added to) in place; else
+        // through a temporary in the permuted order.
+        bool in_order = true;
+        for (std::size_t d = 0; d < gr.perm.size(); ++d)
+          in_order = in_order && gr.perm[d] == int(d);
+        auto [t, acc] = in_order ? g.target(0) : std::pair<tensor<T>, bool>{};
+        if (in_order && t.is_contiguous()) {
+          adj.gx = t.raw_data();
+          adj.accumulate = acc;
+          detail::parallel_for(ex, gr.n_out * gr.blocks, detail::reduce_block, adj);
+          return;
+        }
         auto gp = tensor<T>::empty(gr.ps, gy.dev());
-        detail::parallel_for(ex, gr.n_out * gr.blocks, detail::reduce_block,
-                             detail::prod_adjoint<T>{ctx.saved(0).data(), ctx.saved(1).data(),
-                                                     ctx.saved(2).data(), gy.data(), gp.raw_data(),
-                                                     gr.n_red, gr.blocks});
+        adj.gx = gp.raw_data();
+        detail::parallel_for(ex, gr.n_out * gr.blocks, detail::reduce_block, adj);
         g.add(0, gp.permuted(gr.inv));
       },
       v);
