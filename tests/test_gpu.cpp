@@ -12,6 +12,7 @@ std::string dualcast_gpu_tape_lstm_step_case();
 std::string dualcast_gpu_tape_mlp_case();
 std::string dualcast_gpu_tape_ops_case();
 std::string dualcast_gpu_tape_primitives_case();
+std::string dualcast_gpu_tape_torch_ops_case();
 std::string dualcast_gpu_kernel_law_float();
 std::string dualcast_gpu_kernel_law_double();
 std::string dualcast_gpu_tape_law();
@@ -59,6 +60,12 @@ TEST_CASE("tape case on the CUDA backend: parallel primitives and a divergent fu
   if (skip_without_gpu())
     return;
   CHECK(dualcast_gpu_tape_primitives_case() == "");
+}
+
+TEST_CASE("tape case on the CUDA backend: PyTorch-style operations") {
+  if (skip_without_gpu())
+    return;
+  CHECK(dualcast_gpu_tape_torch_ops_case() == "");
 }
 
 // CPU == GPU: the same inputs through both backends, compared directly (tests/cases/kernel_law.hpp

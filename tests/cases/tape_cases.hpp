@@ -243,6 +243,35 @@ inline std::string primitives_case(dc::device d) {
   return check_tape_case(primitives_problem(), d);
 }
 
+// The PyTorch-style operations: maximum / minimum, clamp, where, variance, repeat, flip,
+// index_add, scatter_add and masked_select (masks and indices fixed, on the device). (Not atan2,
+// hypot, norm or a lazy exp in double: their CUDA kernels spill 8-176 bytes around CUDA's libm
+// calls, which CI's spill check rejects; they are tested on the CPU in test_torch_ops.cpp.)
+inline tape_problem torch_ops_problem() {
+  tape_fn f = [](std::vector<var64> const &v) {
+    var64 const &x = v[0], &y = v[1]; // (3, 4) each
+    auto dev = x.value().dev();
+    auto mask = tensor64::from({3, 4}, {1, 0, 1, 1, 0, 0, 1, 0, 1, 1, 0, 1}).to(dev);
+    var64 parts[] = {
+        dc::maximum(x, y) + dc::minimum(x, 0.1),
+        dc::clamp(x * 2.0, -0.5, 0.75),
+        dc::where(mask, x * y, y * 0.5),
+        dc::variance(x, {1}),
+        dc::repeat(x, {2, 1}),
+        dc::flip(y, {1}),
+        dc::index_add(x, 1, {2, 0, 2}, dc::slice(y, 1, 0, 3)),
+        dc::scatter_add(x, 0, dc::index_array{{1, 4}, {2, 0, 1, 2}}, dc::slice(y, 0, 0, 1)),
+        dc::masked_select(x * y, mask),
+    };
+    var64 total = weigh(parts[0]);
+    for (std::size_t i = 1; i < std::size(parts); ++i)
+      total = total + weigh(parts[i]);
+    return total;
+  };
+  return {"PyTorch-style operations", f, {random_host({3, 4}, 41), random_host({3, 4}, 42)}};
+}
+inline std::string torch_ops_case(dc::device d) { return check_tape_case(torch_ops_problem(), d); }
+
 // CPU == GPU, the tape's side: every case run on the host with a 1-thread executor and on device
 // d with a 2-thread one (for the host tensors), mode by mode, the losses and gradients compared:
 // bit for bit when `ulps` is 0 (the host's law: thread counts do not change a bit), else within
@@ -250,7 +279,8 @@ inline std::string primitives_case(dc::device d) {
 // GPU reductions add in another order, and CUDA's libm rounds differently from the CPU's).
 inline std::string tape_law(dc::device d, int ulps) {
   char const *mode_names[] = {"fused store", "fused recompute", "unfused"};
-  for (auto const &p : {lstm_step_problem(), mlp_problem(), ops_problem(), primitives_problem()})
+  for (auto const &p : {lstm_step_problem(), mlp_problem(), ops_problem(), primitives_problem(),
+                        torch_ops_problem()})
     for (tape_mode m : {tape_mode::store, tape_mode::recompute, tape_mode::unfused}) {
       std::vector<std::vector<double>> ga, gb;
       double const la = run_tape_case(p.f, p.inputs, dc::device::host(), m, &ga, dc::cpu{1});
