@@ -38,7 +38,8 @@
 //   g.reached(k)   whether y_k has a gradient
 //   g.needs(i)     whether input i requires a gradient (write nothing for the others)
 //   g.add(i, t)    input i's gradient += t (t of input i's shape or of a shape it broadcasts to:
-//                  then summed over the broadcast dimensions)
+//                  then summed over the broadcast dimensions); a temporary given as an rvalue
+//                  becomes the gradient itself when it is the first (no copy)
 //   g.target(i)    {tensor, accumulate} for a backward that writes EVERY element of input i's
 //                  gradient itself: add into it when accumulate, else overwrite it
 //   g.zeroed(i)    input i's gradient, zero-filled when new: for backwards that write some
@@ -139,6 +140,11 @@ public:
   void add(std::size_t i, tensor<T> const &t) const {
     if (in_[i])
       detail::accumulate_grad(*in_[i], t, host_);
+  }
+  // A temporary given up: a fresh gradient may take its storage instead of a copy.
+  void add(std::size_t i, tensor<T> &&t) const {
+    if (in_[i])
+      detail::accumulate_grad(*in_[i], std::move(t), host_);
   }
   std::pair<tensor<T>, bool> target(std::size_t i) const { return detail::grad_target(*in_[i]); }
   tensor<T> zeroed(std::size_t i) const { return detail::grad_zeroed(*in_[i]); }

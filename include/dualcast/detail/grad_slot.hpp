@@ -123,6 +123,20 @@ template <class T> void accumulate_grad(grad_slot<T> &s, tensor<T> const &g, cpu
   });
 }
 
+// grad += g for a temporary the caller gives up (custom_op's g.add with an rvalue): a fresh whole
+// gradient (none yet, not a slice of a base's) takes g's storage itself, instead of a new tensor
+// and a copy, when g is contiguous, has the slot's shape and device, and nothing else holds its
+// storage. Otherwise as above.
+template <class T> void accumulate_grad(grad_slot<T> &s, tensor<T> &&g, cpu const &host) {
+  if (!s.base && !s.grad.defined() && g.dims() == s.dims && g.dev() == s.dev && g.is_contiguous() &&
+      g.store() && g.store().use_count() == 1) {
+    s.zeros_outside_views = false; // written everywhere now (as grad_target)
+    s.grad = std::move(g);
+    return;
+  }
+  accumulate_grad(s, static_cast<tensor<T> const &>(g), host);
+}
+
 // The gradient of an output slot, or a zero tensor (stride 0) of its shape when backward did not
 // reach it. On the host that zero is one per thread and element type, made again if anything
 // wrote to it, so an unreached output costs no allocation.

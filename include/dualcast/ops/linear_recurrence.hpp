@@ -23,6 +23,7 @@
 #include <dualcast/tensor.hpp>
 
 #include <string>
+#include <utility>
 
 namespace dualcast {
 
@@ -137,11 +138,11 @@ template <class T> struct recurrence_backward {
                                        gb.defined() ? gb.raw_data() : nullptr,
                                        gh0.defined() ? gh0.raw_data() : nullptr, rs.rows});
     if (ga.defined())
-      g.add(0, ga);
+      g.add(0, std::move(ga));
     if (gb.defined())
-      g.add(1, gb);
+      g.add(1, std::move(gb));
     if (gh0.defined())
-      g.add(2, gh0);
+      g.add(2, std::move(gh0));
   }
 };
 

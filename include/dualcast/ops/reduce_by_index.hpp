@@ -40,6 +40,7 @@
 #include <limits>
 #include <memory>
 #include <string>
+#include <utility>
 #include <vector>
 
 namespace dualcast {
@@ -264,7 +265,7 @@ auto reduce_by_index(X const &values, std::vector<index_t> const &indices, index
                                detail::bins_gather<T>{gy.data(), gx.raw_data(),
                                                       static_cast<index_t const *>(br.idx->data()),
                                                       inner, br.bins});
-          g.add(0, gx);
+          g.add(0, std::move(gx));
           return;
         }
         auto gx = tensor<T>::zeros(g.input_shape(0), dev);
@@ -278,7 +279,7 @@ auto reduce_by_index(X const &values, std::vector<index_t> const &indices, index
                                        {static_cast<index_t const *>(br.start->data()),
                                         static_cast<index_t const *>(br.order->data()), inner},
                                        op});
-        g.add(0, gx);
+        g.add(0, std::move(gx));
       },
       v);
 }

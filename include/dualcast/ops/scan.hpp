@@ -46,6 +46,7 @@
 #include <limits>
 #include <string_view>
 #include <type_traits>
+#include <utility>
 
 namespace dualcast {
 
@@ -327,7 +328,7 @@ auto scan_op(char const *name, X const &x, Op const &op, typename var_of_t<X>::v
         if constexpr (Op::uses_values)
           xs = ctx.saved(0).data(), ys = ctx.saved(1).data();
         scan_backward(ex, xs, ys, gy, gx, rows, exclusive, op);
-        g.add(0, gx);
+        g.add(0, std::move(gx));
       },
       v);
 }

@@ -360,7 +360,7 @@ auto stencil(X const &x, stencil_offsets<D, K> const &offs, F const &f,
         auto gx = tensor<T>::empty(xc.dims(), dev);
         detail::parallel_for(ex, rows, geo.ext[2] * K,
                              detail::stencil_gather<T, K>{c.data(), gx.raw_data(), geo});
-        g.add(0, gx);
+        g.add(0, std::move(gx));
       },
       v);
 }
