@@ -796,8 +796,67 @@ auto const poly_cases = std::make_tuple(
               },
               2});
 
-// Inputs spread over every magnitude: random bit patterns (all exponents, subnormals, inf,
-// NaN), uniform on [-1, 1], [-20, 20] and [-110, 110], log-uniform magnitudes, and specials.
+// Inputs spread over every magnitude, after the given special values: random bit patterns (all
+// exponents, subnormals, inf, NaN), uniform on [-1, 1], [-20, 20] and [-wide, wide], and
+// log-uniform magnitudes 10^[emin, emax).
+template <class T>
+std::vector<T> wide_inputs(std::vector<T> v, int n, unsigned seed, T wide, T emin, T emax) {
+  using engine = std::conditional_t<sizeof(T) == 4, std::mt19937, std::mt19937_64>;
+  using bits_t = std::conditional_t<sizeof(T) == 4, std::uint32_t, std::uint64_t>;
+  engine rng(seed);
+  std::uniform_real_distribution<T> u1(-1, 1), u20(-20, 20), uw(-wide, wide), e(emin, emax);
+  while (static_cast<int>(v.size()) < n) {
+    switch (v.size() % 5) {
+    case 0: {
+      bits_t bits = rng();
+      T f;
+      std::memcpy(&f, &bits, sizeof f);
+      v.push_back(f);
+      break;
+    }
+    case 1:
+      v.push_back(u1(rng));
+      break;
+    case 2:
+      v.push_back(u20(rng));
+      break;
+    case 3:
+      v.push_back(uw(rng));
+      break;
+    default:
+      v.push_back((rng() & 1 ? T(1) : T(-1)) * std::pow(T(10), e(rng)));
+      break;
+    }
+  }
+  return v;
+}
+
+// Every case's batch version against its scalar version over xs: the largest distance in ulp
+// within the case's bound; zeros, infinities and NaN exact, including the sign of zero.
+template <class T, class Cases> void check_whole_range(Cases const &cases, std::vector<T> xs) {
+  using B = batch_t<T>;
+  xs.resize(xs.size() / W<T> * W<T>);
+  for_each_case(cases, [&](auto const &c) {
+    std::uint64_t worst = 0;
+    T worst_x = 0;
+    for (std::size_t s = 0; s < xs.size(); s += W<T>) {
+      B r = c.f(B::load(&xs[s]));
+      for (int l = 0; l < W<T>; ++l) {
+        T x = xs[s + l], ref = c.f(x);
+        std::uint64_t u = ulp_distance(r[l], ref);
+        if (u > worst)
+          worst = u, worst_x = x;
+        if (ref == 0 || std::isinf(ref) || std::isnan(ref) || x == 0 || std::isinf(x))
+          EXPECT(same(r[l], ref), c.name, "(", x, ") = ", r[l], ", C library ", ref);
+      }
+    }
+    MESSAGE(std::string(c.name), ": max ", worst, " ulp over ", xs.size(),
+            " inputs (at x = ", show(double(worst_x)), ")");
+    EXPECT(worst <= c.max_ulps, c.name, ": ", worst, " ulp at ", worst_x);
+  });
+}
+
+// The float inputs: the shared spread with float's specials and edges.
 std::vector<float> wide_inputs(int n) {
   constexpr float inf = std::numeric_limits<float>::infinity();
   constexpr float fmax = std::numeric_limits<float>::max(),
@@ -835,58 +894,12 @@ std::vector<float> wide_inputs(int n) {
                           3e38f,
                           1e-38f,
                           2e-39f};
-  std::mt19937 rng(2024);
-  std::uniform_real_distribution<float> u1(-1, 1), u20(-20, 20), u110(-110, 110), e(-45, 38.5f);
-  while (static_cast<int>(v.size()) < n) {
-    switch (v.size() % 5) {
-    case 0: {
-      std::uint32_t bits = rng();
-      float f;
-      std::memcpy(&f, &bits, sizeof f);
-      v.push_back(f);
-      break;
-    }
-    case 1:
-      v.push_back(u1(rng));
-      break;
-    case 2:
-      v.push_back(u20(rng));
-      break;
-    case 3:
-      v.push_back(u110(rng));
-      break;
-    default:
-      v.push_back((rng() & 1 ? 1.0f : -1.0f) * std::pow(10.0f, e(rng)));
-      break;
-    }
-  }
-  return v;
+  return wide_inputs(std::move(v), n, 2024, 110.0f, -45.0f, 38.5f);
 }
 
 TEST_CASE(
     "simd: float polynomials stay within a few ulp of the scalar functions over the whole range") {
-  using B = batch_t<float>;
-  std::vector<float> xs = wide_inputs(100000);
-  xs.resize(xs.size() / W<float> * W<float>);
-  for_each_case(poly_cases, [&](auto const &c) {
-    std::uint64_t worst = 0;
-    float worst_x = 0;
-    for (std::size_t s = 0; s < xs.size(); s += W<float>) {
-      B r = c.f(B::load(&xs[s]));
-      for (int l = 0; l < W<float>; ++l) {
-        float x = xs[s + l], ref = c.f(x);
-        std::uint64_t u = ulp_distance(r[l], ref);
-        if (u > worst)
-          worst = u, worst_x = x;
-        // Zeros, infinities and NaN are exact, including the sign of zero.
-        if (ref == 0 || std::isinf(ref) || std::isnan(ref) || x == 0 || std::isinf(x))
-          EXPECT(same(r[l], ref), c.name, "(", x, ") = ", r[l], ", C library ", ref);
-      }
-    }
-    MESSAGE(std::string(c.name), ": max ", worst, " ulp over ", xs.size(),
-            " inputs (at x = ", show(worst_x), ")");
-    EXPECT(worst <= c.max_ulps, c.name, ": ", worst, " ulp at ", worst_x);
-  });
+  check_whole_range(poly_cases, wide_inputs(100000));
 }
 
 // The double approximations (exp, expm1, tanh, sigmoid) over every magnitude: random bit
@@ -900,62 +913,17 @@ std::vector<double> wide_double_inputs(int n) {
       -745.13, -745.2, -746.0, 1e-300,    -1e-300,
       5e-324,  0.625,  -0.625, 0.5,       -0.5,
       19.0,    -19.0,  1e-20,  -1.0e-200, std::numeric_limits<double>::max()};
-  std::mt19937_64 rng(2026);
-  std::uniform_real_distribution<double> u1(-1, 1), u20(-20, 20), u750(-750, 750), e(-320, 308);
-  while (static_cast<int>(v.size()) < n) {
-    switch (v.size() % 5) {
-    case 0: {
-      std::uint64_t bits = rng();
-      double d;
-      std::memcpy(&d, &bits, sizeof d);
-      v.push_back(d);
-      break;
-    }
-    case 1:
-      v.push_back(u1(rng));
-      break;
-    case 2:
-      v.push_back(u20(rng));
-      break;
-    case 3:
-      v.push_back(u750(rng));
-      break;
-    default:
-      v.push_back((rng() & 1 ? 1.0 : -1.0) * std::pow(10.0, e(rng)));
-      break;
-    }
-  }
-  return v;
+  return wide_inputs(std::move(v), n, 2026, 750.0, -320.0, 308.0);
 }
 
 TEST_CASE("simd: double approximations stay within a few ulp of the C library over the whole "
           "range") {
-  using B = batch_t<double>;
-  std::vector<double> xs = wide_double_inputs(200000);
-  xs.resize(xs.size() / W<double> * W<double>);
   auto const cases = std::make_tuple(
       poly_case{"exp", [](auto x) { return dc::exp(x); }, poly.double_ulps},
       poly_case{"expm1", [](auto x) { return dc::expm1(x); }, poly.double_ulps},
       poly_case{"tanh", [](auto x) { return dc::tanh(x); }, poly_tanh.double_ulps},
       poly_case{"sigmoid", [](auto x) { return dc::sigmoid(x); }, poly_sigmoid.double_ulps});
-  for_each_case(cases, [&](auto const &c) {
-    std::uint64_t worst = 0;
-    double worst_x = 0;
-    for (std::size_t s = 0; s < xs.size(); s += W<double>) {
-      B r = c.f(B::load(&xs[s]));
-      for (int l = 0; l < W<double>; ++l) {
-        double x = xs[s + l], ref = c.f(x);
-        std::uint64_t u = ulp_distance(r[l], ref);
-        if (u > worst)
-          worst = u, worst_x = x;
-        if (ref == 0 || std::isinf(ref) || std::isnan(ref) || x == 0 || std::isinf(x))
-          EXPECT(same(r[l], ref), c.name, "(", x, ") = ", r[l], ", C library ", ref);
-      }
-    }
-    MESSAGE(std::string(c.name), ": max ", worst, " ulp over ", xs.size(),
-            " inputs (at x = ", worst_x, ")");
-    EXPECT(worst <= c.max_ulps, c.name, ": ", worst, " ulp at ", worst_x);
-  });
+  check_whole_range(cases, wide_double_inputs(200000));
 }
 
 TEST_CASE("simd: select / where on batch masks pick per lane, for values and duals") {

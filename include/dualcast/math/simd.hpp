@@ -43,16 +43,16 @@ template <class T, int W> inline batch<T, W> blend(mask<T, W> m, batch<T, W> a, 
 // intrinsics, whose _mm512_undefined_ps() trips g++ 12's -Wmaybe-uninitialized.
 inline constexpr __mmask16 all_lanes16 = 0xffff;
 #endif
-// x clamped to [lo, hi]; NaN passes through. One max and one min instruction on x86 (their
-// operand order returns the second operand, x, when it is NaN).
-template <int W>
-inline batch<float, W> clamp_keep_nan(batch<float, W> x, batch<float, W> lo, batch<float, W> hi) {
+// x clamped to [lo, hi]; NaN passes through. For float, one max and one min instruction on x86
+// (their operand order returns the second operand, x, when it is NaN); else two blends.
+template <class T, int W>
+inline batch<T, W> clamp_keep_nan(batch<T, W> x, batch<T, W> lo, batch<T, W> hi) {
 #if defined(__AVX512F__)
-  if constexpr (W == 16)
+  if constexpr (std::is_same_v<T, float> && W == 16)
     return {_mm512_maskz_min_ps(all_lanes16, hi.v, _mm512_maskz_max_ps(all_lanes16, lo.v, x.v))};
 #endif
 #if defined(__AVX__)
-  if constexpr (W == 8)
+  if constexpr (std::is_same_v<T, float> && W == 8)
     return {_mm256_min_ps(hi.v, _mm256_max_ps(lo.v, x.v))};
 #endif
   x = blend(x < lo, lo, x);
@@ -93,15 +93,9 @@ template <int W> inline batch<float, W> scale_by_exp2(batch<float, W> y, batch<f
   return y * exp2_int(n1) * exp2_int(n - n1);
 }
 
-// The same for double batches: clamp, round, 2^n for integral n in [-1022, 1023] (the integer
+// The same for double batches: round, 2^n for integral n in [-1022, 1023] (the integer
 // from the bits of n + 1.5 * 2^52, which AVX2 reaches without a 64-bit conversion), y * 2^n for
 // n in [-1080, 1024].
-template <int W>
-inline batch<double, W> clamp_keep_nan(batch<double, W> x, batch<double, W> lo,
-                                       batch<double, W> hi) {
-  x = blend(x < lo, lo, x);
-  return blend(x > hi, hi, x);
-}
 template <int W> inline batch<double, W> round_nearest(batch<double, W> x) {
   const batch<double, W> magic(6755399441055744.0); // 1.5 * 2^52
   return (x + magic) - magic;

@@ -47,16 +47,24 @@ inline cublasHandle_t blas_handle() {
   return h;
 }
 
+// The thread's handle for the current GPU, issuing on the executor's stream; and the cuBLAS
+// operation of an operand stored transposed or not.
+inline cublasHandle_t blas_handle_on(cuda const &ex) {
+  cublasHandle_t h = blas_handle();
+  check_blas(cublasSetStream(h, ex.stream), "cublasSetStream");
+  return h;
+}
+inline cublasOperation_t blas_op(bool transposed) { return transposed ? CUBLAS_OP_T : CUBLAS_OP_N; }
+
 // Row-major C (m x n, leading dimension ldc) = op(A) op(B) + beta C on the executor's stream;
 // op(A) is m x k, op(B) is k x n; ta / tb: the operand is stored transposed.
 template <class T>
 void gemm(cuda const &ex, bool ta, bool tb, int m, int n, int k, T const *a, int lda, T const *b,
           int ldb, T beta, T *c, int ldc) {
   static_assert(std::is_same_v<T, float> || std::is_same_v<T, double>);
-  cublasHandle_t h = blas_handle();
-  check_blas(cublasSetStream(h, ex.stream), "cublasSetStream");
+  cublasHandle_t h = blas_handle_on(ex);
   const T one = T(1);
-  cublasOperation_t opb = tb ? CUBLAS_OP_T : CUBLAS_OP_N, opa = ta ? CUBLAS_OP_T : CUBLAS_OP_N;
+  cublasOperation_t const opb = blas_op(tb), opa = blas_op(ta);
   if constexpr (std::is_same_v<T, float>)
     check_blas(cublasSgemm(h, opb, opa, n, m, k, &one, b, ldb, a, lda, &beta, c, ldc),
                "cublasSgemm");
@@ -72,10 +80,9 @@ void gemm_batched(cuda const &ex, bool ta, bool tb, int m, int n, int k, T const
                   long long stride_a, T const *b, int ldb, long long stride_b, T beta, T *c,
                   int ldc, long long stride_c, int batch) {
   static_assert(std::is_same_v<T, float> || std::is_same_v<T, double>);
-  cublasHandle_t h = blas_handle();
-  check_blas(cublasSetStream(h, ex.stream), "cublasSetStream");
+  cublasHandle_t h = blas_handle_on(ex);
   const T one = T(1);
-  cublasOperation_t opb = tb ? CUBLAS_OP_T : CUBLAS_OP_N, opa = ta ? CUBLAS_OP_T : CUBLAS_OP_N;
+  cublasOperation_t const opb = blas_op(tb), opa = blas_op(ta);
   if constexpr (std::is_same_v<T, float>)
     check_blas(cublasSgemmStridedBatched(h, opb, opa, n, m, k, &one, b, ldb, stride_b, a, lda,
                                          stride_a, &beta, c, ldc, stride_c, batch),
