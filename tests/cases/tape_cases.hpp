@@ -204,8 +204,8 @@ struct laplace_tanh { // the 5-point Laplacian plus a nonlinearity of a neighbou
 
 // The parallel primitives (reductions with a user operator, scans, a linear recurrence, bins,
 // a stencil) and a fused node whose elements take different branches (the HM-LSTM update with
-// random masks). (Not conv2d: under ptxas's default register heuristics its CUDA kernels spill a
-// few bytes, which CI's cuda stage rejects; it is tested on the CPU in test_conv.cpp.)
+// random masks), conv2d with stride 1 and with stride 2 and padding (image [2, 2, 5, 6], weights
+// [3, 2, 3, 3]).
 inline tape_problem primitives_problem() {
   tape_fn f = [](std::vector<var64> const &v) {
     var64 const &x = v[0]; // (4, 6)
@@ -228,6 +228,8 @@ inline tape_problem primitives_problem() {
         dc::reduce_by_index(dc::transpose(x, 0, 1), {0, 1, 1, 0, 2, 1}, 3, dc::bin_op::max),
         dc::stencil(x, cross, laplace_tanh{}, dc::boundary::clamp),
         dc::hmlstm_update(z, zb, v[1], x, v[3], v[4]),
+        dc::conv2d(v[5], v[6], v[7]),
+        dc::conv2d(v[5], v[6], {.stride = 2, .padding = 1}),
     };
     var64 total = weigh(parts[0]);
     for (std::size_t i = 1; i < std::size(parts); ++i)
@@ -237,38 +239,65 @@ inline tape_problem primitives_problem() {
   return {"parallel primitives, divergent fused node",
           f,
           {random_host({4, 6}, 31), random_host({4, 6}, 32), random_host({4}, 33),
-           random_host({4, 6}, 37), random_host({4, 6}, 38)}};
+           random_host({4, 6}, 37), random_host({4, 6}, 38), random_host({2, 2, 5, 6}, 39),
+           random_host({3, 2, 3, 3}, 40), random_host({3}, 43)}};
 }
 inline std::string primitives_case(dc::device d) {
   return check_tape_case(primitives_problem(), d);
 }
 
-// The PyTorch-style operations: maximum / minimum, clamp, where, variance, repeat, flip,
-// index_add, scatter_add and masked_select (masks and indices fixed, on the device). (Not atan2,
-// hypot, norm or a lazy exp in double: their CUDA kernels spill 8-176 bytes around CUDA's libm
-// calls, which CI's spill check rejects; they are tested on the CPU in test_torch_ops.cpp.)
+// The PyTorch-style operations: maximum / minimum, clamp, where, atan2, hypot, a lazy exp,
+// variance, norm (p = 3: CUDA's pow), repeat, flip, index_add, scatter_add and masked_select
+// (masks and indices fixed, on the device); and on rows longer than a warp (2 x 75): softmax,
+// logsumexp, index_select with 80 indices colliding within and across 32-position chunks (its
+// adjoint a scatter-add), scatter (the last duplicate wins), stddev, cummin, permute / squeeze /
+// split, the packed LSTM and GRU cells, and a matmul whose batch dimensions broadcast.
 inline tape_problem torch_ops_problem() {
   tape_fn f = [](std::vector<var64> const &v) {
     var64 const &x = v[0], &y = v[1]; // (3, 4) each
     auto dev = x.value().dev();
     auto mask = tensor64::from({3, 4}, {1, 0, 1, 1, 0, 0, 1, 0, 1, 1, 0, 1}).to(dev);
+    var64 const &w = v[2]; // (2, 75)
+    std::vector<dc::index_t> colliding, scatter_at;
+    for (dc::index_t k = 0; k < 80; ++k)
+      colliding.push_back((k * k + 3) % 75);
+    for (dc::index_t k = 0; k < 80; ++k)
+      scatter_at.push_back((k * 7) % 33);
+    auto [h2, c2] = dc::lstm_cell(dc::slice(w, 1, 0, 12), dc::slice(w, 1, 60, 63));
+    var64 cells[] = {h2, c2};
     var64 parts[] = {
         dc::maximum(x, y) + dc::minimum(x, 0.1),
         dc::clamp(x * 2.0, -0.5, 0.75),
         dc::where(mask, x * y, y * 0.5),
+        dc::atan2(x, y) + dc::hypot(x, y * 2.0),
+        dc::exp(x * 0.5),
         dc::variance(x, {1}),
+        dc::norm(x, 3.0, {1}),
         dc::repeat(x, {2, 1}),
         dc::flip(y, {1}),
         dc::index_add(x, 1, {2, 0, 2}, dc::slice(y, 1, 0, 3)),
         dc::scatter_add(x, 0, dc::index_array{{1, 4}, {2, 0, 1, 2}}, dc::slice(y, 0, 0, 1)),
         dc::masked_select(x * y, mask),
+        dc::softmax(w, 1),
+        dc::logsumexp(w, 1),
+        dc::index_select(w, 1, colliding),
+        dc::scatter(w, 1, dc::index_array{{2, 40}, scatter_at}, dc::slice(w, 1, 10, 50) * 0.5),
+        dc::stddev(w, {1}),
+        dc::cummin(w, 1),
+        dc::squeeze(dc::permute(dc::unsqueeze(dc::split(w, 25, 1)[1], 0), {1, 0, 2}), 1),
+        cells[0] * 2.0 + cells[1],
+        dc::gru_cell(dc::slice(w, 1, 0, 9), dc::slice(w, 1, 20, 29), dc::slice(w, 1, 40, 43)),
+        dc::matmul(dc::reshape(dc::slice(w, 1, 0, 6), {2, 1, 2, 3}),
+                   dc::reshape(dc::slice(w, 1, 20, 29), {3, 3, 2})), // batches (2, 1) and (3)
     };
     var64 total = weigh(parts[0]);
     for (std::size_t i = 1; i < std::size(parts); ++i)
       total = total + weigh(parts[i]);
     return total;
   };
-  return {"PyTorch-style operations", f, {random_host({3, 4}, 41), random_host({3, 4}, 42)}};
+  return {"PyTorch-style operations",
+          f,
+          {random_host({3, 4}, 41), random_host({3, 4}, 42), random_host({2, 75}, 44)}};
 }
 inline std::string torch_ops_case(dc::device d) { return check_tape_case(torch_ops_problem(), d); }
 

@@ -24,7 +24,7 @@
 // README's "Reductions, scans, histograms and stencils" section has the figures).
 //
 // On tensors: conv2d(x, w[, b], options) gives the value and conv2d_vjp(x, w, ybar, options) the
-// three gradients (input, weights, bias), on the tensors' device (the CPU so far).
+// three gradients (input, weights, bias), on the tensors' device.
 #pragma once
 
 #include <dualcast/custom_op.hpp>
@@ -34,6 +34,7 @@
 #include <dualcast/tensor.hpp>
 
 #include <string>
+#include <type_traits>
 
 namespace dualcast {
 
@@ -93,38 +94,64 @@ inline void check_conv2d_bias(shape const &b, conv2d_geometry const &g) {
                       std::to_string(g.O) + "]");
 }
 
+// Each kernel below is a row operation (detail::parallel_for_rows): on the CPU a row runs on one
+// thread with the loops ordered for the vectoriser (a weight times a shifted input row); on CUDA a
+// warp shares the row, each lane owning the elements j = lane, lane + 32, ... it writes and adding
+// their terms in the same (c, p, q) order as the CPU, so no two threads write one element.
+template <class L> inline constexpr bool serial_row = std::remove_cvref_t<L>::count() == 1;
+
 // Forward, one output row (n, o, i) per index: the row starts at the bias and adds one weight
 // times a shifted input row per (c, p, q), so the inner loop runs over contiguous j.
 template <class T> struct conv2d_forward {
   T const *x, *w, *b; // b may be null
   T *y;
   conv2d_geometry g;
-  DUALCAST_HD void operator()(index_t r) const {
+  template <class L> DUALCAST_HD void operator()(index_t r, L const &lanes) const {
     index_t const i = r % g.OH, o = (r / g.OH) % g.O, n = r / (g.OH * g.O);
     T *yr = y + r * g.OW;
     T const b0 = b ? b[o] : T(0);
-    for (index_t j = 0; j < g.OW; ++j)
-      yr[j] = b0;
-    for (index_t c = 0; c < g.C; ++c)
-      for (index_t p = 0; p < g.KH; ++p) {
-        index_t const h = i * g.s + p - g.pad;
-        if (h < 0 || h >= g.H)
-          continue;
-        T const *xr = x + ((n * g.C + c) * g.H + h) * g.W;
-        T const *wr = w + ((o * g.C + c) * g.KH + p) * g.KW;
-        for (index_t q = 0; q < g.KW; ++q) {
-          index_t lo, hi;
-          conv2d_geometry::valid(q - g.pad, g.s, g.W, g.OW, lo, hi);
-          T const wv = wr[q];
-          T const *xq = xr + q - g.pad;
-          if (g.s == 1)
-            for (index_t j = lo; j < hi; ++j)
-              yr[j] += wv * xq[j];
-          else
-            for (index_t j = lo; j < hi; ++j)
-              yr[j] += wv * xq[j * g.s];
-        }
+    if constexpr (!serial_row<L>) {
+      for (index_t j = lanes.lane(); j < g.OW; j += lanes.count()) {
+        T acc = b0;
+        for (index_t c = 0; c < g.C; ++c)
+          for (index_t p = 0; p < g.KH; ++p) {
+            index_t const h = i * g.s + p - g.pad;
+            if (h < 0 || h >= g.H)
+              continue;
+            T const *xr = x + ((n * g.C + c) * g.H + h) * g.W;
+            T const *wr = w + ((o * g.C + c) * g.KH + p) * g.KW;
+            for (index_t q = 0; q < g.KW; ++q) {
+              index_t const v = j * g.s + q - g.pad;
+              if (v >= 0 && v < g.W)
+                acc += wr[q] * xr[v];
+            }
+          }
+        yr[j] = acc;
       }
+    } else {
+      for (index_t j = 0; j < g.OW; ++j)
+        yr[j] = b0;
+      for (index_t c = 0; c < g.C; ++c)
+        for (index_t p = 0; p < g.KH; ++p) {
+          index_t const h = i * g.s + p - g.pad;
+          if (h < 0 || h >= g.H)
+            continue;
+          T const *xr = x + ((n * g.C + c) * g.H + h) * g.W;
+          T const *wr = w + ((o * g.C + c) * g.KH + p) * g.KW;
+          for (index_t q = 0; q < g.KW; ++q) {
+            index_t lo, hi;
+            conv2d_geometry::valid(q - g.pad, g.s, g.W, g.OW, lo, hi);
+            T const wv = wr[q];
+            T const *xq = xr + q - g.pad;
+            if (g.s == 1)
+              for (index_t j = lo; j < hi; ++j)
+                yr[j] += wv * xq[j];
+            else
+              for (index_t j = lo; j < hi; ++j)
+                yr[j] += wv * xq[j * g.s];
+          }
+        }
+    }
   }
 };
 
@@ -134,44 +161,66 @@ template <class T> struct conv2d_input_gather {
   T const *gy, *w;
   T *gx;
   conv2d_geometry g;
-  DUALCAST_HD void operator()(index_t r) const {
+  template <class L> DUALCAST_HD void operator()(index_t r, L const &lanes) const {
     index_t const h = r % g.H, c = (r / g.H) % g.C, n = r / (g.H * g.C);
     T *xr = gx + r * g.W;
-    for (index_t v = 0; v < g.W; ++v)
-      xr[v] = T(0);
-    for (index_t o = 0; o < g.O; ++o)
-      for (index_t p = 0; p < g.KH; ++p) {
-        index_t const t = h + g.pad - p;
-        if (t < 0 || t % g.s != 0 || t / g.s >= g.OH)
-          continue;
-        T const *yr = gy + ((n * g.O + o) * g.OH + t / g.s) * g.OW;
-        T const *wr = w + ((o * g.C + c) * g.KH + p) * g.KW;
-        for (index_t q = 0; q < g.KW; ++q) {
-          index_t lo, hi;
-          conv2d_geometry::valid(q - g.pad, g.s, g.W, g.OW, lo, hi);
-          T const wv = wr[q];
-          T *xq = xr + q - g.pad; // xbar[j*s + q - pad] += w * ybar[j]
-          if (g.s == 1)
-            for (index_t j = lo; j < hi; ++j)
-              xq[j] += wv * yr[j];
-          else
-            for (index_t j = lo; j < hi; ++j)
-              xq[j * g.s] += wv * yr[j];
-        }
+    if constexpr (!serial_row<L>) {
+      // xbar[v] gathers ybar[j] w[q] over j*s + q - pad = v, in the serial loops' (o, p, q) order
+      for (index_t v = lanes.lane(); v < g.W; v += lanes.count()) {
+        T acc = T(0);
+        for (index_t o = 0; o < g.O; ++o)
+          for (index_t p = 0; p < g.KH; ++p) {
+            index_t const t = h + g.pad - p;
+            if (t < 0 || t % g.s != 0 || t / g.s >= g.OH)
+              continue;
+            T const *yr = gy + ((n * g.O + o) * g.OH + t / g.s) * g.OW;
+            T const *wr = w + ((o * g.C + c) * g.KH + p) * g.KW;
+            for (index_t q = 0; q < g.KW; ++q) {
+              index_t const u = v + g.pad - q;
+              if (u >= 0 && u % g.s == 0 && u / g.s < g.OW)
+                acc += wr[q] * yr[u / g.s];
+            }
+          }
+        xr[v] = acc;
       }
+    } else {
+      for (index_t v = 0; v < g.W; ++v)
+        xr[v] = T(0);
+      for (index_t o = 0; o < g.O; ++o)
+        for (index_t p = 0; p < g.KH; ++p) {
+          index_t const t = h + g.pad - p;
+          if (t < 0 || t % g.s != 0 || t / g.s >= g.OH)
+            continue;
+          T const *yr = gy + ((n * g.O + o) * g.OH + t / g.s) * g.OW;
+          T const *wr = w + ((o * g.C + c) * g.KH + p) * g.KW;
+          for (index_t q = 0; q < g.KW; ++q) {
+            index_t lo, hi;
+            conv2d_geometry::valid(q - g.pad, g.s, g.W, g.OW, lo, hi);
+            T const wv = wr[q];
+            T *xq = xr + q - g.pad; // xbar[j*s + q - pad] += w * ybar[j]
+            if (g.s == 1)
+              for (index_t j = lo; j < hi; ++j)
+                xq[j] += wv * yr[j];
+            else
+              for (index_t j = lo; j < hi; ++j)
+                xq[j * g.s] += wv * yr[j];
+          }
+        }
+    }
   }
 };
 
 // Weight adjoint, the KW weights (o, c, p, 0..KW) per index: dot products of ybar's rows with the
 // shifted input rows, over n and i in order. With stride 1 each dot product runs in 8 lanes
 // (summed at the end), which the compiler vectorises; a single accumulator would be a chain of
-// dependent adds. The order depends on the shapes only, never on the threads.
+// dependent adds. On CUDA the warp's lanes split j and their sums meet in a fixed shuffle tree.
+// The order depends on the shapes and the backend only, never on the threads.
 template <class T> struct conv2d_weight_adjoint {
   static constexpr int lanes = 8;
   T const *gy, *x;
   T *gw;
   conv2d_geometry g;
-  DUALCAST_HD void operator()(index_t r) const {
+  template <class L> DUALCAST_HD void operator()(index_t r, L const &warp) const {
     index_t const p = r % g.KH, c = (r / g.KH) % g.C, o = r / (g.KH * g.C);
     for (index_t q = 0; q < g.KW; ++q) {
       index_t lo, hi;
@@ -185,17 +234,23 @@ template <class T> struct conv2d_weight_adjoint {
           T const *yr = gy + ((n * g.O + o) * g.OH + i) * g.OW;
           T const *xq = x + ((n * g.C + c) * g.H + h) * g.W + q - g.pad;
           index_t j = lo;
-          if (g.s == 1)
-            for (; j + lanes <= hi; j += lanes)
-              for (int l = 0; l < lanes; ++l)
-                acc[l] += yr[j + l] * xq[j + l];
-          for (; j < hi; ++j)
+          if constexpr (serial_row<L>) {
+            if (g.s == 1)
+              for (; j + lanes <= hi; j += lanes)
+                for (int l = 0; l < lanes; ++l)
+                  acc[l] += yr[j + l] * xq[j + l];
+          } else {
+            j += warp.lane();
+          }
+          for (; j < hi; j += warp.count())
             acc[0] += yr[j] * xq[j * g.s];
         }
       T sum = T(0);
       for (int l = 0; l < lanes; ++l)
         sum += acc[l];
-      gw[r * g.KW + q] = sum;
+      sum = warp.reduce(sum, [](T a, T b) { return a + b; });
+      if (warp.lane() == 0)
+        gw[r * g.KW + q] = sum;
     }
   }
 };
@@ -205,15 +260,17 @@ template <class T> struct conv2d_bias_adjoint {
   T const *gy;
   T *gb;
   conv2d_geometry g;
-  DUALCAST_HD void operator()(index_t o) const {
+  template <class L> DUALCAST_HD void operator()(index_t o, L const &lanes) const {
     T acc = T(0);
     index_t const plane = g.OH * g.OW;
     for (index_t n = 0; n < g.N; ++n) {
       T const *yp = gy + (n * g.O + o) * plane;
-      for (index_t k = 0; k < plane; ++k)
+      for (index_t k = lanes.lane(); k < plane; k += lanes.count())
         acc += yp[k];
     }
-    gb[o] = acc;
+    acc = lanes.reduce(acc, [](T a, T b) { return a + b; });
+    if (lanes.lane() == 0)
+      gb[o] = acc;
   }
 };
 
@@ -223,7 +280,7 @@ tensor<T> conv2d_run(Ex const &ex, tensor<T> const &x, tensor<T> const &w, tenso
                      conv2d_geometry const &g) {
   auto y = tensor<T>::empty({g.N, g.O, g.OH, g.OW}, x.dev());
   if (y.size() > 0)
-    parallel_for(
+    parallel_for_rows(
         ex, g.N * g.O * g.OH, g.OW * g.C * g.KH * g.KW,
         conv2d_forward<T>{x.data(), w.data(), b.defined() ? b.data() : nullptr, y.raw_data(), g});
   return y;
@@ -239,20 +296,20 @@ conv2d_grads<T> conv2d_adjoints(Ex const &ex, tensor<T> const &x, tensor<T> cons
   if (want_x) {
     r.input = tensor<T>::zeros(x.dims(), dev);
     if (x.size() > 0 && gy.size() > 0)
-      parallel_for(ex, g.N * g.C * g.H, g.W * g.O * g.KH * g.KW / (g.s * g.s) + 1,
-                   conv2d_input_gather<T>{gy.data(), w.data(), r.input.raw_data(), g});
+      parallel_for_rows(ex, g.N * g.C * g.H, g.W * g.O * g.KH * g.KW / (g.s * g.s) + 1,
+                        conv2d_input_gather<T>{gy.data(), w.data(), r.input.raw_data(), g});
   }
   if (want_w) {
     r.weights = tensor<T>::zeros(w.dims(), dev);
     if (w.size() > 0 && gy.size() > 0)
-      parallel_for(ex, g.O * g.C * g.KH, g.KW * g.N * g.OH * g.OW,
-                   conv2d_weight_adjoint<T>{gy.data(), x.data(), r.weights.raw_data(), g});
+      parallel_for_rows(ex, g.O * g.C * g.KH, g.KW * g.N * g.OH * g.OW,
+                        conv2d_weight_adjoint<T>{gy.data(), x.data(), r.weights.raw_data(), g});
   }
   if (want_b) {
     r.bias = tensor<T>::zeros({g.O}, dev);
     if (gy.size() > 0)
-      parallel_for(ex, g.O, g.N * g.OH * g.OW,
-                   conv2d_bias_adjoint<T>{gy.data(), r.bias.raw_data(), g});
+      parallel_for_rows(ex, g.O, g.N * g.OH * g.OW,
+                        conv2d_bias_adjoint<T>{gy.data(), r.bias.raw_data(), g});
   }
   return r;
 }

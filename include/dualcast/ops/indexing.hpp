@@ -48,10 +48,10 @@ inline std::vector<index_t> checked_indices(char const *op, std::vector<index_t>
 
 // One line of the output: every position along `axis` for fixed other coordinates (line l in
 // row-major order of those). Gather: dst[.., i, ..] = src[.., idx, ..]; scatter (the adjoint):
-// dst[.., idx, ..] += src[.., i, ..]. Lines write disjoint elements and a line runs in a fixed
-// order, so the scatter-add needs no atomics and its sums do not vary from run to run. Shared by
-// the CPU and CUDA backends (the gather a row operation: one warp per line on CUDA; the scatter
-// one thread per line).
+// dst[.., idx, ..] += src[.., i, ..]. A row operation (parallel_for_rows): lines write disjoint
+// elements, and within a line each destination element receives its terms in the order of the
+// positions, so the scatter-add needs no atomics and its sums are the same bits on the CPU (one
+// thread per line, sequential) and on CUDA (one warp per line, below) at any thread count.
 template <class T, bool Scatter> struct index_lines {
   int rank = 0, axis = 0;
   index_t ext[max_rank] = {}; // the output's extents
@@ -63,44 +63,68 @@ template <class T, bool Scatter> struct index_lines {
   bool per_element = false; // gather: one index per output element (contiguous, output shape);
                             // index_select: idx[i] for position i along the axis
   bool overwrite = false;   // Scatter: dst = src instead of += (the last along the line wins)
-  DUALCAST_HD void operator()(index_t l) const { line(l, 0, 1); }
-  // The gather as a row operation (parallel_for_rows): the lanes take every count()-th position
-  // of the line (positions write distinct elements); one warp per line on CUDA. Not for a
-  // scatter, whose positions may write the same element: its line runs on one thread.
-  template <class Lanes>
-  requires(!Scatter) DUALCAST_HD void operator()(index_t l, Lanes const &lanes) const {
-    line(l, lanes.lane(), lanes.count());
-  }
-  // Positions first, first + step, ... of line l.
-  DUALCAST_HD void line(index_t l, index_t first, index_t step) const {
-    index_t xo = 0, yo = 0, io = 0, istride = 1, cstride = 1, rem = l;
+
+  // Where line l starts: in x (xo), in y (yo) and in the indices (io, istride between positions).
+  struct line_origin {
+    index_t xo = 0, yo = 0, io = 0, istride = 1;
+  };
+  DUALCAST_HD line_origin origin(index_t l) const {
+    line_origin o;
+    index_t cstride = 1, rem = l;
     for (int d = rank - 1; d >= 0; --d) {
       if (d == axis) {
-        istride = cstride;
+        o.istride = cstride;
       } else {
         index_t c = rem % ext[d];
         rem /= ext[d];
-        xo += c * xs[d];
-        yo += c * ys[d];
-        io += c * cstride;
+        o.xo += c * xs[d];
+        o.yo += c * ys[d];
+        o.io += c * cstride;
       }
       cstride *= ext[d];
     }
     if (!per_element)
-      io = 0, istride = 1;
+      o.io = 0, o.istride = 1;
+    return o;
+  }
+
+  template <class Lanes> DUALCAST_HD void operator()(index_t l, Lanes const &lanes) const {
+    line_origin const o = origin(l);
+    if constexpr (Scatter) {
+      scatter_line(o, lanes);
+    } else {
+      // the lanes take every count()-th position (positions read into distinct elements)
       // (not unrolled: nvcc's 4x unrolling of this gather made ptxas for sm_90 spill)
 #if defined(__CUDA_ARCH__)
 #pragma unroll 1
 #endif
-    for (index_t i = first; i < ext[axis]; i += step) {
-      index_t j = idx[io + i * istride];
-      if constexpr (Scatter) {
-        if (overwrite)
-          dst[xo + j * xs[axis]] = src[yo + i * ys[axis]];
-        else
-          dst[xo + j * xs[axis]] += src[yo + i * ys[axis]];
-      } else
-        dst[yo + i * ys[axis]] = src[xo + j * xs[axis]];
+      for (index_t i = lanes.lane(); i < ext[axis]; i += lanes.count())
+        dst[o.yo + i * ys[axis]] = src[o.xo + idx[o.io + i * o.istride] * xs[axis]];
+    }
+  }
+
+  // The scatter, count() positions at a time: the lanes holding the same destination form a
+  // group whose lowest lane (its leader) reads the destination once, adds the group's values in
+  // lane order (= position order) and writes it back. One lane (the CPU): the sequential loop.
+  template <class Lanes>
+  DUALCAST_HD void scatter_line(line_origin const &o, Lanes const &lanes) const {
+    int const me = lanes.lane(), n = lanes.count();
+    for (index_t first = 0; first < ext[axis]; first += n) { // the same trips on every lane
+      index_t const i = first + me;
+      bool const here = i < ext[axis];
+      index_t const at = here ? o.xo + idx[o.io + i * o.istride] * xs[axis] : index_t(-1);
+      T const v = here ? src[o.yo + i * ys[axis]] : T(0);
+      unsigned const group = lanes.group_of(at);
+      bool const leader = here && (group & ((1u << me) - 1u)) == 0u;
+      T acc = leader && !overwrite ? dst[at] : T(0);
+      for (int k = 0; k < n; ++k) {
+        T const vk = lanes.broadcast(v, k);
+        if (leader && ((group >> k) & 1u))
+          acc = overwrite ? vk : acc + vk;
+      }
+      if (leader)
+        dst[at] = acc;
+      lanes.sync(); // the next positions' leaders read what these wrote
     }
   }
 };
@@ -132,12 +156,7 @@ void run_index_lines(char const *op, cpu const &host, tensor<T> const &x, tensor
   f.per_element = per_element;
   f.overwrite = overwrite;
   index_t n_ax = y.extent(axis), lines = n_ax > 0 ? y.size() / n_ax : 0;
-  on_device(op, x.dev(), host, [&](auto const &ex) {
-    if constexpr (Scatter)
-      parallel_for(ex, lines, n_ax, f);
-    else
-      parallel_for_rows(ex, lines, n_ax, f);
-  });
+  on_device(op, x.dev(), host, [&](auto const &ex) { parallel_for_rows(ex, lines, n_ax, f); });
 }
 } // namespace detail
 

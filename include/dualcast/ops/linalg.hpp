@@ -190,28 +190,59 @@ inline matmul_shapes matmul_plan(char const *op, shape const &sa, shape const &s
     p.out.ext[p.out.rank++] = p.n;
   return p;
 }
-// The matrix of batch entry i (row-major over `batch`) of x, whose batch extents are those of
-// `batch` or 1 (shared).
-template <class T> tensor<T> broadcast_entry(tensor<T> const &x, shape const &batch, index_t i) {
+// The entries of x (batch extents those of `batch` or 1) at outer batch coordinates o (row-major
+// over all batch dimensions but the last): a batch over the last batch dimension, rank 3, or
+// rank 2 (the one matrix) when x is shared along it, as gemm_batched takes its operands.
+template <class T> tensor<T> last_batch(tensor<T> const &x, shape const &batch, index_t o) {
   tensor<T> r = x;
-  for (int d = batch.rank - 1; d >= 0; --d) { // coordinates from the last
-    index_t c = i % batch.ext[d];
-    i /= batch.ext[d];
+  for (int d = batch.rank - 2; d >= 0; --d) {
+    index_t c = o % batch.ext[d];
+    o /= batch.ext[d];
     r = r.select(d, x.extent(d) == 1 ? 0 : c);
   }
-  return r;
+  return r.extent(0) == 1 && batch.ext[batch.rank - 1] != 1 ? r.select(0, 0) : r;
+}
+template <class T> tensor<T> maybe_transposed(tensor<T> const &x, bool t) {
+  return t ? matrix_transpose(x) : x;
+}
+// C = A @ B over a broadcast batch (pa, pb, C with the batch's rank; C fresh): one strided-batched
+// product per outer entry, over the last batch dimension (the entries in the same order as one
+// gemm each: the same bits on the CPU).
+template <class T>
+void broadcast_gemm(cpu const &host, shape const &batch, tensor<T> const &pa, tensor<T> const &pb,
+                    tensor<T> const &C) {
+  if (batch.rank == 0) {
+    gemm(host, pa, pb, C, T(0));
+    return;
+  }
+  index_t const last = batch.ext[batch.rank - 1];
+  for (index_t o = 0; last > 0 && o < batch.size() / last; ++o)
+    gemm_batched(host, last_batch(pa, batch, o), last_batch(pb, batch, o), last_batch(C, batch, o),
+                 T(0));
 }
 // sum over the batch entries of op(L_i) @ op(R_i), in a fresh tensor of shape `target` (whose
-// batch extents are those of `batch` or 1: entries sharing it are summed).
+// batch extents are those of `batch` or 1: entries sharing it are summed, in entry order). Per
+// outer entry: one strided-batched product when each entry has its own target matrix, else the
+// shared target's gemms in order.
 template <class T>
 tensor<T> batched_gemm_sum(cpu const &host, shape const &batch, shape const &target,
                            tensor<T> const &l, bool lt, tensor<T> const &r, bool rt) {
   tensor<T> g = tensor<T>::zeros(target, l.dev());
-  index_t const count = batch.size();
-  for (index_t i = 0; i < count; ++i) {
-    tensor<T> li = broadcast_entry(l, batch, i), ri = broadcast_entry(r, batch, i);
-    gemm(host, lt ? li.transposed() : li, rt ? ri.transposed() : ri, broadcast_entry(g, batch, i),
-         T(1));
+  if (batch.rank == 0) {
+    gemm(host, maybe_transposed(l, lt), maybe_transposed(r, rt), g, T(1));
+    return g;
+  }
+  index_t const last = batch.ext[batch.rank - 1];
+  for (index_t o = 0; last > 0 && o < batch.size() / last; ++o) {
+    tensor<T> li = last_batch(l, batch, o), ri = last_batch(r, batch, o),
+              gi = last_batch(g, batch, o);
+    if (gi.rank() == 3) {
+      gemm_batched(host, maybe_transposed(li, lt), maybe_transposed(ri, rt), gi, T(1));
+    } else {
+      for (index_t j = 0; j < last; ++j)
+        gemm(host, maybe_transposed(batch_entry(li, j), lt),
+             maybe_transposed(batch_entry(ri, j), rt), gi, T(1));
+    }
   }
   return g;
 }
@@ -236,10 +267,7 @@ template <var_like XA, var_like XB> auto matmul(XA const &a_in, XB const &b_in) 
           shape cs = plan.batch;
           cs.ext[cs.rank++] = plan.m, cs.ext[cs.rank++] = plan.n;
           tensor<T> C = tensor<T>::empty(cs, A.dev());
-          for (index_t i = 0; i < plan.batch.size(); ++i)
-            detail::gemm(ctx.host(), detail::broadcast_entry(pa, plan.batch, i),
-                         detail::broadcast_entry(pb, plan.batch, i),
-                         detail::broadcast_entry(C, plan.batch, i), T(0));
+          detail::broadcast_gemm(ctx.host(), plan.batch, pa, pb, C);
           ctx.save(b.requires_grad() ? pa : tensor<T>{}, "operand 0 (a)");
           ctx.save(a.requires_grad() ? pb : tensor<T>{}, "operand 1 (b)");
           return C.reshape(plan.out);

@@ -51,11 +51,17 @@ template <class T> tensor<T> from_rows(tensor<T> const &t, std::vector<int> cons
 }
 
 // Lane reductions of the row operations below (commutative: every lane gets the same bits).
-template <class T> struct row_max { // a NaN already held stays; a later NaN is never taken
-  DUALCAST_HD T operator()(T a, T b) const { return b > a ? b : a; }
-};
 template <class T> struct row_sum {
   DUALCAST_HD T operator()(T a, T b) const { return a + b; }
+};
+// The online softmax's state: a maximum m and the sum of exp(x - m) over what it has seen.
+template <class T> struct max_and_sum { T m, s; };
+template <class T> struct combine_max_and_sum { // commutative: the same bits on every lane
+  DUALCAST_HD max_and_sum<T> operator()(max_and_sum<T> a, max_and_sum<T> b) const {
+    T const m = b.m > a.m ? b.m : a.m;
+    return {m, a.s * (a.m == m ? T(1) : dualcast::exp(a.m - m)) +
+                   b.s * (b.m == m ? T(1) : dualcast::exp(b.m - m))};
+  }
 };
 
 // Row r of x (n contiguous values), over the lanes of a row operation: on the CPU one lane, the
@@ -71,13 +77,36 @@ template <class T> struct softmax_row {
     T const *xr = x + r * n;
     int const l = lanes.lane(), nl = lanes.count();
     T m = xr[0]; // every lane starts from the first element: a NaN there wins, as sequentially
-    for (index_t j = 1 + l; j < n; j += nl)
-      m = xr[j] > m ? xr[j] : m;
-    m = lanes.reduce(m, row_max<T>{});
     T s = 0;
-    for (index_t j = l; j < n; j += nl)
-      s += dualcast::exp(xr[j] - m);
-    s = lanes.reduce(s, row_sum<T>{});
+    if constexpr (Lanes::count() == 1) {
+      // Two passes (the maximum, then the sum): the row is in cache for the second, and each
+      // loop is branch-free.
+      for (index_t j = 1; j < n; ++j)
+        m = xr[j] > m ? xr[j] : m;
+      for (index_t j = 0; j < n; ++j)
+        s += dualcast::exp(xr[j] - m);
+    } else {
+      // One pass, online (Milakov and Gimelshein, 2018): each lane keeps its running maximum and
+      // its sum relative to it, rescaling the sum when the maximum grows; the lanes' pairs then
+      // meet in the warp's shuffle tree. The row is read twice in all (here and for the output),
+      // not three times. A term equal to the running maximum counts exp(0) = 1 (also for
+      // infinities, whose difference is NaN), and an infinite maximum makes the sum NaN at the
+      // end: what the two passes give (exp(inf - inf) there), NaNs propagating alike.
+      for (index_t j = l; j < n; j += nl) {
+        T const v = xr[j];
+        if (v > m) {
+          s = s * dualcast::exp(m - v) + T(1);
+          m = v;
+        } else {
+          s += v == m ? T(1) : dualcast::exp(v - m);
+        }
+      }
+      auto const ms = lanes.reduce(max_and_sum<T>{m, s}, combine_max_and_sum<T>{});
+      m = ms.m;
+      s = m == std::numeric_limits<T>::infinity() || m == -std::numeric_limits<T>::infinity()
+              ? std::numeric_limits<T>::quiet_NaN()
+              : ms.s;
+    }
     T lse = m + dualcast::log(s);
     if (mode == 2) {
       if (l == 0)

@@ -22,8 +22,11 @@
 //       f(r, lanes) for every row r: a row operation (softmax rows, max / min groups) whose
 //       loops over the row's elements run j = lanes.lane(), + lanes.count(), ... and combine the
 //       lanes' partial results with lanes.reduce(x, op) (op commutative and associative; every
-//       lane receives the result). The CPU runs each row on one thread (one lane: its loops are
-//       the sequential ones), CUDA one warp per row (32 lanes, a fixed shuffle tree)
+//       lane receives the result); lanes.group_of(key) (the mask of lanes holding the same key),
+//       lanes.broadcast(x, k) (lane k's x) and lanes.sync() (memory order among the lanes) let a
+//       scatter combine colliding writes. Every lane runs the same trips of any loop containing
+//       these calls. The CPU runs each row on one thread (one lane: its loops are the sequential
+//       ones, a group is the lane itself), CUDA one warp per row (32 lanes, a fixed shuffle tree)
 //   backend_gemm(hook, ex, ta, tb, m, n, k, a, lda, b, ldb, beta, c, ldc)   (blas headers)
 //       row-major C = op(A) op(B) + beta C
 //   backend_gemm_batched(hook, ex, ta, tb, m, n, k, a, lda, sa, b, ldb, sb, beta, c, ldc, sc,

@@ -57,6 +57,23 @@ struct warp_lanes {
     }
     return x;
   }
+  // The lanes holding the same key as this one, as a bit mask (bit k: lane k).
+  __device__ unsigned group_of(index_t key) const {
+    return __match_any_sync(0xffffffffu, static_cast<long long>(key));
+  }
+  // Lane `from`'s x, on every lane.
+  template <class T> __device__ T broadcast(T x, int from) const {
+    static_assert(std::is_trivially_copyable_v<T> && sizeof(T) % sizeof(int) == 0,
+                  "dualcast: a warp broadcast moves whole 4-byte words");
+    int words[sizeof(T) / sizeof(int)];
+    memcpy(words, &x, sizeof(T));
+    for (auto &w : words)
+      w = __shfl_sync(0xffffffffu, w, from);
+    memcpy(&x, words, sizeof(T));
+    return x;
+  }
+  // Orders the lanes' memory accesses before this point before theirs after it.
+  __device__ static void sync() { __syncwarp(); }
 };
 
 // One warp per row, rows in a grid-stride loop (each warp's loop condition is the same for its

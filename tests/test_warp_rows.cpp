@@ -1,0 +1,199 @@
+// The GPU-shaped paths of the row operations, run on the CPU by an emulated warp
+// (tests/cases/emulated_warp.hpp: 32 threads, CUDA's shuffle tree) against the sequential path
+// the CPU backend runs: the online one-pass softmax, max / min groups, gather and the scatter
+// combining colliding writes, and conv2d's lane-split kernels.
+#include "cases/emulated_warp.hpp"
+
+#include <dualcast/autodiff.hpp>
+
+#include <doctest/doctest.h>
+
+#include <cmath>
+#include <cstring>
+#include <limits>
+#include <random>
+#include <string>
+#include <vector>
+
+namespace dc = dualcast;
+using dualcast_tests::emulated_warp;
+
+namespace {
+
+std::vector<double> random_values(std::size_t n, unsigned seed) {
+  std::mt19937_64 g(seed);
+  std::uniform_real_distribution<double> u(-3, 3);
+  std::vector<double> v(n);
+  for (auto &x : v)
+    x = u(g);
+  return v;
+}
+
+// f over `rows` rows, sequentially (the CPU's one lane) and on the emulated warp.
+template <class F> void run_serial(dc::index_t rows, F const &f) {
+  for (dc::index_t r = 0; r < rows; ++r)
+    f(r, dc::detail::cpu_backend::serial_lanes{});
+}
+
+bool same_bits(double a, double b) { return std::memcmp(&a, &b, sizeof a) == 0; }
+// Within `ulps` of double's epsilon times max(|a|, |b|, 1e-300), or both NaN.
+bool close(double a, double b, double ulps) {
+  if (std::isnan(a) || std::isnan(b))
+    return std::isnan(a) && std::isnan(b);
+  if (a == b)
+    return true;
+  return std::abs(a - b) <= ulps * std::numeric_limits<double>::epsilon() *
+                                std::max({std::abs(a), std::abs(b), 1e-300});
+}
+
+} // namespace
+
+TEST_CASE("emulated warp: the online softmax equals the two passes within a few ulp") {
+  double const inf = std::numeric_limits<double>::infinity(), nan = std::nan("");
+  for (dc::index_t n : {1, 5, 31, 32, 33, 75, 200}) {
+    dc::index_t const rows = 6;
+    auto x = random_values(std::size_t(rows * n), unsigned(n));
+    // row 1 ascending (the maximum grows at every element), row 2 all -inf, row 3 one +inf,
+    // row 4 a NaN (not first), row 5 a -inf among numbers
+    for (dc::index_t j = 0; j < n; ++j)
+      x[std::size_t(n + j)] = 0.01 * double(j);
+    for (dc::index_t j = 0; j < n; ++j)
+      x[std::size_t(2 * n + j)] = -inf;
+    x[std::size_t(3 * n + n / 2)] = inf;
+    x[std::size_t(4 * n + n - 1)] = nan;
+    x[std::size_t(5 * n)] = -inf;
+    for (int mode : {0, 1, 2}) {
+      CAPTURE(n);
+      CAPTURE(mode);
+      std::vector<double> a(x.size()), b(x.size());
+      run_serial(rows, dc::detail::softmax_row<double>{x.data(), a.data(), n, mode});
+      emulated_warp::run_rows(rows, dc::detail::softmax_row<double>{x.data(), b.data(), n, mode});
+      std::size_t const outputs = mode == 2 ? std::size_t(rows) : x.size();
+      for (std::size_t k = 0; k < outputs; ++k) {
+        CAPTURE(k);
+        if (n == 1 || std::isinf(a[k]) || std::isnan(a[k])) {
+          CHECK((same_bits(a[k], b[k]) || (std::isnan(a[k]) && std::isnan(b[k]))));
+        } else {
+          CHECK(close(a[k], b[k], 16));
+        }
+      }
+    }
+  }
+}
+
+TEST_CASE("emulated warp: max / min groups pick the same positions (ties to the first, NaN)") {
+  dc::index_t const n = 70, rows = 4;
+  auto x = random_values(std::size_t(rows * n), 3);
+  x[10] = x[50] = 9.0;              // row 0: a tie, across lanes
+  x[std::size_t(n)] = std::nan(""); // row 1: a NaN first wins
+  x[std::size_t(2 * n + 40)] = std::nan("");
+  for (dc::index_t j = 0; j < n; ++j)
+    x[std::size_t(3 * n + j)] = 1.0; // row 3: all equal
+  auto check = [&](auto max_or_min) {
+    constexpr bool Max = decltype(max_or_min)::value;
+    std::vector<double> ya(rows), yb(rows);
+    std::vector<dc::index_t> aa(rows), ab(rows);
+    run_serial(rows, dc::detail::extremum_groups<double, Max>{x.data(), ya.data(), aa.data(), n});
+    emulated_warp::run_rows(
+        rows, dc::detail::extremum_groups<double, Max>{x.data(), yb.data(), ab.data(), n});
+    CHECK(aa == ab);
+    for (std::size_t i = 0; i < std::size_t(rows); ++i)
+      CHECK((same_bits(ya[i], yb[i]) || (std::isnan(ya[i]) && std::isnan(yb[i]))));
+  };
+  check(std::true_type{});
+  check(std::false_type{});
+}
+
+TEST_CASE("emulated warp: gather and the scatter with colliding indices, bit for bit") {
+  // y [R, L] against x [R, M] along axis 1; L > 32 so that collisions fall within and across
+  // the 32-position chunks
+  dc::index_t const R = 3, L = 100, M = 23;
+  std::vector<dc::index_t> idx(static_cast<std::size_t>(L));
+  std::mt19937 g(9);
+  for (auto &i : idx)
+    i = dc::index_t(g() % 7 == 0 ? 5 : g() % unsigned(M)); // many 5s
+  auto y = random_values(std::size_t(R * L), 11);
+  auto x0 = random_values(std::size_t(R * M), 12);
+  for (bool per_element : {false, true}) {
+    std::vector<dc::index_t> id = idx;
+    if (per_element) // one index per element of y
+      for (dc::index_t k = 1; k < R; ++k)
+        for (dc::index_t i = 0; i < L; ++i)
+          id.push_back((idx[std::size_t(i)] + k) % M);
+    auto lines = [&](auto scatter, double *dst, double const *src, bool overwrite) {
+      dc::detail::index_lines<double, decltype(scatter)::value> f;
+      f.rank = 2, f.axis = 1;
+      f.ext[0] = R, f.ext[1] = L;
+      f.xs[0] = M, f.xs[1] = 1;
+      f.ys[0] = L, f.ys[1] = 1;
+      f.src = src, f.dst = dst, f.idx = id.data();
+      f.per_element = per_element, f.overwrite = overwrite;
+      return f;
+    };
+    for (bool overwrite : {false, true}) {
+      CAPTURE(per_element);
+      CAPTURE(overwrite);
+      auto xa = x0, xb = x0;
+      run_serial(R, lines(std::true_type{}, xa.data(), y.data(), overwrite));
+      emulated_warp::run_rows(R, lines(std::true_type{}, xb.data(), y.data(), overwrite));
+      bool all_same = true;
+      for (std::size_t k = 0; k < xa.size(); ++k)
+        all_same = all_same && same_bits(xa[k], xb[k]);
+      CHECK(all_same);
+      CHECK(xa != x0); // the scatter wrote
+    }
+    std::vector<double> ga(std::size_t(R * L)), gb(ga.size());
+    run_serial(R, lines(std::false_type{}, ga.data(), x0.data(), false));
+    emulated_warp::run_rows(R, lines(std::false_type{}, gb.data(), x0.data(), false));
+    CHECK(ga == gb);
+  }
+}
+
+TEST_CASE("emulated warp: conv2d's lane-split kernels (forward and input gather bit for bit)") {
+  struct geometry_case {
+    dc::index_t N, C, H, W, O, K, stride, padding;
+  };
+  for (auto c : {geometry_case{2, 3, 5, 37, 2, 3, 1, 0}, geometry_case{1, 2, 6, 40, 3, 3, 2, 1},
+                 geometry_case{2, 1, 4, 33, 2, 5, 2, 2}, geometry_case{1, 2, 3, 3, 2, 1, 1, 0}}) {
+    CAPTURE(c.W);
+    CAPTURE(c.stride);
+    auto const g = dc::detail::make_conv2d_geometry(dc::shape{c.N, c.C, c.H, c.W},
+                                                    dc::shape{c.O, c.C, c.K, c.K},
+                                                    {.stride = c.stride, .padding = c.padding});
+    auto x = random_values(std::size_t(c.N * c.C * c.H * c.W), 21);
+    auto w = random_values(std::size_t(c.O * c.C * c.K * c.K), 22);
+    auto b = random_values(std::size_t(c.O), 23);
+    auto gy = random_values(std::size_t(g.N * g.O * g.OH * g.OW), 24);
+    auto same = [](std::vector<double> const &a, std::vector<double> const &b) {
+      bool all = a.size() == b.size();
+      for (std::size_t k = 0; all && k < a.size(); ++k)
+        all = same_bits(a[k], b[k]);
+      return all;
+    };
+    std::vector<double> ya(gy.size()), yb(gy.size());
+    run_serial(g.N * g.O * g.OH,
+               dc::detail::conv2d_forward<double>{x.data(), w.data(), b.data(), ya.data(), g});
+    emulated_warp::run_rows(g.N * g.O * g.OH, dc::detail::conv2d_forward<double>{
+                                                  x.data(), w.data(), b.data(), yb.data(), g});
+    CHECK(same(ya, yb));
+    std::vector<double> xa(x.size()), xb(x.size());
+    run_serial(g.N * g.C * g.H,
+               dc::detail::conv2d_input_gather<double>{gy.data(), w.data(), xa.data(), g});
+    emulated_warp::run_rows(g.N * g.C * g.H, dc::detail::conv2d_input_gather<double>{
+                                                 gy.data(), w.data(), xb.data(), g});
+    CHECK(same(xa, xb));
+    // the weight and bias sums: another order (the lanes' partial sums), a few ulp
+    std::vector<double> wa(w.size()), wb(w.size()), ba(b.size()), bb(b.size());
+    run_serial(g.O * g.C * g.KH,
+               dc::detail::conv2d_weight_adjoint<double>{gy.data(), x.data(), wa.data(), g});
+    emulated_warp::run_rows(g.O * g.C * g.KH, dc::detail::conv2d_weight_adjoint<double>{
+                                                  gy.data(), x.data(), wb.data(), g});
+    run_serial(g.O, dc::detail::conv2d_bias_adjoint<double>{gy.data(), ba.data(), g});
+    emulated_warp::run_rows(g.O, dc::detail::conv2d_bias_adjoint<double>{gy.data(), bb.data(), g});
+    // sums of up to a few hundred terms of order 1: 64 ulp of the largest term's scale
+    for (std::size_t k = 0; k < wa.size(); ++k)
+      CHECK(std::abs(wa[k] - wb[k]) <= 64 * std::numeric_limits<double>::epsilon() * 9.0 * 100);
+    for (std::size_t k = 0; k < ba.size(); ++k)
+      CHECK(std::abs(ba[k] - bb[k]) <= 64 * std::numeric_limits<double>::epsilon() * 3.0 * 100);
+  }
+}
