@@ -113,9 +113,14 @@ DUALCAST_SEPARATE void rerun_lanes(L const *in, L *out, Run const &run) {
   }
 }
 
-// Evaluates f with each argument built by `make(p)`.
+// Evaluates f with each argument built by `make(p)`. Flattened itself: the backend's flattened
+// loop (run_batches) left the kernel's body as a call -- its dual arguments and results through
+// memory, twice the time of the HM-LSTM update (bench/divergence) -- whenever one translation
+// unit evaluated the same kernel in two modes (values and partials, and VJP), since GCC's
+// flattening at that stage skips callees it has not put in SSA form yet. Here f is always
+// inlined early, where its call is made.
 template <class F, class Make, std::size_t... P>
-DUALCAST_HD auto call_with(F const &f, Make const &make, std::index_sequence<P...>) {
+DUALCAST_HD DUALCAST_FLATTEN auto call_with(F const &f, Make const &make, std::index_sequence<P...>) {
   return as_outputs(f(make(std::integral_constant<int, static_cast<int>(P)>{})...));
 }
 
