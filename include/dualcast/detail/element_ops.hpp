@@ -120,7 +120,8 @@ DUALCAST_SEPARATE void rerun_lanes(L const *in, L *out, Run const &run) {
 // flattening at that stage skips callees it has not put in SSA form yet. Here f is always
 // inlined early, where its call is made.
 template <class F, class Make, std::size_t... P>
-DUALCAST_HD DUALCAST_FLATTEN auto call_with(F const &f, Make const &make, std::index_sequence<P...>) {
+DUALCAST_HD DUALCAST_FLATTEN auto call_with(F const &f, Make const &make,
+                                            std::index_sequence<P...>) {
   return as_outputs(f(make(std::integral_constant<int, static_cast<int>(P)>{})...));
 }
 
