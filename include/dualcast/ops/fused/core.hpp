@@ -16,6 +16,7 @@
 #include <cstddef>
 #include <memory>
 #include <utility>
+#include <vector>
 
 namespace dualcast::detail {
 
@@ -71,10 +72,6 @@ template <class T> struct fused_core {
   arena_array<shape> in_shape;  // the variables' shapes
   arena_array<slot_ptr<T>> out; // the outputs' slots
   arena_array<tensor<T>> keep;  // version-checked and kept alive for backward
-  // backward's scratch: one target per variable and whether it is added to or a temporary
-  arena_array<tensor<T>> target;
-  arena_array<bool> add, temp;
-  arena_array<tensor<T>> ybar; // the outputs' cotangents
   device dev;
   cpu host;
   shape s; // the call's iteration shape
@@ -97,10 +94,6 @@ template <class T>
                   arena_array<shape>(mem, nv),
                   arena_array<slot_ptr<T>>(mem, k),
                   arena_array<tensor<T>>(mem, n_keep),
-                  arena_array<tensor<T>>(mem, nv),
-                  arena_array<bool>(mem, nv),
-                  arena_array<bool>(mem, nv),
-                  arena_array<tensor<T>>(mem, k),
                   dev,
                   host,
                   s};
@@ -131,61 +124,97 @@ template <class T>
   return r;
 }
 
+// Backward's scratch for a fused node: one target per variable, whether it is added to or a
+// temporary, and the outputs' cotangents. Not part of the node: a recorded node would otherwise
+// carry these tensors (160 bytes each, 2 KiB for an 11-input cell) through the whole forward
+// pass only to use them while its backward runs; one set per thread and element type is reused
+// from node to node (a fused node's backward never runs another's). The guard empties it after
+// each node, also when backward throws, so it holds no memory in between.
+template <class T> struct fused_scratch {
+  std::vector<tensor<T>> target, ybar;
+  std::vector<char> add, temp;
+};
+template <class T> class fused_backward {
+public:
+  explicit fused_backward(fused_core<T> const &c) : s_(scratch()) {
+    s_.target.resize(c.in.size());
+    s_.add.assign(c.in.size(), 0);
+    s_.temp.assign(c.in.size(), 0);
+    s_.ybar.resize(c.out.size());
+  }
+  fused_backward(fused_backward const &) = delete;
+  fused_backward &operator=(fused_backward const &) = delete;
+  ~fused_backward() {
+    for (auto &t : s_.target)
+      t = tensor<T>{};
+    for (auto &y : s_.ybar)
+      y = tensor<T>{};
+  }
+  fused_scratch<T> &operator*() const { return s_; }
+  fused_scratch<T> *operator->() const { return &s_; }
+
+private:
+  static fused_scratch<T> &scratch() {
+    thread_local fused_scratch<T> s;
+    return s;
+  }
+  fused_scratch<T> &s_;
+};
+
 // Backward's first step: the outputs' cotangents (zeros where an output has none).
-template <class T> [[gnu::noinline]] void gather_ybar(fused_core<T> &c) {
+template <class T> [[gnu::noinline]] void gather_ybar(fused_core<T> const &c, fused_scratch<T> &b) {
   for (std::size_t k = 0; k < c.out.size(); ++k)
-    c.ybar[k] = out_grad(*c.out[k]);
+    b.ybar[k] = out_grad(*c.out[k]);
 }
 
 // The targets of a recompute node's VJP: each variable's gradient, written where fresh and added
 // to elsewhere; a temporary for variables without gradients, for a variable passed twice and for
 // a gradient that overlaps an earlier target (overlapping slices of one variable), added to the
 // gradient afterwards (finish_targets).
-template <class T> [[gnu::noinline]] void prepare_targets(fused_core<T> &c) {
+template <class T>
+[[gnu::noinline]] void prepare_targets(fused_core<T> const &c, fused_scratch<T> &b) {
   std::size_t const na = c.in.size();
   // The targets' address ranges, each computed once: most targets are distinct gradients (or
   // disjoint slices of one), which two comparisons settle; the exact test runs where ranges meet.
   constexpr std::size_t inline_ranges = 32;
   extent_range ranges[inline_ranges] = {};
-  auto may_overlap = [&](std::size_t b, view<T const> const &g, extent_range rg) {
-    if (b < inline_ranges && !ranges_meet(ranges[b], rg))
+  auto may_overlap = [&](std::size_t o, view<T const> const &g, extent_range rg) {
+    if (o < inline_ranges && !ranges_meet(ranges[o], rg))
       return false;
-    return overlaps(c.target[b].cview(), g);
+    return overlaps(b.target[o].cview(), g);
   };
   for (std::size_t a = 0; a < na; ++a) {
     auto const &sl = c.in[a];
     bool repeated = false;
-    for (std::size_t b = 0; b < a; ++b)
-      repeated = repeated || (sl && c.in[b] == sl);
-    c.temp[a] = !sl || repeated;
-    c.add[a] = false;
-    if (!c.temp[a]) {
+    for (std::size_t o = 0; o < a; ++o)
+      repeated = repeated || (sl && c.in[o] == sl);
+    b.temp[a] = !sl || repeated;
+    b.add[a] = false;
+    if (!b.temp[a]) {
       auto [g, acc] = grad_target(*sl);
       auto const gv = g.cview();
       extent_range const rg = range_of(gv);
       bool overlapping = false; // (a view of a base gradient: it holds zeros or sums already)
-      for (std::size_t b = 0; b < a && !overlapping; ++b)
-        overlapping = !c.temp[b] && may_overlap(b, gv, rg);
-      c.temp[a] = overlapping;
+      for (std::size_t o = 0; o < a && !overlapping; ++o)
+        overlapping = !b.temp[o] && may_overlap(o, gv, rg);
+      b.temp[a] = overlapping;
       if (!overlapping) {
-        c.target[a] = g;
-        c.add[a] = acc;
+        b.target[a] = g;
+        b.add[a] = acc;
       }
     }
-    if (c.temp[a])
-      c.target[a] = tensor<T>::empty(c.in_shape[a], c.dev);
+    if (b.temp[a])
+      b.target[a] = tensor<T>::empty(c.in_shape[a], c.dev);
     if (a < inline_ranges)
-      ranges[a] = range_of(c.target[a].cview());
+      ranges[a] = range_of(b.target[a].cview());
   }
 }
-template <class T> [[gnu::noinline]] void finish_targets(fused_core<T> &c) {
-  for (std::size_t a = 0; a < c.in.size(); ++a) {
-    if (c.temp[a] && c.in[a])
-      accumulate_grad(*c.in[a], c.target[a], c.host);
-    c.target[a] = tensor<T>{};
-  }
-  for (auto &y : c.ybar)
-    y = tensor<T>{};
+// Backward's last step: the temporaries added to their gradients.
+template <class T>
+[[gnu::noinline]] void finish_targets(fused_core<T> const &c, fused_scratch<T> const &b) {
+  for (std::size_t a = 0; a < c.in.size(); ++a)
+    if (b.temp[a] && c.in[a])
+      accumulate_grad(*c.in[a], b.target[a], c.host);
 }
 
 // A store node's partial arrays (keep: K * NA of the call's shape, output-major), and dropping

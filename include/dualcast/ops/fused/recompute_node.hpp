@@ -42,19 +42,20 @@ void recompute_node(Ex const &ex, tape &tp, kernel<F, S> const &k, Args const &a
   tp.record<T, K>(
       "fused elementwise (recompute)", out_slots,
       [ex, k, ins, scalars, c = std::move(core)]() mutable {
-        gather_ybar(c);
-        prepare_targets(c);
+        fused_backward<T> const b(c);
+        gather_ybar(c, *b);
+        prepare_targets(c, *b);
         std::array<view<T>, NA> xv;
         bool add[Active::count > 0 ? Active::count : 1]; // (clang 14: NA here would need a capture)
         for (int a = 0; a < NA; ++a) {
-          xv[std::size_t(a)] = c.target[std::size_t(a)].raw_view();
-          add[a] = c.add[std::size_t(a)];
+          xv[std::size_t(a)] = b->target[std::size_t(a)].raw_view();
+          add[a] = b->add[std::size_t(a)] != 0;
         }
         std::array<view<T const>, K> yv;
         for (int i = 0; i < K; ++i)
-          yv[std::size_t(i)] = c.ybar[std::size_t(i)].cview();
+          yv[std::size_t(i)] = b->ybar[std::size_t(i)].cview();
         vjp_arrays<S, F, Layout, K, Active>(ex, k, ins, scalars, xv, add, yv);
-        finish_targets(c);
+        finish_targets(c, *b);
       },
       saves.data(), saves.size());
 }

@@ -20,6 +20,7 @@
 #include <memory>
 #include <tuple>
 #include <utility>
+#include <vector>
 
 namespace dualcast::detail {
 
@@ -94,11 +95,10 @@ void contract_into(Ex const &ex, grad_slot<T> &slot, shape const &s,
 // the caller contracts input by input (the gradients are then defined, zeroed where they were
 // fresh).
 template <class T, int K, int NA, class Ex, std::size_t... a, std::size_t... k, std::size_t... p>
-bool contract_all(Ex const &ex, fused_core<T> const &c, std::index_sequence<a...>,
-                  std::index_sequence<k...>, std::index_sequence<p...>) {
+bool contract_all(Ex const &ex, fused_core<T> const &c, std::vector<tensor<T>> const &ybar,
+                  std::index_sequence<a...>, std::index_sequence<k...>, std::index_sequence<p...>) {
   auto const &slots = c.in;
   auto const &s = c.s;
-  auto const &ybar = c.ybar;
   auto const &P = c.keep;
   for (int i = 0; i < NA; ++i) {
     auto const &sl = slots[std::size_t(i)];
@@ -154,10 +154,11 @@ void store_node(Ex const &ex, tape &tp, kernel<F, S> const &k, Args const &args,
   tp.record<T, K>(
       "fused elementwise (store)", out_slots,
       [ex, c = std::move(core)]() mutable {
-        gather_ybar(c);
+        fused_backward<T> const b(c);
+        gather_ybar(c, *b);
         bool done = false;
         if constexpr (NA > 1)
-          done = contract_all<T, K, NA>(ex, c, std::make_index_sequence<std::size_t(NA)>{},
+          done = contract_all<T, K, NA>(ex, c, b->ybar, std::make_index_sequence<std::size_t(NA)>{},
                                         std::make_index_sequence<std::size_t(K)>{},
                                         std::make_index_sequence<std::size_t(K * NA)>{});
         for (int a2 = 0; a2 < NA && !done; ++a2) {
@@ -165,13 +166,12 @@ void store_node(Ex const &ex, tape &tp, kernel<F, S> const &k, Args const &args,
             continue;
           std::array<view<T const>, 2 * std::size_t(K)> v;
           for (int k2 = 0; k2 < K; ++k2) {
-            v[std::size_t(2 * k2)] = c.ybar[std::size_t(k2)].cview();
+            v[std::size_t(2 * k2)] = b->ybar[std::size_t(k2)].cview();
             v[std::size_t(2 * k2 + 1)] = c.keep[std::size_t(k2 * NA + a2)].cview();
           }
           contract_into<T, K>(ex, *c.in[std::size_t(a2)], c.s, v,
                               std::make_index_sequence<2 * std::size_t(K)>{});
         }
-        finish_targets(c);
       },
       saves.data(), saves.size());
 }
