@@ -199,7 +199,7 @@ template <class T>
         overlapping = !b.temp[o] && may_overlap(o, gv, rg);
       b.temp[a] = overlapping;
       if (!overlapping) {
-        b.target[a] = g;
+        b.target[a] = std::move(g);
         b.add[a] = acc;
       }
     }
