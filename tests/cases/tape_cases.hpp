@@ -196,6 +196,11 @@ struct log_add_exp_op { // log(exp(a) + exp(b)): associative, commutative; neutr
 struct mobius_op { // a b + a + b = (1 + a)(1 + b) - 1: associative; neutral 0
   template <class A> DUALCAST_HD A operator()(A a, A b) const { return a * b + a + b; }
 };
+struct three_point { // a 1-D nonlinear stencil: offsets -1, 0, 2
+  template <class A> DUALCAST_HD A operator()(A l, A c, A r) const {
+    return c * dc::sigmoid(l) + 0.5 * r;
+  }
+};
 struct laplace_tanh { // the 5-point Laplacian plus a nonlinearity of a neighbour
   template <class A> DUALCAST_HD A operator()(A c, A n, A s, A w, A e) const {
     return (n + s + w + e - 4.0 * c) * 0.25 + dc::tanh(e) * c;
@@ -205,12 +210,14 @@ struct laplace_tanh { // the 5-point Laplacian plus a nonlinearity of a neighbou
 // The parallel primitives (reductions with a user operator, scans, a linear recurrence, bins,
 // a stencil) and a fused node whose elements take different branches (the HM-LSTM update with
 // random masks), conv2d with stride 1 and with stride 2 and padding (image [2, 2, 5, 6], weights
-// [3, 2, 3, 3]).
+// [3, 2, 3, 3]); reduce_by_index with * and min, stencils with zero and periodic boundaries (2-D
+// and 1-D), a gather at argmax's positions and floor (zero gradient).
 inline tape_problem primitives_problem() {
   tape_fn f = [](std::vector<var64> const &v) {
     var64 const &x = v[0]; // (4, 6)
     auto dev = x.value().dev();
     static constexpr auto cross = dc::offsets({0, 0}, {-1, 0}, {1, 0}, {0, -1}, {0, 1});
+    static constexpr auto line = dc::offsets({-1}, {0}, {2});
     std::vector<double> zs(24), zbs(24);
     std::mt19937 g(5);
     for (std::size_t k = 0; k < zs.size(); ++k)
@@ -227,6 +234,12 @@ inline tape_problem primitives_problem() {
         dc::reduce_by_index(x, {2, 0, 2, 1}, 3, dc::bin_op::plus),
         dc::reduce_by_index(dc::transpose(x, 0, 1), {0, 1, 1, 0, 2, 1}, 3, dc::bin_op::max),
         dc::stencil(x, cross, laplace_tanh{}, dc::boundary::clamp),
+        dc::stencil(x, cross, laplace_tanh{}, dc::boundary::zero),
+        dc::stencil(dc::reshape(x, {24}), line, three_point{}, dc::boundary::periodic),
+        dc::reduce_by_index(x, {1, 0, 1, 2}, 3, dc::bin_op::times),
+        dc::reduce_by_index(x, {0, 0, 2, 1}, 3, dc::bin_op::min),
+        dc::gather(x, 1, dc::argmax(x, 1, true)),
+        dc::floor(x * 3.0) * x,
         dc::hmlstm_update(z, zb, v[1], x, v[3], v[4]),
         dc::conv2d(v[5], v[6], v[7]),
         dc::conv2d(v[5], v[6], {.stride = 2, .padding = 1}),
@@ -251,7 +264,8 @@ inline std::string primitives_case(dc::device d) {
 // (masks and indices fixed, on the device); and on rows longer than a warp (2 x 75): softmax,
 // logsumexp, index_select with 80 indices colliding within and across 32-position chunks (its
 // adjoint a scatter-add), scatter (the last duplicate wins), stddev, cummin, permute / squeeze /
-// split, the packed LSTM and GRU cells, and a matmul whose batch dimensions broadcast.
+// split, the packed LSTM and GRU cells, the D-LSTM cell (11 inputs), log_softmax over both axes
+// together, and a matmul whose batch dimensions broadcast.
 inline tape_problem torch_ops_problem() {
   tape_fn f = [](std::vector<var64> const &v) {
     var64 const &x = v[0], &y = v[1]; // (3, 4) each
@@ -264,7 +278,10 @@ inline tape_problem torch_ops_problem() {
     for (dc::index_t k = 0; k < 80; ++k)
       scatter_at.push_back((k * 7) % 33);
     auto [h2, c2] = dc::lstm_cell(dc::slice(w, 1, 0, 12), dc::slice(w, 1, 60, 63));
-    var64 cells[] = {h2, c2};
+    auto part = [&w](dc::index_t i) { return dc::slice(w, 1, 6 * i, 6 * i + 6); }; // (2, 6)
+    auto [dh, ds] = dc::dlstm_cell(part(0), part(1), part(2), part(3), part(4), part(5), part(6),
+                                   part(7), part(8), part(9), part(10));
+    var64 cells[] = {h2, c2, dh, ds};
     var64 parts[] = {
         dc::maximum(x, y) + dc::minimum(x, 0.1),
         dc::clamp(x * 2.0, -0.5, 0.75),
@@ -286,6 +303,8 @@ inline tape_problem torch_ops_problem() {
         dc::cummin(w, 1),
         dc::squeeze(dc::permute(dc::unsqueeze(dc::split(w, 25, 1)[1], 0), {1, 0, 2}), 1),
         cells[0] * 2.0 + cells[1],
+        cells[2] - cells[3] * 0.5,
+        dc::log_softmax(w, {0, 1}),
         dc::gru_cell(dc::slice(w, 1, 0, 9), dc::slice(w, 1, 20, 29), dc::slice(w, 1, 40, 43)),
         dc::matmul(dc::reshape(dc::slice(w, 1, 0, 6), {2, 1, 2, 3}),
                    dc::reshape(dc::slice(w, 1, 20, 29), {3, 3, 2})), // batches (2, 1) and (3)

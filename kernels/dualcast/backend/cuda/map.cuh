@@ -64,62 +64,100 @@ DUALCAST_GLOBAL void __launch_bounds__(max_block)
   using V = std::conditional_t<wide, T, typename vec16<T>::type>;
   constexpr int lanes = wide ? 1 : vec16<T>::lanes;
   T in[NI > 0 ? NI : 1], out[NO];
-  // The last vector may be partial (total % lanes elements): it is loaded and stored element by
-  // element, its missing lanes computed on zeros and dropped. One loop, so the operation is
-  // inlined `lanes` times, not `lanes` + 1: with a separate loop for the remainder ptxas (13, its
-  // default register heuristics) spilled 8-16 bytes around CUDA's double exp and atan2.
-  const index_t vectors = (total + lanes - 1) / lanes;
-  // Not unrolled: for tiny bodies (a negation's value and constant partial) NVVM unrolled this
-  // grid-stride loop 4x and ptxas for sm_80 then spilled 28 bytes with 32 registers in use.
+  if constexpr (wide) {
+    // One element per iteration, written as the vector loop below was before its partial last
+    // vector (lanes = 1): simpler forms of this loop made ptxas 13 spill 8 bytes for the D-LSTM
+    // cell's values in double (11 inputs, 2 outputs) on sm_90.
+    const index_t vectors = total;
 #pragma unroll 1
-  for (index_t v = index_t(blockIdx.x) * blockDim.x + threadIdx.x; v < vectors;
-       v += index_t(gridDim.x) * blockDim.x) {
-    const bool whole = (v + 1) * lanes <= total;
-    const int present = whole ? lanes : int(total - v * lanes);
-    V vin[NI > 0 ? NI : 1], vout[NO];
-    for (int k = 0; k < NI; ++k) {
-      if (whole) {
-        vin[k] = reinterpret_cast<V const *>(p.in[k].ptr)[v];
-      } else {
-        for (int l = 0; l < lanes; ++l)
-          reinterpret_cast<T *>(&vin[k])[l] = l < present ? p.in[k].ptr[v * lanes + l] : T(0);
-      }
-    }
-    auto one_lane = [&](int l) {
+    for (index_t v = index_t(blockIdx.x) * blockDim.x + threadIdx.x; v < vectors;
+         v += index_t(gridDim.x) * blockDim.x) {
+      V vin[NI > 0 ? NI : 1], vout[NO];
       for (int k = 0; k < NI; ++k)
-        in[k] = reinterpret_cast<T const *>(&vin[k])[l];
+        vin[k] = reinterpret_cast<V const *>(p.in[k].ptr)[v];
+      for (int k = 0; k < NI; ++k)
+        in[k] = reinterpret_cast<T const *>(&vin[k])[0];
       op(static_cast<T const *>(in), out);
       for (int k = 0; k < NO; ++k)
-        reinterpret_cast<T *>(&vout[k])[l] = out[k];
-    };
-    // Four float lanes stay a loop: unrolled, the HM-LSTM update's values kernel (three branches
-    // inlined per lane) spilled 8 bytes on sm_80 with 40 registers in use. Two double lanes are
-    // unrolled: as a loop, the lane index into a double2 made ptxas spill (lazy trees of 5
-    // inputs and 2 outputs in tests/cuda/tape_cases_gpu.cu). scripts/cuda-resources: no spills.
-    if constexpr (lanes == 4) {
-#pragma unroll 1
-      for (int l = 0; l < lanes; ++l)
-        one_lane(l);
-    } else {
-#pragma unroll
-      for (int l = 0; l < lanes; ++l)
-        one_lane(l);
-    }
-    for (int k = 0; k < NO; ++k) {
-      if (whole) {
+        reinterpret_cast<T *>(&vout[k])[0] = out[k];
+      for (int k = 0; k < NO; ++k) {
         V *o = reinterpret_cast<V *>(p.out[k].ptr) + v;
         if (p.add[k]) {
           V old = *o;
-          for (int l = 0; l < lanes; ++l)
-            reinterpret_cast<T *>(&vout[k])[l] =
-                reinterpret_cast<T const *>(&old)[l] + reinterpret_cast<T const *>(&vout[k])[l];
+          reinterpret_cast<T *>(&vout[k])[0] =
+              reinterpret_cast<T const *>(&old)[0] + reinterpret_cast<T const *>(&vout[k])[0];
         }
         *o = vout[k];
+      }
+    }
+    for (index_t e = vectors + index_t(blockIdx.x) * blockDim.x + threadIdx.x; e < total;
+         e += index_t(gridDim.x) * blockDim.x) {
+      for (int k = 0; k < NI; ++k)
+        in[k] = p.in[k].ptr[e];
+      op(static_cast<T const *>(in), out);
+      for (int k = 0; k < NO; ++k) {
+        T *o = p.out[k].ptr + e;
+        *o = p.add[k] ? *o + out[k] : out[k];
+      }
+    }
+  } else {
+    // The last vector may be partial (total % lanes elements): it is loaded and stored element by
+    // element, its missing lanes computed on zeros and dropped. One loop, so the operation is
+    // inlined `lanes` times, not `lanes` + 1: with a separate loop for the remainder ptxas (13, its
+    // default register heuristics) spilled 8-16 bytes around CUDA's double exp and atan2.
+    const index_t vectors = (total + lanes - 1) / lanes;
+    // Not unrolled: for tiny bodies (a negation's value and constant partial) NVVM unrolled this
+    // grid-stride loop 4x and ptxas for sm_80 then spilled 28 bytes with 32 registers in use.
+#pragma unroll 1
+    for (index_t v = index_t(blockIdx.x) * blockDim.x + threadIdx.x; v < vectors;
+         v += index_t(gridDim.x) * blockDim.x) {
+      const bool whole = (v + 1) * lanes <= total;
+      const int present = whole ? lanes : int(total - v * lanes);
+      V vin[NI > 0 ? NI : 1], vout[NO];
+      for (int k = 0; k < NI; ++k) {
+        if (whole) {
+          vin[k] = reinterpret_cast<V const *>(p.in[k].ptr)[v];
+        } else {
+          for (int l = 0; l < lanes; ++l)
+            reinterpret_cast<T *>(&vin[k])[l] = l < present ? p.in[k].ptr[v * lanes + l] : T(0);
+        }
+      }
+      auto one_lane = [&](int l) {
+        for (int k = 0; k < NI; ++k)
+          in[k] = reinterpret_cast<T const *>(&vin[k])[l];
+        op(static_cast<T const *>(in), out);
+        for (int k = 0; k < NO; ++k)
+          reinterpret_cast<T *>(&vout[k])[l] = out[k];
+      };
+      // Four float lanes stay a loop: unrolled, the HM-LSTM update's values kernel (three branches
+      // inlined per lane) spilled 8 bytes on sm_80 with 40 registers in use. Two double lanes are
+      // unrolled: as a loop, the lane index into a double2 made ptxas spill (lazy trees of 5
+      // inputs and 2 outputs in tests/cuda/tape_cases_gpu.cu). scripts/cuda-resources: no spills.
+      if constexpr (lanes == 4) {
+#pragma unroll 1
+        for (int l = 0; l < lanes; ++l)
+          one_lane(l);
       } else {
-        for (int l = 0; l < present; ++l) {
-          T *o = p.out[k].ptr + v * lanes + l;
-          T const r = reinterpret_cast<T const *>(&vout[k])[l];
-          *o = p.add[k] ? *o + r : r;
+#pragma unroll
+        for (int l = 0; l < lanes; ++l)
+          one_lane(l);
+      }
+      for (int k = 0; k < NO; ++k) {
+        if (whole) {
+          V *o = reinterpret_cast<V *>(p.out[k].ptr) + v;
+          if (p.add[k]) {
+            V old = *o;
+            for (int l = 0; l < lanes; ++l)
+              reinterpret_cast<T *>(&vout[k])[l] =
+                  reinterpret_cast<T const *>(&old)[l] + reinterpret_cast<T const *>(&vout[k])[l];
+          }
+          *o = vout[k];
+        } else {
+          for (int l = 0; l < present; ++l) {
+            T *o = p.out[k].ptr + v * lanes + l;
+            T const r = reinterpret_cast<T const *>(&vout[k])[l];
+            *o = p.add[k] ? *o + r : r;
+          }
         }
       }
     }
