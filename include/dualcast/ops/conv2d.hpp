@@ -106,6 +106,17 @@ template <class T> struct conv2d_forward {
   T const *x, *w, *b; // b may be null
   T *y;
   conv2d_geometry g;
+  // f(xr, wr) for each (c, p) in order whose input row h = i*s + p - pad lies in the image: xr
+  // that input row, wr the weights (o, c, p, 0..KW).
+  template <class F>
+  DUALCAST_HD void for_each_tap_row(index_t n, index_t o, index_t i, F const &f) const {
+    for (index_t c = 0; c < g.C; ++c)
+      for (index_t p = 0; p < g.KH; ++p) {
+        index_t const h = i * g.s + p - g.pad;
+        if (h >= 0 && h < g.H)
+          f(x + ((n * g.C + c) * g.H + h) * g.W, w + ((o * g.C + c) * g.KH + p) * g.KW);
+      }
+  }
   template <class L> DUALCAST_HD void operator()(index_t r, L const &lanes) const {
     index_t const i = r % g.OH, o = (r / g.OH) % g.O, n = r / (g.OH * g.O);
     T *yr = y + r * g.OW;
@@ -113,44 +124,32 @@ template <class T> struct conv2d_forward {
     if constexpr (!serial_row<L>) {
       for (index_t j = lanes.lane(); j < g.OW; j += lanes.count()) {
         T acc = b0;
-        for (index_t c = 0; c < g.C; ++c)
-          for (index_t p = 0; p < g.KH; ++p) {
-            index_t const h = i * g.s + p - g.pad;
-            if (h < 0 || h >= g.H)
-              continue;
-            T const *xr = x + ((n * g.C + c) * g.H + h) * g.W;
-            T const *wr = w + ((o * g.C + c) * g.KH + p) * g.KW;
-            for (index_t q = 0; q < g.KW; ++q) {
-              index_t const v = j * g.s + q - g.pad;
-              if (v >= 0 && v < g.W)
-                acc += wr[q] * xr[v];
-            }
+        for_each_tap_row(n, o, i, [&](T const *xr, T const *wr) {
+          for (index_t q = 0; q < g.KW; ++q) {
+            index_t const v = j * g.s + q - g.pad;
+            if (v >= 0 && v < g.W)
+              acc += wr[q] * xr[v];
           }
+        });
         yr[j] = acc;
       }
     } else {
       for (index_t j = 0; j < g.OW; ++j)
         yr[j] = b0;
-      for (index_t c = 0; c < g.C; ++c)
-        for (index_t p = 0; p < g.KH; ++p) {
-          index_t const h = i * g.s + p - g.pad;
-          if (h < 0 || h >= g.H)
-            continue;
-          T const *xr = x + ((n * g.C + c) * g.H + h) * g.W;
-          T const *wr = w + ((o * g.C + c) * g.KH + p) * g.KW;
-          for (index_t q = 0; q < g.KW; ++q) {
-            index_t lo, hi;
-            conv2d_geometry::valid(q - g.pad, g.s, g.W, g.OW, lo, hi);
-            T const wv = wr[q];
-            T const *xq = xr + q - g.pad;
-            if (g.s == 1)
-              for (index_t j = lo; j < hi; ++j)
-                yr[j] += wv * xq[j];
-            else
-              for (index_t j = lo; j < hi; ++j)
-                yr[j] += wv * xq[j * g.s];
-          }
+      for_each_tap_row(n, o, i, [&](T const *xr, T const *wr) {
+        for (index_t q = 0; q < g.KW; ++q) {
+          index_t lo, hi;
+          conv2d_geometry::valid(q - g.pad, g.s, g.W, g.OW, lo, hi);
+          T const wv = wr[q];
+          T const *xq = xr + q - g.pad;
+          if (g.s == 1)
+            for (index_t j = lo; j < hi; ++j)
+              yr[j] += wv * xq[j];
+          else
+            for (index_t j = lo; j < hi; ++j)
+              yr[j] += wv * xq[j * g.s];
         }
+      });
     }
   }
 };
@@ -161,6 +160,17 @@ template <class T> struct conv2d_input_gather {
   T const *gy, *w;
   T *gx;
   conv2d_geometry g;
+  // f(yr, wr) for each (o, p) in order where input row h fed output row i = (h + pad - p) / s
+  // (divisible, in range): yr that row of ybar, wr the weights (o, c, p, 0..KW).
+  template <class F>
+  DUALCAST_HD void for_each_fed_row(index_t n, index_t c, index_t h, F const &f) const {
+    for (index_t o = 0; o < g.O; ++o)
+      for (index_t p = 0; p < g.KH; ++p) {
+        index_t const t = h + g.pad - p;
+        if (t >= 0 && t % g.s == 0 && t / g.s < g.OH)
+          f(gy + ((n * g.O + o) * g.OH + t / g.s) * g.OW, w + ((o * g.C + c) * g.KH + p) * g.KW);
+      }
+  }
   template <class L> DUALCAST_HD void operator()(index_t r, L const &lanes) const {
     index_t const h = r % g.H, c = (r / g.H) % g.C, n = r / (g.H * g.C);
     T *xr = gx + r * g.W;
@@ -168,44 +178,32 @@ template <class T> struct conv2d_input_gather {
       // xbar[v] gathers ybar[j] w[q] over j*s + q - pad = v, in the serial loops' (o, p, q) order
       for (index_t v = lanes.lane(); v < g.W; v += lanes.count()) {
         T acc = T(0);
-        for (index_t o = 0; o < g.O; ++o)
-          for (index_t p = 0; p < g.KH; ++p) {
-            index_t const t = h + g.pad - p;
-            if (t < 0 || t % g.s != 0 || t / g.s >= g.OH)
-              continue;
-            T const *yr = gy + ((n * g.O + o) * g.OH + t / g.s) * g.OW;
-            T const *wr = w + ((o * g.C + c) * g.KH + p) * g.KW;
-            for (index_t q = 0; q < g.KW; ++q) {
-              index_t const u = v + g.pad - q;
-              if (u >= 0 && u % g.s == 0 && u / g.s < g.OW)
-                acc += wr[q] * yr[u / g.s];
-            }
+        for_each_fed_row(n, c, h, [&](T const *yr, T const *wr) {
+          for (index_t q = 0; q < g.KW; ++q) {
+            index_t const u = v + g.pad - q;
+            if (u >= 0 && u % g.s == 0 && u / g.s < g.OW)
+              acc += wr[q] * yr[u / g.s];
           }
+        });
         xr[v] = acc;
       }
     } else {
       for (index_t v = 0; v < g.W; ++v)
         xr[v] = T(0);
-      for (index_t o = 0; o < g.O; ++o)
-        for (index_t p = 0; p < g.KH; ++p) {
-          index_t const t = h + g.pad - p;
-          if (t < 0 || t % g.s != 0 || t / g.s >= g.OH)
-            continue;
-          T const *yr = gy + ((n * g.O + o) * g.OH + t / g.s) * g.OW;
-          T const *wr = w + ((o * g.C + c) * g.KH + p) * g.KW;
-          for (index_t q = 0; q < g.KW; ++q) {
-            index_t lo, hi;
-            conv2d_geometry::valid(q - g.pad, g.s, g.W, g.OW, lo, hi);
-            T const wv = wr[q];
-            T *xq = xr + q - g.pad; // xbar[j*s + q - pad] += w * ybar[j]
-            if (g.s == 1)
-              for (index_t j = lo; j < hi; ++j)
-                xq[j] += wv * yr[j];
-            else
-              for (index_t j = lo; j < hi; ++j)
-                xq[j * g.s] += wv * yr[j];
-          }
+      for_each_fed_row(n, c, h, [&](T const *yr, T const *wr) {
+        for (index_t q = 0; q < g.KW; ++q) {
+          index_t lo, hi;
+          conv2d_geometry::valid(q - g.pad, g.s, g.W, g.OW, lo, hi);
+          T const wv = wr[q];
+          T *xq = xr + q - g.pad; // xbar[j*s + q - pad] += w * ybar[j]
+          if (g.s == 1)
+            for (index_t j = lo; j < hi; ++j)
+              xq[j] += wv * yr[j];
+          else
+            for (index_t j = lo; j < hi; ++j)
+              xq[j * g.s] += wv * yr[j];
         }
+      });
     }
   }
 };
