@@ -20,3 +20,17 @@ function(dualcast_target_options target)
     endif()
   endif()
 endfunction()
+
+# dualcast_cuda_options(<target>)
+# Our nvcc settings: sm_80 and sm_90 (DUALCAST_CUDA_ARCHITECTURES), warnings as errors, the ptxas
+# resource report.
+function(dualcast_cuda_options target)
+  set_target_properties(${target} PROPERTIES CUDA_ARCHITECTURES "${DUALCAST_CUDA_ARCHITECTURES}")
+  # -std=c++20 is given by hand: CMake 3.25 knows no CUDA20 flag for nvcc, so
+  # CUDA_STANDARD 20 fails at generate time.
+  target_compile_options(${target} PRIVATE
+    "$<$<COMPILE_LANGUAGE:CUDA>:-std=c++20;--expt-relaxed-constexpr;--extended-lambda>"
+    "$<$<COMPILE_LANGUAGE:CUDA>:SHELL:-Werror all-warnings>"
+    "$<$<COMPILE_LANGUAGE:CUDA>:-Xcompiler=-Wall,-Wextra,-Werror>"
+    "$<$<COMPILE_LANGUAGE:CUDA>:SHELL:-Xptxas -v>")
+endfunction()

@@ -1,0 +1,221 @@
+"""The peers of bench/gpu_cells.cu on a GPU (float32, CUDA): the same updates, sizes and CSV columns.
+
+  lstm_cell   forward + backward from (hbar, c2bar), B x 1024
+  hmlstm      the HM-LSTM update n x n, values and the four Jacobian diagonals (a VJP of ones over
+              the where-selected branches, as the CPU peers do), masks n x 1 / 1 x n / n x n
+  lstm_step   gates = x @ Wx + h @ Wh + b, the cell, backward into Wx, Wh, b, h, c
+Variants: torch_eager (PyTorch eager + autograd, timed with CUDA events) and jax_jit (one jit of
+forward and vjp, timed to block_until_ready). gb_per_s counts the bytes a fused kernel must move
+(the C++ benchmark's count), not what the framework moves.
+  gpu_peers.py --framework torch|jax [--reps N] [--quick] [--no-header]
+"""
+import argparse
+import os
+import statistics
+import sys
+import time
+
+LAYOUTS = ("n_x_1", "1_x_n", "n_x_n")
+
+
+def row(bench, variant, size, ms, nbytes, note=""):
+    gbs = nbytes / ms / 1e6 if nbytes and ms > 0 else 0.0
+    print(f"{bench},{variant},{size},{ms:.4f},{gbs:.1f},{note}")
+    sys.stdout.flush()
+
+
+def masks(n, layout, seed=5):
+    import random
+
+    shape = (n, 1) if layout == "n_x_1" else (1, n) if layout == "1_x_n" else (n, n)
+    rng = random.Random(seed)
+    branch = [rng.randrange(3) for _ in range(shape[0] * shape[1])]
+    return shape, [1.0 if b == 0 else 0.0 for b in branch], [1.0 if b == 2 else 0.0 for b in branch]
+
+
+def timed_torch(torch, fns, reps):
+    """Medians (ms) of each function, interleaved, with CUDA events after one warm-up each."""
+    for f in fns:
+        f()
+    torch.cuda.synchronize()
+    times = [[] for _ in fns]
+    for _ in range(reps):
+        for k, f in enumerate(fns):
+            a, b = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+            a.record()
+            f()
+            b.record()
+            b.synchronize()
+            times[k].append(a.elapsed_time(b))
+    return [statistics.median(t) for t in times]
+
+
+def timed_jax(jax, fns, reps):
+    for f in fns:
+        jax.block_until_ready(f())  # compiles
+    times = [[] for _ in fns]
+    for _ in range(reps):
+        for k, f in enumerate(fns):
+            t0 = time.perf_counter()
+            jax.block_until_ready(f())
+            times[k].append((time.perf_counter() - t0) * 1e3)
+    return [statistics.median(t) for t in times]
+
+
+def torch_main(args, batches, hm_sizes, step_sizes):
+    import torch
+
+    dev = torch.device("cuda")
+    gen = torch.Generator(device=dev).manual_seed(42)
+
+    def rnd(*shape, scale=2.0, grad=False):
+        t = (torch.rand(*shape, generator=gen, device=dev) * 2 - 1) * scale
+        return t.requires_grad_() if grad else t
+
+    for b in batches:
+        h = 1024
+        xs = [rnd(b, h, grad=True) for _ in range(5)]
+        hbar, c2bar = rnd(b, h), rnd(b, h)
+
+        def run():
+            for x in xs:
+                x.grad = None
+            i, f, g, o, c = xs
+            c2 = torch.sigmoid(f) * c + torch.sigmoid(i) * torch.tanh(g)
+            hh = torch.sigmoid(o) * torch.tanh(c2)
+            torch.autograd.backward([hh, c2], [hbar, c2bar])
+
+        (ms,) = timed_torch(torch, [run], args.reps)
+        row("lstm_cell", "torch_eager", f"{b}x{h}", ms, 19 * 4 * b * h)
+        del xs, hbar, c2bar
+    for n in hm_sizes:
+        for layout in LAYOUTS:
+            shape, z, zb = masks(n, layout)
+            z = torch.tensor(z, device=dev).reshape(shape)
+            zb = torch.tensor(zb, device=dev).reshape(shape)
+            xs = [rnd(n, n, grad=True) for _ in range(4)]
+            ones = torch.ones(n, n, device=dev)
+            flush_mask, copy_mask = z == 1, (z == 0) & (zb == 0)
+
+            def run():
+                for x in xs:
+                    x.grad = None
+                c, f, i, g = xs
+                flush = torch.sigmoid(i) * torch.tanh(g)
+                update = torch.sigmoid(f) * c + flush
+                y = torch.where(flush_mask, flush, torch.where(copy_mask, c, update))
+                y.backward(ones)
+
+            (ms,) = timed_torch(torch, [run], args.reps)
+            row("hmlstm", "torch_eager", str(n), ms, 36 * n * n + (8 * n * n if layout == "n_x_n" else 0),
+                layout)
+    for bb, ii, hh in step_sizes:
+        x = rnd(bb, ii, scale=1.0)
+        hs = rnd(bb, hh, scale=1.0, grad=True)
+        c = rnd(bb, hh, scale=1.0, grad=True)
+        wx = rnd(ii, 4 * hh, scale=0.05, grad=True)
+        wh = rnd(hh, 4 * hh, scale=0.05, grad=True)
+        bias = rnd(4 * hh, scale=0.1, grad=True)
+        dh, dc2 = rnd(bb, hh, scale=1.0), rnd(bb, hh, scale=1.0)
+        params = [hs, c, wx, wh, bias]
+
+        def run():
+            for p in params:
+                p.grad = None
+            gates = x @ wx + hs @ wh + bias
+            i, f, g, o = gates.chunk(4, dim=1)
+            c2 = torch.sigmoid(f) * c + torch.sigmoid(i) * torch.tanh(g)
+            h2 = torch.sigmoid(o) * torch.tanh(c2)
+            torch.autograd.backward([h2, c2], [dh, dc2])
+
+        (ms,) = timed_torch(torch, [run], args.reps)
+        row("lstm_step", "torch_eager", f"{bb}x{ii}x{hh}", ms, 0,
+            f"tf32={torch.backends.cuda.matmul.allow_tf32}")
+
+
+def jax_main(args, batches, hm_sizes, step_sizes):
+    import jax
+    import jax.numpy as jnp
+
+    key = jax.random.PRNGKey(42)
+
+    def rnd(shape, scale=2.0):
+        nonlocal key
+        key, k = jax.random.split(key)
+        return jax.random.uniform(k, shape, jnp.float32, -scale, scale)
+
+    def cell(i, f, g, o, c):
+        c2 = jax.nn.sigmoid(f) * c + jax.nn.sigmoid(i) * jnp.tanh(g)
+        return jax.nn.sigmoid(o) * jnp.tanh(c2), c2
+
+    @jax.jit
+    def cell_fwd_bwd(xs, cot):
+        outs, pull = jax.vjp(cell, *xs)
+        return outs, pull(cot)
+
+    for b in batches:
+        h = 1024
+        xs = [rnd((b, h)) for _ in range(5)]
+        cot = (rnd((b, h)), rnd((b, h)))
+        (ms,) = timed_jax(jax, [lambda: cell_fwd_bwd(xs, cot)], args.reps)
+        row("lstm_cell", "jax_jit", f"{b}x{h}", ms, 19 * 4 * b * h)
+        del xs, cot
+    for n in hm_sizes:
+        for layout in LAYOUTS:
+            shape, z, zb = masks(n, layout)
+            z = jnp.asarray(z, jnp.float32).reshape(shape)
+            zb = jnp.asarray(zb, jnp.float32).reshape(shape)
+            xs = [rnd((n, n)) for _ in range(4)]
+
+            def hm(c, f, i, g, z=z, zb=zb):
+                flush = jax.nn.sigmoid(i) * jnp.tanh(g)
+                update = jax.nn.sigmoid(f) * c + flush
+                return jnp.where(z == 1, flush, jnp.where((z == 0) & (zb == 0), c, update))
+
+            @jax.jit
+            def values_and_diagonals(xs, hm=hm):
+                y, pull = jax.vjp(hm, *xs)
+                return y, pull(jnp.ones_like(y))
+
+            (ms,) = timed_jax(jax, [lambda: values_and_diagonals(xs)], args.reps)
+            row("hmlstm", "jax_jit", str(n), ms, 36 * n * n + (8 * n * n if layout == "n_x_n" else 0),
+                layout)
+    for bb, ii, hh in step_sizes:
+        x = rnd((bb, ii), 1.0)
+        params = (rnd((bb, hh), 1.0), rnd((bb, hh), 1.0), rnd((ii, 4 * hh), 0.05),
+                  rnd((hh, 4 * hh), 0.05), rnd((4 * hh,), 0.1))
+        cot = (rnd((bb, hh), 1.0), rnd((bb, hh), 1.0))
+
+        def step(hs, c, wx, wh, bias, x=x):
+            gates = x @ wx + hs @ wh + bias
+            i, f, g, o = jnp.split(gates, 4, axis=1)
+            return cell(i, f, g, o, c)
+
+        @jax.jit
+        def step_fwd_bwd(params, cot, step=step):
+            outs, pull = jax.vjp(step, *params)
+            return outs, pull(cot)
+
+        (ms,) = timed_jax(jax, [lambda: step_fwd_bwd(params, cot)], args.reps)
+        row("lstm_step", "jax_jit", f"{bb}x{ii}x{hh}", ms, 0,
+            f"precision={jax.config.jax_default_matmul_precision}")
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__)
+    ap.add_argument("--framework", choices=["torch", "jax"], required=True)
+    ap.add_argument("--reps", type=int, default=31)
+    ap.add_argument("--quick", action="store_true")
+    ap.add_argument("--no-header", action="store_true")
+    args = ap.parse_args()
+    os.environ.setdefault("XLA_PYTHON_CLIENT_PREALLOCATE", "false")
+    batches = [4096] if args.quick else [4096, 16384, 65536]
+    hm_sizes = [512] if args.quick else [512, 1024, 2048, 8192]
+    step_sizes = [(64, 128, 256)] if args.quick else [(256, 512, 1024), (4096, 1024, 1024)]
+    if not args.no_header:
+        print("benchmark,variant,size,median_ms,gb_per_s,note")
+    (torch_main if args.framework == "torch" else jax_main)(args, batches, hm_sizes, step_sizes)
+
+
+if __name__ == "__main__":
+    main()
