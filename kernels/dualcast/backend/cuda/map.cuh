@@ -28,6 +28,29 @@ template <> struct vec16<double> {
   static constexpr int lanes = 2;
 };
 
+// Lane l of a 16-byte vector. float4's lanes are read and written through its named components:
+// indexed as an array with a run-time lane (the four-lane loop below is not unrolled), the vector
+// went to local memory, and on an H200 the LSTM cell's values kernel (5 inputs, 2 outputs) wrote
+// 477 MB to DRAM for 134 MB of outputs (ncu) at 60 % of the copy bandwidth. Selects stay in
+// registers. double2's two lanes are unrolled (constant indices) and keep the array form, whose
+// code ptxas compiled without spills (the selects made it spill 8-16 bytes in double kernels).
+DUALCAST_DEVICE DUALCAST_FORCEINLINE float lane_of(float4 const &v, int l) {
+  return l == 0 ? v.x : l == 1 ? v.y : l == 2 ? v.z : v.w;
+}
+DUALCAST_DEVICE DUALCAST_FORCEINLINE void set_lane(float4 &v, int l, float x) {
+  v.x = l == 0 ? x : v.x;
+  v.y = l == 1 ? x : v.y;
+  v.z = l == 2 ? x : v.z;
+  v.w = l == 3 ? x : v.w;
+}
+template <class V> DUALCAST_DEVICE DUALCAST_FORCEINLINE auto lane_of(V const &v, int l) {
+  using T = std::conditional_t<std::is_same_v<V, double2>, double, V>;
+  return reinterpret_cast<T const *>(&v)[l];
+}
+template <class V, class T> DUALCAST_DEVICE DUALCAST_FORCEINLINE void set_lane(V &v, int l, T x) {
+  reinterpret_cast<T *>(&v)[l] = x;
+}
+
 template <class T, int NI, int NO, class Op>
 DUALCAST_GLOBAL void __launch_bounds__(max_block)
     map_strided(map_params<T, NI, NO> p, index_t total, Op op) {
@@ -54,6 +77,47 @@ DUALCAST_GLOBAL void __launch_bounds__(max_block)
   }
 }
 
+// Strided and broadcast layouts whose last (collapsed) dimension is long -- a row or column mask
+// against a matrix, a bias over a batch: a block takes one row at a time, computes the row's
+// offsets once, and its threads walk the row's columns. map_strided above instead divides each
+// element's index by every extent (64-bit divisions, a dozen operands' offsets): the HM-LSTM
+// update with 1 x n masks ran there at 26 % of an H200's DRAM bandwidth (ncu).
+template <class T, int NI, int NO, class Op>
+DUALCAST_GLOBAL void __launch_bounds__(max_block)
+    map_rows(map_params<T, NI, NO> p, index_t rows, Op op) {
+  T in[NI > 0 ? NI : 1], out[NO];
+  const int last = p.rank - 1;
+  const index_t cols = p.ext[last];
+  for (index_t r = blockIdx.x; r < rows; r += gridDim.x) {
+    for (index_t c = threadIdx.x; c < cols; c += blockDim.x) {
+      // Offsets from (row, column): the outermost index needs no division (r < its extent times
+      // the others'), so a 2-D layout divides nothing. Recomputed per element rather than kept
+      // per row: a dozen 64-bit row offsets live across the operation made ptxas spill.
+      index_t in_off[NI > 0 ? NI : 1], out_off[NO];
+      for (int k = 0; k < NI; ++k)
+        in_off[k] = c * p.in[k].stride[last];
+      for (int k = 0; k < NO; ++k)
+        out_off[k] = c * p.out[k].stride[last];
+      index_t rem = r;
+      for (int d = last - 1; d >= 0; --d) {
+        index_t i = d == 0 ? rem : rem % p.ext[d];
+        rem = d == 0 ? 0 : rem / p.ext[d];
+        for (int k = 0; k < NI; ++k)
+          in_off[k] += i * p.in[k].stride[d];
+        for (int k = 0; k < NO; ++k)
+          out_off[k] += i * p.out[k].stride[d];
+      }
+      for (int k = 0; k < NI; ++k)
+        in[k] = p.in[k].ptr[in_off[k]];
+      op(static_cast<T const *>(in), out);
+      for (int k = 0; k < NO; ++k) {
+        T *o = p.out[k].ptr + out_off[k];
+        *o = p.add[k] ? *o + out[k] : out[k];
+      }
+    }
+  }
+}
+
 template <class T, int NI, int NO, class Op>
 DUALCAST_GLOBAL void __launch_bounds__(max_block)
     map_contiguous(map_params<T, NI, NO> p, index_t total, Op op) {
@@ -76,16 +140,15 @@ DUALCAST_GLOBAL void __launch_bounds__(max_block)
       for (int k = 0; k < NI; ++k)
         vin[k] = reinterpret_cast<V const *>(p.in[k].ptr)[v];
       for (int k = 0; k < NI; ++k)
-        in[k] = reinterpret_cast<T const *>(&vin[k])[0];
+        in[k] = lane_of(vin[k], 0);
       op(static_cast<T const *>(in), out);
       for (int k = 0; k < NO; ++k)
-        reinterpret_cast<T *>(&vout[k])[0] = out[k];
+        set_lane(vout[k], 0, out[k]);
       for (int k = 0; k < NO; ++k) {
         V *o = reinterpret_cast<V *>(p.out[k].ptr) + v;
         if (p.add[k]) {
           V old = *o;
-          reinterpret_cast<T *>(&vout[k])[0] =
-              reinterpret_cast<T const *>(&old)[0] + reinterpret_cast<T const *>(&vout[k])[0];
+          set_lane(vout[k], 0, lane_of(old, 0) + lane_of(vout[k], 0));
         }
         *o = vout[k];
       }
@@ -119,15 +182,15 @@ DUALCAST_GLOBAL void __launch_bounds__(max_block)
           vin[k] = reinterpret_cast<V const *>(p.in[k].ptr)[v];
         } else {
           for (int l = 0; l < lanes; ++l)
-            reinterpret_cast<T *>(&vin[k])[l] = l < present ? p.in[k].ptr[v * lanes + l] : T(0);
+            set_lane(vin[k], l, l < present ? p.in[k].ptr[v * lanes + l] : T(0));
         }
       }
       auto one_lane = [&](int l) {
         for (int k = 0; k < NI; ++k)
-          in[k] = reinterpret_cast<T const *>(&vin[k])[l];
+          in[k] = lane_of(vin[k], l);
         op(static_cast<T const *>(in), out);
         for (int k = 0; k < NO; ++k)
-          reinterpret_cast<T *>(&vout[k])[l] = out[k];
+          set_lane(vout[k], l, out[k]);
       };
       // Four float lanes stay a loop: unrolled, the HM-LSTM update's values kernel (three branches
       // inlined per lane) spilled 8 bytes on sm_80 with 40 registers in use. Two double lanes are
@@ -148,14 +211,13 @@ DUALCAST_GLOBAL void __launch_bounds__(max_block)
           if (p.add[k]) {
             V old = *o;
             for (int l = 0; l < lanes; ++l)
-              reinterpret_cast<T *>(&vout[k])[l] =
-                  reinterpret_cast<T const *>(&old)[l] + reinterpret_cast<T const *>(&vout[k])[l];
+              set_lane(vout[k], l, lane_of(old, l) + lane_of(vout[k], l));
           }
           *o = vout[k];
         } else {
           for (int l = 0; l < present; ++l) {
             T *o = p.out[k].ptr + v * lanes + l;
-            T const r = reinterpret_cast<T const *>(&vout[k])[l];
+            T const r = lane_of(vout[k], l);
             *o = p.add[k] ? *o + r : r;
           }
         }
@@ -187,11 +249,18 @@ void map(cuda const &ex, map_params<T, NI, NO> p, Op const &op) {
     contiguous =
         p.out[k].stride[0] == 1 && reinterpret_cast<std::uintptr_t>(p.out[k].ptr) % 16 == 0;
   const int block = block_for(ex);
-  if (contiguous)
+  const index_t cols = p.ext[p.rank - 1];
+  if (contiguous) {
     map_contiguous<<<grid_for(total / vec16<T>::lanes + 1, block), block, 0, ex.stream>>>(p, total,
                                                                                           op);
-  else
+  } else if (p.rank > 1 && cols >= 64) { // rows of at least two warps: one block per row
+    const index_t rows = total / cols;
+    const int row_block = cols < block ? int((cols + 31) / 32 * 32) : block;
+    const index_t cap = 65535LL * 32;
+    map_rows<<<unsigned(rows < cap ? rows : cap), row_block, 0, ex.stream>>>(p, rows, op);
+  } else {
     map_strided<<<grid_for(total, block), block, 0, ex.stream>>>(p, total, op);
+  }
   check(cudaGetLastError(), "launching a dualcast kernel");
 }
 
