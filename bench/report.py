@@ -19,6 +19,10 @@ ROOT = pathlib.Path(__file__).resolve().parent.parent
 RESULTS = ROOT / "bench" / "results"
 BEGIN, END = "<!-- bench-tables:begin -->", "<!-- bench-tables:end -->"
 PRIM_BEGIN, PRIM_END = "<!-- primitives-tables:begin -->", "<!-- primitives-tables:end -->"
+GPU_BEGIN, GPU_END = "<!-- gpu-tables:begin -->", "<!-- gpu-tables:end -->"
+# The founding paper's HM-LSTM figures on a V100 (values + 4 partials, masks as vectors): fused,
+# and TensorFlow + XLA where given.
+PAPER_HM = {"512": ("17.4 us", "-"), "1024": ("51.4 us", "-"), "2048": ("192.8 us", "806.9 us")}
 FUTHARK = {"reduce_plus": "1.0", "reduce_times": "2.4", "reduce_min": "2.5", "scan_plus": "1.2",
            "scan_times": "3.3", "scan_min": "1.3", "histogram_plus": "1.5-1.9"}
 
@@ -258,11 +262,142 @@ def replace_block(text, begin, end, body, path):
     return head + begin + "\n" + body + "\n" + end + tail
 
 
+# ---- GPU (bench/gpu_cells.cu, bench/peers/gpu_peers.py; run by scripts/gpu-session) -------------
+def gpu_info():
+    path = RESULTS / "gpu_machine.txt"
+    info = {}
+    if path.exists():
+        for line in path.read_text().splitlines():
+            k, _, v = line.partition(": ")
+            info[k] = v
+    return info
+
+
+def gpu_rows():
+    return rows("gpu_cells") + rows("gpu_peers")
+
+
+def gpu_copy_gbps():
+    for r in rows("gpu_cells"):
+        if r["benchmark"] == "copy":
+            return float(r["gb_per_s"])
+    return math.nan
+
+
+def us(x):
+    return "missing" if math.isnan(x) else f"{x * 1000:.0f}"
+
+
+def ratio(a, b):
+    return "missing" if math.isnan(a) or math.isnan(b) or b == 0 else f"{a / b:.2f}x"
+
+
+def gpu_lstm_table():
+    rs = [r for r in gpu_rows() if r["benchmark"] == "lstm_cell"]
+    vs = ["fused_vjp", "fused_store", "separate", "hand_cuda", "tape_fused", "tape_unfused",
+          "torch_eager", "jax_jit", "floor_at_copy_bw"]
+    body = []
+    for size in sizes_of(rs, "lstm_cell"):
+        t = {v: ms(rs, variant=v, size=size) for v in vs}
+        body.append([size] + [us(t[v]) for v in vs] + [
+            ratio(t["fused_vjp"], t["floor_at_copy_bw"]), ratio(t["torch_eager"], t["fused_vjp"]),
+            ratio(t["jax_jit"], t["fused_vjp"])])
+    return table(["B x H"] + [f"{v} (us)" for v in vs] +
+                 ["fused_vjp / floor", "PyTorch / fused", "JAX / fused"], body)
+
+
+def gpu_hmlstm_table():
+    rs = [r for r in gpu_rows() if r["benchmark"] == "hmlstm"]
+    vs = ["fused_partials", "fused_vjp", "select_partials", "separate_partials", "torch_eager",
+          "jax_jit"]
+    body = []
+    for n in sizes_of(rs, "hmlstm"):
+        for layout in ("n_x_1", "1_x_n", "n_x_n"):
+            t = {v: ms(rs, variant=v, size=n, note=layout) for v in vs}
+            paper = PAPER_HM.get(n, ("-", "-"))
+            body.append([n, layout.replace("_", " ")] + [us(t[v]) for v in vs] + [
+                ratio(t["separate_partials"], t["fused_partials"]),
+                ratio(t["jax_jit"], t["fused_partials"]), paper[0], paper[1]])
+    return table(["n", "masks"] + [f"{v} (us)" for v in vs] +
+                 ["separate / fused", "JAX / fused", "paper V100 fused", "paper V100 TF + XLA"],
+                 body)
+
+
+def gpu_step_table():
+    rs = [r for r in gpu_rows() if r["benchmark"] == "lstm_step"]
+    vs = ["fused", "unfused", "matmuls_only", "torch_eager", "jax_jit"]
+    body = []
+    for size in sizes_of(rs, "lstm_step"):
+        t = {v: ms(rs, variant=v, size=size) for v in vs}
+        body.append([size] + [us(t[v]) for v in vs] + [ratio(t["unfused"], t["fused"])])
+    return table(["B x I x H"] + [f"{v} (us)" for v in vs] + ["unfused / fused"], body)
+
+
+def gpu_ncu_table():
+    path = RESULTS / "gpu_ncu.csv"
+    if not path.exists():
+        return "(no ncu results)"
+    with path.open() as f:
+        rs = list(csv.DictReader(f))
+    body = [[r["run"].replace("_", " "), r["mode"], r["kernel"], r["time_us"], r["dram_read_mb"],
+             r["dram_write_mb"], r["dram_pct_of_peak"], r["warps_active_pct"], r["registers"]]
+            for r in rs if "contract 2/5" not in r["mode"] and "contract 3/5" not in r["mode"]
+            and "contract 4/5" not in r["mode"] and "contract 5/5" not in r["mode"]]
+    return table(["run", "kernel's work", "kernel", "time (us)", "DRAM read (MB)",
+                  "DRAM written (MB)", "DRAM % of peak", "warps active %", "registers"], body)
+
+
+def gpu_targets_table():
+    rs = gpu_rows()
+    body = []
+    for size in sizes_of([r for r in rs if r["benchmark"] == "lstm_cell"], "lstm_cell"):
+        f = ms(rs, benchmark="lstm_cell", variant="fused_vjp", size=size)
+        fl = ms(rs, benchmark="lstm_cell", variant="floor_at_copy_bw", size=size)
+        pt = ms(rs, benchmark="lstm_cell", variant="torch_eager", size=size)
+        jx = ms(rs, benchmark="lstm_cell", variant="jax_jit", size=size)
+        body.append([f"LSTM cell {size}: fused forward + VJP within 1.25x of the bytes at copy "
+                     "bandwidth", ratio(f, fl), "met" if f <= 1.25 * fl else "not met"])
+        body.append([f"LSTM cell {size}: at least 3x faster than PyTorch CUDA eager",
+                     ratio(pt, f), "met" if pt >= 3 * f else "not met"])
+        body.append([f"LSTM cell {size}: no slower than JAX jit", ratio(jx, f),
+                     "met" if f <= jx else "not met"])
+    for layout in ("n_x_1", "1_x_n", "n_x_n"):
+        f = ms(rs, benchmark="hmlstm", variant="fused_partials", size="2048", note=layout)
+        sp = ms(rs, benchmark="hmlstm", variant="separate_partials", size="2048", note=layout)
+        body.append([f"HM-LSTM n = 2048, masks {layout.replace('_', ' ')}: at least 4x faster "
+                     "than all branches then select", ratio(sp, f),
+                     "met" if sp >= 4 * f else "not met"])
+    return table(["target (issue 17)", "measured", ""], body)
+
+
+def gpu_section():
+    g = gpu_info()
+    return "\n\n".join([
+        f"Measured {g.get('date', '?')} on {g.get('device', '?')}; copy "
+        f"{fmt(gpu_copy_gbps(), 0)} GB/s (device to device, bytes read + written); {g.get('cuda', '?')}; "
+        f"PyTorch {g.get('torch', '?')}, JAX {g.get('jax', '?')}. Commands: {g.get('commands', '?')}. "
+        "Medians of interleaved repetitions timed with CUDA events (JAX: to block_until_ready). "
+        "Generated by `bench/report.py` from `bench/results/gpu_*.csv`: do not edit by hand.",
+        "**Targets**:\n\n" + gpu_targets_table(),
+        "**LSTM cell, forward + VJP, float32** (`gpu_cells.csv`, `gpu_peers.csv`; floor: the 19 "
+        "arrays a forward + VJP in two passes must move, at the copy bandwidth):\n\n" + gpu_lstm_table(),
+        "**HM-LSTM update, values + the four Jacobian diagonals** (the paper's experiment; "
+        "PyTorch and JAX: every branch then `where`, VJP of ones):\n\n" + gpu_hmlstm_table(),
+        "**LSTM step with its gate matmuls (cuBLAS, float32) on the tape, forward + backward** "
+        "(PyTorch without TF32, as its default; JAX at its default precision):\n\n" + gpu_step_table(),
+        "**Nsight Compute on the cell kernels** (`gpu_ncu.csv`: `ncu --clock-control none`, "
+        "16384 x 1024 LSTM arrays, HM-LSTM n = 2048; before and after the map fix of this "
+        "run):\n\n" + gpu_ncu_table(),
+    ])
+
+
 def write_readme(path):
     text = path.read_text()
     text = replace_block(text, BEGIN, END, readme_section(), path)
     if rows("primitives"):
         text = replace_block(text, PRIM_BEGIN, PRIM_END, primitives_section(), path)
+    if rows("gpu_cells"):
+        text = replace_block(text, GPU_BEGIN, GPU_END, gpu_section(), path)
     path.write_text(text)
 
 
@@ -382,6 +517,49 @@ def plots():
         plt.close(fig)
 
 
+def gpu_plot(plt):
+    """gpu_cells.png: the LSTM cell (time against elements, the floor as a line) and the HM-LSTM
+    update at n = 2048 per mask layout, dualcast beside PyTorch and JAX on the same GPU."""
+    rs = gpu_rows()
+    g = gpu_info()
+    fig, (a1, a2) = plt.subplots(1, 2, figsize=(12, 5))
+    cell = [r for r in rs if r["benchmark"] == "lstm_cell"]
+    for v in ("fused_vjp", "hand_cuda", "tape_fused", "separate", "tape_unfused", "torch_eager",
+              "jax_jit", "floor_at_copy_bw"):
+        pts = [(int(r["size"].split("x")[0]) * int(r["size"].split("x")[1]), float(r["median_ms"]))
+               for r in cell if r["variant"] == v]
+        if not pts:
+            continue
+        xs, ys = zip(*pts)
+        style = dict(linestyle="--", color="black") if v == "floor_at_copy_bw" else dict(marker="o")
+        a1.plot(xs, ys, label="memory floor (copy bandwidth)" if v == "floor_at_copy_bw" else v,
+                **style)
+    a1.set_xscale("log")
+    a1.set_yscale("log")
+    a1.set_xlabel("elements (B x 1024)")
+    a1.set_ylabel("forward + VJP (ms)")
+    a1.set_title("LSTM cell, float32")
+    a1.legend(fontsize=8)
+    a1.grid(True, which="both", alpha=0.3)
+    layouts = ("n_x_1", "1_x_n", "n_x_n")
+    vs = ("fused_partials", "select_partials", "separate_partials", "torch_eager", "jax_jit")
+    width = 0.8 / len(vs)
+    for j, v in enumerate(vs):
+        ys = [ms(rs, benchmark="hmlstm", variant=v, size="2048", note=l) * 1000 for l in layouts]
+        a2.bar([i + j * width for i in range(len(layouts))], ys, width, label=v)
+    a2.axhline(192.8, color="black", linestyle="--", label="paper: fused on a V100")
+    a2.set_xticks([i + 0.4 - width / 2 for i in range(len(layouts))])
+    a2.set_xticklabels([l.replace("_", " ") + " masks" for l in layouts])
+    a2.set_ylabel("values + 4 partials (us)")
+    a2.set_title("HM-LSTM update, n = 2048")
+    a2.set_yscale("log")
+    a2.legend(fontsize=8)
+    fig.text(0.01, 0.01, f"{g.get('date', '?')}, {g.get('device', '?')}", fontsize=7)
+    fig.tight_layout(rect=(0, 0.03, 1, 1))
+    fig.savefig(RESULTS / "gpu_cells.png", dpi=110)
+    plt.close(fig)
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__)
     ap.add_argument("--no-plots", action="store_true")
@@ -389,6 +567,13 @@ def main():
     args = ap.parse_args()
     if not args.no_plots:
         plots()
+        if rows("gpu_cells"):
+            import matplotlib
+
+            matplotlib.use("Agg")
+            import matplotlib.pyplot as plt
+
+            gpu_plot(plt)
     write_readme(pathlib.Path(args.readme))
 
 
