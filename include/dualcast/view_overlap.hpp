@@ -116,6 +116,16 @@ public:
       r[i] = range_of(v[i]);
   }
   extent_range operator[](std::size_t i) const { return more_ ? more_[i] : inline_[i]; }
+  // Whether x meets any of the first n ranges: one branch-free pass (the usual answer is no --
+  // distinct allocations -- and the caller's pairwise loop, with its exact tests, is skipped).
+  // The D-LSTM's 12-input fused node made 300 pairwise tests per backward, 11 % of the gradient.
+  bool any_meets(extent_range x, std::size_t n) const {
+    extent_range const *r = more_ ? more_.get() : inline_;
+    bool any = false;
+    for (std::size_t i = 0; i < n; ++i)
+      any |= (x.lo < r[i].hi) & (r[i].lo < x.hi);
+    return any;
+  }
 
 private:
   extent_range *data() { return more_ ? more_.get() : inline_; }

@@ -93,11 +93,12 @@ void check_aliasing(char const *op, view<T> const *outs, char const *const *role
                     shape const &s) {
   range_table ro(outs, n_out), ri(v, n);
   for (std::size_t i = 0; i < n_out; ++i) {
-    for (std::size_t j = 0; j < i; ++j)
+    bool const meets_out = ro.any_meets(ro[i], i), meets_in = ri.any_meets(ro[i], n);
+    for (std::size_t j = 0; j < i && meets_out; ++j)
       if (ranges_meet(ro[i], ro[j]) && overlaps(outs[i], outs[j]))
         throw aliasing_error(std::string(op) + ": " + role_name(roles[i], idx[i]) + " overlaps " +
                              role_name(roles[j], idx[j]));
-    for (std::size_t a = 0; a < n; ++a)
+    for (std::size_t a = 0; a < n && meets_in; ++a)
       if (ranges_meet(ro[i], ri[a]) && overlaps(outs[i], v[a]) && !same_elements(outs[i], v[a], s))
         throw aliasing_error(std::string(op) + ": " + role_name(roles[i], idx[i]) +
                              " overlaps argument " + std::to_string(pos[a]) +
@@ -197,18 +198,20 @@ template <class T>
   }
   range_table rx(xv, n_active), ri(v, n), ry(yv, k);
   for (std::size_t i = 0; i < n_active; ++i) {
-    for (std::size_t j = 0; j < i; ++j)
+    bool const meets_x = rx.any_meets(rx[i], i), meets_in = ri.any_meets(rx[i], n),
+               meets_y = direct[i] && ry.any_meets(rx[i], k);
+    for (std::size_t j = 0; j < i && meets_x; ++j)
       if (ranges_meet(rx[i], rx[j]) && overlaps(xv[i], xv[j]))
         throw aliasing_error(std::string(op) + ": " + role_name("input cotangent", int(i)) +
                              " overlaps " + role_name("input cotangent", int(j)));
-    for (std::size_t a = 0; a < n; ++a)
+    for (std::size_t a = 0; a < n && meets_in; ++a)
       if (ranges_meet(rx[i], ri[a]) && overlaps(xv[i], v[a]) && !same_elements(xv[i], v[a], s))
         throw aliasing_error(std::string(op) + ": " + role_name("input cotangent", int(i)) +
                              " overlaps argument " + std::to_string(pos[a]) +
                              " without being the same elements; write to separate memory");
     // Written while the output cotangents are read (those of broadcast inputs are written after
     // the pass, by the reduction).
-    for (std::size_t j = 0; j < k && direct[i]; ++j)
+    for (std::size_t j = 0; j < k && meets_y; ++j)
       if (ranges_meet(rx[i], ry[j]) && overlaps(xv[i], yv[j]) && !same_elements(xv[i], yv[j], s))
         throw aliasing_error(std::string(op) + ": input cotangent " + std::to_string(i) +
                              " overlaps output cotangent " + std::to_string(j) +
