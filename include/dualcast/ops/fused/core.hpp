@@ -69,9 +69,15 @@ template <class T> using slot_ptr = std::shared_ptr<grad_slot<T>>;
 // The kernel-independent state of a recorded fused node.
 template <class T> struct fused_core {
   arena_array<slot_ptr<T>> in;  // the variables' slots in argument order (null: no gradient)
-  arena_array<shape> in_shape;  // the variables' shapes
+  arena_array<shape> in_shape;  // the shapes of the variables without a slot, in order (a slot
+                                // knows its variable's shape)
   arena_array<slot_ptr<T>> out; // the outputs' slots
-  arena_array<tensor<T>> keep;  // version-checked and kept alive for backward
+  arena_array<tensor<T>> keep;  // a store node's partial arrays, kept for backward
+  // A recompute node's array arguments (by position; null for scalars): their memory, version-
+  // checked and kept alive for the re-evaluation, which reads them through the node's views. Only
+  // the storage, not whole tensors: 16 bytes an argument instead of 160 (an 11-input cell's node
+  // carried 1.9 KiB of tensors through the forward pass).
+  arena_array<std::shared_ptr<storage>> held;
   device dev;
   cpu host;
   shape s; // the call's iteration shape
@@ -85,40 +91,50 @@ template <class T>
                                           var<T> const *outs, std::size_t k, bool keep_inputs,
                                           std::size_t n_keep, device const &dev, cpu const &host,
                                           shape const &s) {
-  if (keep_inputs)
-    n_keep = n;
-  std::size_t nv = 0;
+  std::size_t nv = 0, unslotted = 0;
   for (std::size_t i = 0; i < n; ++i)
-    nv += r[i].v ? 1 : 0;
+    if (r[i].v) {
+      ++nv;
+      unslotted += r[i].v->slot() ? 0 : 1;
+    }
   fused_core<T> c{arena_array<slot_ptr<T>>(mem, nv),
-                  arena_array<shape>(mem, nv),
+                  arena_array<shape>(mem, unslotted),
                   arena_array<slot_ptr<T>>(mem, k),
-                  arena_array<tensor<T>>(mem, n_keep),
+                  arena_array<tensor<T>>(mem, keep_inputs ? 0 : n_keep),
+                  arena_array<std::shared_ptr<storage>>(mem, keep_inputs ? n : 0),
                   dev,
                   host,
                   s};
-  for (std::size_t i = 0, a = 0; i < n; ++i)
+  for (std::size_t i = 0, a = 0, u = 0; i < n; ++i)
     if (r[i].v) {
-      c.in[a] = r[i].v->slot();
-      c.in_shape[a++] = r[i].v->dims();
+      c.in[a++] = r[i].v->slot();
+      if (!r[i].v->slot())
+        c.in_shape[u++] = r[i].v->dims();
     }
   for (std::size_t i = 0; i < k; ++i)
     c.out[i] = outs[i].slot();
   for (std::size_t i = 0; keep_inputs && i < n; ++i)
     if (tensor<T> const *t = r[i].value())
-      c.keep[i] = *t;
+      c.held[i] = t->store();
   return c;
 }
 
-// The version checks of the kept tensors (what tape::record saves), in the tape's memory.
+// The version checks of a recompute node's held arguments or a store node's partial arrays (what
+// tape::record saves), in the tape's memory.
 template <class T>
 [[gnu::noinline]] arena_array<saved_tensor> saves_of(arena &mem, fused_core<T> const &c,
                                                      char const *what) {
   std::size_t n = 0;
+  for (auto const &st : c.held)
+    n += st ? 1 : 0;
   for (auto const &t : c.keep)
     n += t.defined() ? 1 : 0;
   arena_array<saved_tensor> r(mem, n);
-  for (std::size_t i = 0, j = 0; i < c.keep.size(); ++i)
+  std::size_t j = 0;
+  for (std::size_t i = 0; i < c.held.size(); ++i)
+    if (c.held[i])
+      r[j++] = saved_tensor{c.held[i].get(), c.held[i]->version(), what, int(i)};
+  for (std::size_t i = 0; i < c.keep.size(); ++i)
     if (c.keep[i].defined())
       r[j++] = save(c.keep[i], what, int(i));
   return r;
@@ -183,8 +199,10 @@ template <class T>
       return false;
     return overlaps(b.target[o].cview(), g);
   };
+  std::size_t unslotted = 0;
   for (std::size_t a = 0; a < na; ++a) {
     auto const &sl = c.in[a];
+    shape const &sa = sl ? sl->dims : c.in_shape[unslotted++];
     bool repeated = false;
     for (std::size_t o = 0; o < a; ++o)
       repeated = repeated || (sl && c.in[o] == sl);
@@ -204,7 +222,7 @@ template <class T>
       }
     }
     if (b.temp[a])
-      b.target[a] = tensor<T>::empty(c.in_shape[a], c.dev);
+      b.target[a] = tensor<T>::empty(sa, c.dev);
     if (a < inline_ranges)
       ranges[a] = range_of(b.target[a].cview());
   }
