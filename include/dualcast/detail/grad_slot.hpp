@@ -79,18 +79,23 @@ template <class T> bool ensure_grad(grad_slot<T> &s) {
 // whether to accumulate (false: its elements are free to overwrite -- freshly allocated, or a
 // view into a base gradient that was just created as zeros). The tensor may be a strided view
 // (the gradient of a slice).
-template <class T> std::pair<tensor<T>, bool> grad_target(grad_slot<T> &s) {
+// grad_target_in returns whether to accumulate and leaves the gradient in s.grad (no copy of the
+// tensor: a fused node's backward asks this for each of its inputs).
+template <class T> bool grad_target_in(grad_slot<T> &s) {
   if (!s.base) {
     s.zeros_outside_views = false; // written everywhere now
     if (s.grad.defined())
-      return {s.grad, true};
+      return true;
     s.grad = tensor<T>::empty(s.dims, s.dev);
-    return {s.grad, false};
+    return false;
   }
   if (s.grad.defined())
-    return {s.grad, true};
-  bool zeros = ensure_grad(s);
-  return {s.grad, !zeros};
+    return true;
+  return !ensure_grad(s);
+}
+template <class T> std::pair<tensor<T>, bool> grad_target(grad_slot<T> &s) {
+  bool const acc = grad_target_in(s);
+  return {s.grad, acc};
 }
 
 // The gradient tensor of a slot, zero-initialised if new (for operations that write some

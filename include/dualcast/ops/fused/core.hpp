@@ -147,13 +147,15 @@ template <class T>
 // from node to node (a fused node's backward never runs another's). The guard empties it after
 // each node, also when backward throws, so it holds no memory in between.
 template <class T> struct fused_scratch {
-  std::vector<tensor<T>> target, ybar;
+  std::vector<view<T>> target; // the gradients' views (their slots keep them alive) or temp's
+  std::vector<tensor<T>> temp_tensor, ybar;
   std::vector<char> add, temp;
 };
 template <class T> class fused_backward {
 public:
   explicit fused_backward(fused_core<T> const &c) : s_(scratch()) {
     s_.target.resize(c.in.size());
+    s_.temp_tensor.resize(c.in.size());
     s_.add.assign(c.in.size(), 0);
     s_.temp.assign(c.in.size(), 0);
     s_.ybar.resize(c.out.size());
@@ -161,8 +163,9 @@ public:
   fused_backward(fused_backward const &) = delete;
   fused_backward &operator=(fused_backward const &) = delete;
   ~fused_backward() {
-    for (auto &t : s_.target)
-      t = tensor<T>{};
+    for (auto &t : s_.temp_tensor)
+      if (t.defined())
+        t = tensor<T>{};
     for (auto &y : s_.ybar)
       y = tensor<T>{};
   }
@@ -197,7 +200,7 @@ template <class T>
   auto may_overlap = [&](std::size_t o, view<T const> const &g, extent_range rg) {
     if (o < inline_ranges && !ranges_meet(ranges[o], rg))
       return false;
-    return overlaps(b.target[o].cview(), g);
+    return overlaps(view<T const>(b.target[o]), g);
   };
   std::size_t unslotted = 0;
   for (std::size_t a = 0; a < na; ++a) {
@@ -209,22 +212,25 @@ template <class T>
     b.temp[a] = !sl || repeated;
     b.add[a] = false;
     if (!b.temp[a]) {
-      auto [g, acc] = grad_target(*sl);
-      auto const gv = g.cview();
+      bool const acc = grad_target_in(*sl);
+      view<T> const g = sl->grad.raw_view();
+      view<T const> const gv(g);
       extent_range const rg = range_of(gv);
       bool overlapping = false; // (a view of a base gradient: it holds zeros or sums already)
       for (std::size_t o = 0; o < a && !overlapping; ++o)
         overlapping = !b.temp[o] && may_overlap(o, gv, rg);
       b.temp[a] = overlapping;
       if (!overlapping) {
-        b.target[a] = std::move(g);
+        b.target[a] = g;
         b.add[a] = acc;
       }
     }
-    if (b.temp[a])
-      b.target[a] = tensor<T>::empty(sa, c.dev);
+    if (b.temp[a]) {
+      b.temp_tensor[a] = tensor<T>::empty(sa, c.dev);
+      b.target[a] = b.temp_tensor[a].raw_view();
+    }
     if (a < inline_ranges)
-      ranges[a] = range_of(b.target[a].cview());
+      ranges[a] = range_of(view<T const>(b.target[a]));
   }
 }
 // Backward's last step: the temporaries added to their gradients.
@@ -232,7 +238,7 @@ template <class T>
 [[gnu::noinline]] void finish_targets(fused_core<T> const &c, fused_scratch<T> const &b) {
   for (std::size_t a = 0; a < c.in.size(); ++a)
     if (b.temp[a] && c.in[a])
-      accumulate_grad(*c.in[a], b.target[a], c.host);
+      accumulate_grad(*c.in[a], b.temp_tensor[a], c.host);
 }
 
 // A store node's partial arrays (keep: K * NA of the call's shape, output-major), and dropping

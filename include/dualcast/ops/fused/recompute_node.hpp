@@ -48,7 +48,7 @@ void recompute_node(Ex const &ex, tape &tp, kernel<F, S> const &k, Args const &a
         std::array<view<T>, NA> xv;
         bool add[Active::count > 0 ? Active::count : 1]; // (clang 14: NA here would need a capture)
         for (int a = 0; a < NA; ++a) {
-          xv[std::size_t(a)] = b->target[std::size_t(a)].raw_view();
+          xv[std::size_t(a)] = b->target[std::size_t(a)];
           add[a] = b->add[std::size_t(a)] != 0;
         }
         std::array<view<T const>, K> yv;
