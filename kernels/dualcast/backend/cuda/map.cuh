@@ -51,10 +51,33 @@ template <class V, class T> DUALCAST_DEVICE DUALCAST_FORCEINLINE void set_lane(V
   reinterpret_cast<T *>(&v)[l] = x;
 }
 
+// What the strided kernels do per element: dimension d's index i added to every operand's offset;
+// the inputs loaded at their offsets, the operation applied, the outputs stored (or added) at
+// theirs.
+template <class T, int NI, int NO>
+DUALCAST_DEVICE DUALCAST_FORCEINLINE void add_index(map_params<T, NI, NO> const &p, int d,
+                                                    index_t i, index_t *in_off, index_t *out_off) {
+  for (int k = 0; k < NI; ++k)
+    in_off[k] += i * p.in[k].stride[d];
+  for (int k = 0; k < NO; ++k)
+    out_off[k] += i * p.out[k].stride[d];
+}
+template <class T, int NI, int NO, class Op>
+DUALCAST_DEVICE DUALCAST_FORCEINLINE void
+map_element(map_params<T, NI, NO> const &p, index_t const *in_off, index_t const *out_off, Op &op) {
+  T in[NI > 0 ? NI : 1], out[NO];
+  for (int k = 0; k < NI; ++k)
+    in[k] = p.in[k].ptr[in_off[k]];
+  op(static_cast<T const *>(in), out);
+  for (int k = 0; k < NO; ++k) {
+    T *o = p.out[k].ptr + out_off[k];
+    *o = p.add[k] ? *o + out[k] : out[k];
+  }
+}
+
 template <class T, int NI, int NO, class Op>
 DUALCAST_GLOBAL void __launch_bounds__(max_block)
     map_strided(map_params<T, NI, NO> p, index_t total, Op op) {
-  T in[NI > 0 ? NI : 1], out[NO];
   for (index_t e = index_t(blockIdx.x) * blockDim.x + threadIdx.x; e < total;
        e += index_t(gridDim.x) * blockDim.x) {
     index_t in_off[NI > 0 ? NI : 1] = {}, out_off[NO] = {};
@@ -62,18 +85,9 @@ DUALCAST_GLOBAL void __launch_bounds__(max_block)
     for (int d = p.rank - 1; d >= 0; --d) {
       index_t i = rem % p.ext[d];
       rem /= p.ext[d];
-      for (int k = 0; k < NI; ++k)
-        in_off[k] += i * p.in[k].stride[d];
-      for (int k = 0; k < NO; ++k)
-        out_off[k] += i * p.out[k].stride[d];
+      add_index(p, d, i, in_off, out_off);
     }
-    for (int k = 0; k < NI; ++k)
-      in[k] = p.in[k].ptr[in_off[k]];
-    op(static_cast<T const *>(in), out);
-    for (int k = 0; k < NO; ++k) {
-      T *o = p.out[k].ptr + out_off[k];
-      *o = p.add[k] ? *o + out[k] : out[k];
-    }
+    map_element(p, in_off, out_off, op);
   }
 }
 
@@ -85,7 +99,6 @@ DUALCAST_GLOBAL void __launch_bounds__(max_block)
 template <class T, int NI, int NO, class Op>
 DUALCAST_GLOBAL void __launch_bounds__(max_block)
     map_rows(map_params<T, NI, NO> p, index_t rows, Op op) {
-  T in[NI > 0 ? NI : 1], out[NO];
   const int last = p.rank - 1;
   const index_t cols = p.ext[last];
   for (index_t r = blockIdx.x; r < rows; r += gridDim.x) {
@@ -93,27 +106,15 @@ DUALCAST_GLOBAL void __launch_bounds__(max_block)
       // Offsets from (row, column): the outermost index needs no division (r < its extent times
       // the others'), so a 2-D layout divides nothing. Recomputed per element rather than kept
       // per row: a dozen 64-bit row offsets live across the operation made ptxas spill.
-      index_t in_off[NI > 0 ? NI : 1], out_off[NO];
-      for (int k = 0; k < NI; ++k)
-        in_off[k] = c * p.in[k].stride[last];
-      for (int k = 0; k < NO; ++k)
-        out_off[k] = c * p.out[k].stride[last];
+      index_t in_off[NI > 0 ? NI : 1] = {}, out_off[NO] = {};
+      add_index(p, last, c, in_off, out_off);
       index_t rem = r;
       for (int d = last - 1; d >= 0; --d) {
         index_t i = d == 0 ? rem : rem % p.ext[d];
         rem = d == 0 ? 0 : rem / p.ext[d];
-        for (int k = 0; k < NI; ++k)
-          in_off[k] += i * p.in[k].stride[d];
-        for (int k = 0; k < NO; ++k)
-          out_off[k] += i * p.out[k].stride[d];
+        add_index(p, d, i, in_off, out_off);
       }
-      for (int k = 0; k < NI; ++k)
-        in[k] = p.in[k].ptr[in_off[k]];
-      op(static_cast<T const *>(in), out);
-      for (int k = 0; k < NO; ++k) {
-        T *o = p.out[k].ptr + out_off[k];
-        *o = p.add[k] ? *o + out[k] : out[k];
-      }
+      map_element(p, in_off, out_off, op);
     }
   }
 }
