@@ -402,6 +402,27 @@ def write_readme(path):
 
 
 # ---- plots ---------------------------------------------------------------------------------------
+def lstm_cell_lines(ax, rs, variants, xlabel, ylabel, title):
+    """The LSTM cell's time against elements (B x H), one line per variant, the memory floor
+    dashed; log-log (lstm_cell.png, and gpu_cells.png's first panel)."""
+    for v in variants:
+        pts = [(int(r["size"].split("x")[0]) * int(r["size"].split("x")[1]), float(r["median_ms"]))
+               for r in rs if r["variant"] == v and r["median_ms"] not in ("nan", "")]
+        if not pts:
+            continue
+        xs, ys = zip(*pts)
+        style = dict(linestyle="--", color="black") if v == "floor_at_copy_bw" else dict(marker="o")
+        ax.plot(xs, ys, label="memory floor (copy bandwidth)" if v == "floor_at_copy_bw" else v,
+                **style)
+    ax.set_xscale("log")
+    ax.set_yscale("log")
+    ax.set_xlabel(xlabel)
+    ax.set_ylabel(ylabel)
+    ax.set_title(title)
+    ax.legend(fontsize=8)
+    ax.grid(True, which="both", alpha=0.3)
+
+
 def plots():
     import matplotlib
 
@@ -414,22 +435,8 @@ def plots():
     rs = [r for r in rows("lstm_cell") if r["benchmark"] == "lstm_cell"]
     if rs:
         fig, ax = plt.subplots(figsize=(8, 5.5))
-        for v in variants_of(rs):
-            pts = [(int(r["size"].split("x")[0]) * int(r["size"].split("x")[1]), float(r["median_ms"]))
-                   for r in rs if r["variant"] == v and r["median_ms"] not in ("nan", "")]
-            if not pts:
-                continue
-            xs, ys = zip(*pts)
-            style = dict(linestyle="--", color="black") if v == "floor_at_copy_bw" else dict(marker="o")
-            ax.plot(xs, ys, label="memory floor (copy bandwidth)" if v == "floor_at_copy_bw" else v,
-                    **style)
-        ax.set_xscale("log")
-        ax.set_yscale("log")
-        ax.set_xlabel("elements (B x H)")
-        ax.set_ylabel("forward + backward time (ms)")
-        ax.set_title("LSTM cell update, float32, 2 threads")
-        ax.legend(fontsize=8)
-        ax.grid(True, which="both", alpha=0.3)
+        lstm_cell_lines(ax, rs, variants_of(rs), "elements (B x H)",
+                        "forward + backward time (ms)", "LSTM cell update, float32, 2 threads")
         fig.text(0.01, 0.01, note, fontsize=7)
         fig.tight_layout(rect=(0, 0.03, 1, 1))
         fig.savefig(RESULTS / "lstm_cell.png", dpi=110)
@@ -524,23 +531,9 @@ def gpu_plot(plt):
     g = gpu_info()
     fig, (a1, a2) = plt.subplots(1, 2, figsize=(12, 5))
     cell = [r for r in rs if r["benchmark"] == "lstm_cell"]
-    for v in ("fused_vjp", "hand_cuda", "tape_fused", "separate", "tape_unfused", "torch_eager",
-              "jax_jit", "floor_at_copy_bw"):
-        pts = [(int(r["size"].split("x")[0]) * int(r["size"].split("x")[1]), float(r["median_ms"]))
-               for r in cell if r["variant"] == v]
-        if not pts:
-            continue
-        xs, ys = zip(*pts)
-        style = dict(linestyle="--", color="black") if v == "floor_at_copy_bw" else dict(marker="o")
-        a1.plot(xs, ys, label="memory floor (copy bandwidth)" if v == "floor_at_copy_bw" else v,
-                **style)
-    a1.set_xscale("log")
-    a1.set_yscale("log")
-    a1.set_xlabel("elements (B x 1024)")
-    a1.set_ylabel("forward + VJP (ms)")
-    a1.set_title("LSTM cell, float32")
-    a1.legend(fontsize=8)
-    a1.grid(True, which="both", alpha=0.3)
+    lstm_cell_lines(a1, cell, ("fused_vjp", "hand_cuda", "tape_fused", "separate", "tape_unfused",
+                               "torch_eager", "jax_jit", "floor_at_copy_bw"),
+                    "elements (B x 1024)", "forward + VJP (ms)", "LSTM cell, float32")
     layouts = ("n_x_1", "1_x_n", "n_x_n")
     vs = ("fused_partials", "select_partials", "separate_partials", "torch_eager", "jax_jit")
     width = 0.8 / len(vs)

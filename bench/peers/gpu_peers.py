@@ -15,22 +15,13 @@ import statistics
 import sys
 import time
 
-LAYOUTS = ("n_x_1", "1_x_n", "n_x_n")
+from hmlstm import LAYOUTS, masks  # the CPU peers' masks: same layouts, same seed
 
 
 def row(bench, variant, size, ms, nbytes, note=""):
     gbs = nbytes / ms / 1e6 if nbytes and ms > 0 else 0.0
     print(f"{bench},{variant},{size},{ms:.4f},{gbs:.1f},{note}")
     sys.stdout.flush()
-
-
-def masks(n, layout, seed=5):
-    import random
-
-    shape = (n, 1) if layout == "n_x_1" else (1, n) if layout == "1_x_n" else (n, n)
-    rng = random.Random(seed)
-    branch = [rng.randrange(3) for _ in range(shape[0] * shape[1])]
-    return shape, [1.0 if b == 0 else 0.0 for b in branch], [1.0 if b == 2 else 0.0 for b in branch]
 
 
 def timed_torch(torch, fns, reps):

@@ -75,12 +75,11 @@ template <class T> bool ensure_grad(grad_slot<T> &s) {
   return disjoint;
 }
 
-// The gradient tensor of a slot for an operation that writes EVERY element: returns it and
-// whether to accumulate (false: its elements are free to overwrite -- freshly allocated, or a
-// view into a base gradient that was just created as zeros). The tensor may be a strided view
-// (the gradient of a slice).
-// grad_target_in returns whether to accumulate and leaves the gradient in s.grad (no copy of the
-// tensor: a fused node's backward asks this for each of its inputs).
+// The gradient of a slot for an operation that writes EVERY element, made ready in s.grad (no copy
+// of the tensor: a fused node's backward asks this for each of its inputs); returns whether to
+// accumulate (false: its elements are free to overwrite -- freshly allocated, or a view into a
+// base gradient that was just created as zeros). s.grad may be a strided view (the gradient of a
+// slice).
 template <class T> bool grad_target_in(grad_slot<T> &s) {
   if (!s.base) {
     s.zeros_outside_views = false; // written everywhere now
@@ -93,6 +92,7 @@ template <class T> bool grad_target_in(grad_slot<T> &s) {
     return true;
   return !ensure_grad(s);
 }
+// The same, returning the gradient tensor with the flag.
 template <class T> std::pair<tensor<T>, bool> grad_target(grad_slot<T> &s) {
   bool const acc = grad_target_in(s);
   return {s.grad, acc};

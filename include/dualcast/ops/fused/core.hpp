@@ -84,8 +84,8 @@ template <class T> struct fused_core {
 };
 
 // The core of a node over the arguments r (n of them) and the K output variables `outs`, every
-// array in the tape's memory; `keep` holds the array arguments' values (by argument position)
-// when keep_inputs, else n_keep empty tensors.
+// array in the tape's memory; `held` holds the array arguments' storage (by argument position)
+// when keep_inputs (a recompute node), `keep` n_keep empty tensors (a store node's partials).
 template <class T>
 [[gnu::noinline]] fused_core<T> make_core(arena &mem, arg_ref<T> const *r, std::size_t n,
                                           var<T> const *outs, std::size_t k, bool keep_inputs,
@@ -100,7 +100,7 @@ template <class T>
   fused_core<T> c{arena_array<slot_ptr<T>>(mem, nv),
                   arena_array<shape>(mem, unslotted),
                   arena_array<slot_ptr<T>>(mem, k),
-                  arena_array<tensor<T>>(mem, keep_inputs ? 0 : n_keep),
+                  arena_array<tensor<T>>(mem, n_keep),
                   arena_array<std::shared_ptr<storage>>(mem, keep_inputs ? n : 0),
                   dev,
                   host,

@@ -257,8 +257,7 @@ void map(cuda const &ex, map_params<T, NI, NO> p, Op const &op) {
   } else if (p.rank > 1 && cols >= 64) { // rows of at least two warps: one block per row
     const index_t rows = total / cols;
     const int row_block = cols < block ? int((cols + 31) / 32 * 32) : block;
-    const index_t cap = 65535LL * 32;
-    map_rows<<<unsigned(rows < cap ? rows : cap), row_block, 0, ex.stream>>>(p, rows, op);
+    map_rows<<<grid_for(rows * row_block, row_block), row_block, 0, ex.stream>>>(p, rows, op);
   } else {
     map_strided<<<grid_for(total, block), block, 0, ex.stream>>>(p, total, op);
   }
