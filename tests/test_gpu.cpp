@@ -16,6 +16,7 @@ std::string dualcast_gpu_tape_torch_ops_case();
 std::string dualcast_gpu_kernel_law_float();
 std::string dualcast_gpu_kernel_law_double();
 std::string dualcast_gpu_tape_law();
+std::string dualcast_gpu_long_rows_law();
 std::string dualcast_gpu_tape_two_streams_case();
 
 namespace {
@@ -84,6 +85,11 @@ TEST_CASE("CPU == GPU: every tape case and mode, losses and gradients") {
   if (skip_without_gpu())
     return;
   CHECK(dualcast_gpu_tape_law() == "");
+}
+TEST_CASE("CPU == GPU: few long rows (chunked sums and extrema, scans and recurrences in pieces)") {
+  if (skip_without_gpu())
+    return;
+  CHECK(dualcast_gpu_long_rows_law() == "");
 }
 
 // Streams (issue 17): two tapes on two user-created streams, driven by two threads at once, give

@@ -425,6 +425,96 @@ TEST_CASE("linear_recurrence: values against a naive loop and the scans it gener
               dc::cumprod(a, 1).to_vector());
 }
 
+TEST_CASE("linear_recurrence: few long rows run in pieces of 4096, like one sequential row") {
+  dc::index_t const n = 3 * 4096 + 101;
+  // |a| <= 1 (h stays bounded over 10^4 steps), one a = 0 in a later piece (the carry past it
+  // is exactly b there).
+  auto a = with_values(random_tensor({2, n}, 181, 0.99, 1.0), {{5000, 0.0}});
+  auto b = random_tensor({2, n}, 182), h0 = random_tensor({2}, 183), w = random_tensor({2, n}, 184);
+  // The same rows unsplit: rows 0 and 1 of 16 (16 rows or more are never split).
+  auto pad = [n](T64 const &t, double fill) {
+    std::vector<double> v = t.to_vector();
+    v.resize(std::size_t(16 * (t.rank() == 2 ? n : 1)), fill);
+    return T64::from(t.rank() == 2 ? dc::shape{16, n} : dc::shape{16}, v);
+  };
+  dc::tape tp;
+  auto va = tp.variable(a.clone()), vb = tp.variable(b.clone()), vh = tp.variable(h0.clone());
+  auto wa = tp.variable(pad(a, 1.0)), wb = tp.variable(pad(b, 0.0)), wh = tp.variable(pad(h0, 0.0));
+  auto ya = dc::linear_recurrence(va, vb, vh, 1), yb = dc::linear_recurrence(wa, wb, wh, 1);
+  tp.backward(dc::sum(ya * w) + dc::sum(yb * pad(w, 0.0)));
+  auto first = [](T64 const &t, dc::index_t k) {
+    auto v = t.to_vector();
+    v.resize(std::size_t(k));
+    return v;
+  };
+  check_close(ya.value().to_vector(), first(yb.value(), 2 * n), 1e-11);
+  check_close(va.grad().to_vector(), first(wa.grad(), 2 * n), 1e-11);
+  check_close(vb.grad().to_vector(), first(wb.grad(), 2 * n), 1e-11);
+  check_close(vh.grad().to_vector(), first(wh.grad(), 2), 1e-11);
+  // Against central differences at piece boundaries of both rows, and for h0.
+  std::vector<dc::index_t> const at = {0,    4095,  4096, 4097,     5000,
+                                       8192, n - 1, n,    n + 4096, 2 * n - 1};
+  // (the inputs not differentiated: constants on the same tape)
+  check_gradients_at(
+      [h0](auto const &v) {
+        return dc::linear_recurrence(v[0], v[1], v[0].owner()->constant(h0), 1);
+      },
+      {a, b}, at, 1e-4);
+  check_gradients_at(
+      [a, b](auto const &v) {
+        auto &tp = *v[0].owner();
+        return dc::linear_recurrence(tp.constant(a), tp.constant(b), v[0], 1);
+      },
+      {h0}, {0, 1}, 1e-4);
+}
+
+// ---- max / min over few long groups
+// --------------------------------------------------------------
+TEST_CASE("max / min: few long groups run in chunks; the first extremum, as one sequential scan") {
+  dc::index_t const n = 5 * 8192 + 77; // >= 4 * 8192 elements in fewer than 1024 groups: cut
+  double const nan = std::numeric_limits<double>::quiet_NaN();
+  // Group 0: the maximum and the minimum twice each, in different chunks (the first wins).
+  // Group 1: a NaN first (it wins, as in a sequential scan). Group 2: a NaN later (it never
+  // wins), the maximum last, the minimum at a chunk boundary.
+  auto x = with_values(random_tensor({3, n}, 191), {{100, 5.0},
+                                                    {30000, 5.0},
+                                                    {20000, -5.0},
+                                                    {40000, -5.0},
+                                                    {n, nan},
+                                                    {2 * n + 10000, nan},
+                                                    {3 * n - 1, 7.0},
+                                                    {2 * n + 8192, -7.0}});
+  auto const xv = x.to_vector();
+  auto w = random_tensor({3}, 192);
+  for (bool is_max : {true, false})
+    for (bool whole : {false, true}) {
+      INFO("max " << is_max << " whole array " << whole);
+      dc::index_t const groups = whole ? 1 : 3, len = whole ? 3 * n : n;
+      dc::tape tp;
+      auto v = tp.variable(x.clone());
+      auto y =
+          whole ? (is_max ? dc::max(v) : dc::min(v)) : (is_max ? dc::max(v, {1}) : dc::min(v, {1}));
+      tp.backward(whole ? y : dc::sum(y * w));
+      auto yv = y.value().to_vector(), g = v.grad().to_vector();
+      for (dc::index_t i = 0; i < groups; ++i) {
+        dc::index_t best = 0; // the sequential scan
+        for (dc::index_t j = 1; j < len; ++j) {
+          double const c = xv[std::size_t(i * len + j)], e = xv[std::size_t(i * len + best)];
+          if (is_max ? c > e : c < e)
+            best = j;
+        }
+        double const want = xv[std::size_t(i * len + best)];
+        CHECK((std::isnan(want) ? std::isnan(yv[std::size_t(i)]) : yv[std::size_t(i)] == want));
+        double const seed = whole ? 1.0 : w.data()[i];
+        for (dc::index_t j = 0; j < len; ++j)
+          if (g[std::size_t(i * len + j)] != (j == best ? seed : 0.0)) {
+            FAIL_CHECK("group " << i << ": gradient at " << j << ", the extremum at " << best);
+            break;
+          }
+      }
+    }
+}
+
 // ---- threads and large inputs ------------------------------------------------------------------
 TEST_CASE("primitives: 1 thread and 2 threads give the same bits") {
   auto x = random_tensor({64, 1500}, 151, 0.99, 1.01);

@@ -27,3 +27,6 @@ TEST_CASE("tape case on the CPU backend: PyTorch-style operations") {
 TEST_CASE("tape law on the CPU backend: 1 thread == 2 threads, bit for bit") {
   CHECK(tape_law(dc::device::host(), 0) == "");
 }
+TEST_CASE("tape law on the CPU backend, few long rows (chunks, pieces): 1 thread == 2 threads") {
+  CHECK(long_rows_law(dc::device::host(), 0) == "");
+}

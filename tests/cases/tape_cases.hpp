@@ -353,4 +353,37 @@ inline std::string tape_law(dc::device d, int ulps) {
   return {};
 }
 
+// Few long rows, the primitives' paths for them (issue 13): a whole-array sum and a sum over
+// the last axis cut into chunks (CUDA), max / min over chunks, scans and the linear recurrence
+// split into pieces along the axis. Each is checked against central differences at small sizes
+// elsewhere; here the device's losses and gradients must equal the host's (1 thread) within
+// `rel` of max(|a|, |b|, 1), 0: bit for bit (the host with 2 threads).
+inline std::string long_rows_law(dc::device d, double rel) {
+  tape_fn f = [](std::vector<var64> const &v) {
+    var64 const &x = v[0], &a = v[1]; // (3, 40000): 3 long rows
+    return dc::sum(x) + weigh(dc::sum(x, {1})) + dc::max(x) + weigh(dc::min(x, {1})) +
+           weigh(dc::linear_recurrence(a * 0.9, x, 1)) * 1e-2 + weigh(dc::cumsum(x, 1)) * 1e-3 +
+           weigh(dc::cummax(x, 1)) * 1e-3;
+  };
+  std::vector<tensor64> const xs = {random_host({3, 40000}, 51), random_host({3, 40000}, 52)};
+  std::vector<std::vector<double>> ga, gb;
+  double const la = run_tape_case(f, xs, dc::device::host(), tape_mode::recompute, &ga, dc::cpu{1});
+  double const lb = run_tape_case(f, xs, d, tape_mode::recompute, &gb, dc::cpu{2});
+  auto agree = [rel](double a, double b) {
+    if (rel == 0)
+      return std::memcmp(&a, &b, sizeof a) == 0;
+    return std::abs(a - b) <= rel * std::max({std::abs(a), std::abs(b), 1.0});
+  };
+  if (!agree(la, lb))
+    return "long rows: loss " + std::to_string(la) + " on the host, " + std::to_string(lb) +
+           " on " + dc::to_string(d);
+  for (std::size_t i = 0; i < ga.size(); ++i)
+    for (std::size_t j = 0; j < ga[i].size(); ++j)
+      if (!agree(ga[i][j], gb[i][j]))
+        return "long rows: gradient of input " + std::to_string(i) + " element " +
+               std::to_string(j) + ": " + std::to_string(ga[i][j]) + " on the host, " +
+               std::to_string(gb[i][j]) + " on " + dc::to_string(d);
+  return {};
+}
+
 } // namespace dualcast_tests

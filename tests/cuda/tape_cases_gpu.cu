@@ -32,6 +32,11 @@ std::string dualcast_gpu_tape_torch_ops_case() {
 std::string dualcast_gpu_tape_law() {
   return dualcast_tests::tape_law(dualcast::device::cuda(0), 256);
 }
+// Few long rows (whole-array sums cut into chunks, max / min over chunks, scans and recurrences
+// in pieces): the GPU against the host within 1e-10 relative (other addition orders).
+std::string dualcast_gpu_long_rows_law() {
+  return dualcast_tests::long_rows_law(dualcast::device::cuda(0), 1e-10);
+}
 
 // Two tapes on two streams (issue 17): the LSTM step and the MLP bodies above, each with one SGD
 // step, run by two threads at once, each thread's tape on its own stream, several times; every

@@ -68,6 +68,24 @@ inline scan_rows make_scan_rows(shape const &s, int axis) {
   return r;
 }
 
+// The blocks of a scan: each row split into `blocks` pieces of scan_block elements along the
+// axis (the last one shorter). Only few long rows are split (a decision on the shape alone, so
+// the result is the same at any number of threads); otherwise blocks == 1: one row, one piece.
+inline constexpr index_t scan_block = 4096;
+inline index_t scan_blocks(scan_rows const &rows, index_t n) {
+  return rows.count() >= 16 || n <= 2 * scan_block ? 1 : (n + scan_block - 1) / scan_block;
+}
+struct scan_piece {
+  index_t r, b, base, j0, j1; // row, block, the row's first element, elements [j0, j1)
+};
+DUALCAST_HD inline scan_piece piece_of(scan_rows const &rows, index_t n, index_t blocks,
+                                       index_t k) {
+  index_t const r = k / blocks, b = k % blocks;
+  index_t const j0 = blocks == 1 ? 0 : b * scan_block;
+  index_t const j1 = blocks == 1 || n - j0 < scan_block ? n : j0 + scan_block;
+  return {r, b, rows.base(r), j0, j1};
+}
+
 // The shape s without dimension `axis`.
 inline shape drop_axis(shape const &s, int axis) {
   shape r;

@@ -2,10 +2,12 @@
 // array over the dimensions along which an input was broadcast, without atomics.
 //
 // Reduced dimensions innermost (an input of shape (B, 1) against (B, H)): one block per input
-// element, cub::BlockReduce over its contiguous run. Otherwise (a bias (H,) against (B, H)): 32
-// neighbouring input elements per block, 8 threads summing interleaved rows of each, neighbouring
-// threads reading neighbouring addresses. Both orders are fixed, so results do not vary from run
-// to run.
+// element, cub::BlockReduce over its contiguous run; when there are few such elements and long
+// runs (the sum of a whole array: one block read 10^7 floats at 31 GB/s on an H200), each run is
+// cut into chunks, a block per chunk, and the chunks' sums are added by a second pass. Otherwise (a
+// bias (H,) against (B, H)): 32 neighbouring input elements per block, 8 threads summing
+// interleaved rows of each, neighbouring threads reading neighbouring addresses. Both orders are
+// fixed, so results do not vary from run to run.
 #pragma once
 
 #include <dualcast/backend/cuda/check.cuh>
@@ -27,6 +29,9 @@ template <class T> struct reduce_params {
   index_t kept_ext[max_rank], reduced_ext[max_rank];
   index_t kept_src_stride[max_rank], kept_dst_stride[max_rank], reduced_src_stride[max_rank];
   index_t n_kept, n_reduced;
+  // Runs cut into `chunks` pieces of chunk_len elements (the last shorter): block (k, c) writes
+  // the sum of piece c of element k to dst[k * chunks + c] (a scratch array; 1: no cut).
+  index_t chunks, chunk_len;
   bool accumulate;
 };
 
@@ -80,15 +85,21 @@ template <class T, int Block>
 DUALCAST_GLOBAL void __launch_bounds__(Block) reduce_per_block(reduce_params<T> p) {
   using reduce = cub::BlockReduce<T, Block>;
   __shared__ typename reduce::TempStorage storage;
-  for (index_t k = blockIdx.x; k < p.n_kept; k += gridDim.x) {
+  for (index_t b = blockIdx.x; b < p.n_kept * p.chunks; b += gridDim.x) {
+    const index_t k = b / p.chunks, r0 = b % p.chunks * p.chunk_len;
+    const index_t r1 = p.n_reduced - r0 < p.chunk_len ? p.n_reduced : r0 + p.chunk_len;
     index_t base = decode_offset(k, p.n_kept_dims, p.kept_ext, p.kept_src_stride);
     T acc = T(0);
-    for (index_t r = threadIdx.x; r < p.n_reduced; r += Block)
+    for (index_t r = r0 + threadIdx.x; r < r1; r += Block)
       acc += p.src[base + r]; // contiguous run
     T total = reduce(storage).Sum(acc);
     if (threadIdx.x == 0) {
-      index_t d = decode_offset(k, p.n_kept_dims, p.kept_ext, p.kept_dst_stride);
-      p.dst[d] = p.accumulate ? p.dst[d] + total : total;
+      if (p.chunks > 1) {
+        p.dst[b] = total;
+      } else {
+        index_t d = decode_offset(k, p.n_kept_dims, p.kept_ext, p.kept_dst_stride);
+        p.dst[d] = p.accumulate ? p.dst[d] + total : total;
+      }
     }
     __syncthreads(); // storage is reused by the next element
   }
@@ -101,7 +112,7 @@ void reduce_broadcast(cuda const &ex, shape const &s, T const *src, view<T> dst,
   p.src = src;
   p.dst = dst.data();
   p.accumulate = accumulate;
-  p.n_kept = p.n_reduced = 1;
+  p.n_kept = p.n_reduced = p.chunks = 1;
   index_t src_stride[max_rank];
   index_t st = 1;
   for (int d = s.rank - 1; d >= 0; --d)
@@ -128,9 +139,39 @@ void reduce_broadcast(cuda const &ex, shape const &s, T const *src, view<T> dst,
   if (p.n_kept == 0)
     return;
   constexpr int block = max_block;
-  if (reduced_innermost && p.n_reduced >= block)
-    reduce_per_block<T, block><<<grid_for(p.n_kept * block, block), block, 0, ex.stream>>>(p);
-  else
+  p.chunk_len = p.n_reduced;
+  if (reduced_innermost && p.n_reduced >= block) {
+    // Cut long runs so that about `target` blocks have work (a decision on the shape alone: the
+    // same sums in the same order on every run and every GPU).
+    constexpr index_t target = 1024, shortest = 8192;
+    if (p.n_kept < target && p.n_reduced >= 4 * shortest) {
+      const index_t per_element = (target + p.n_kept - 1) / p.n_kept;
+      const index_t len = (p.n_reduced + per_element - 1) / per_element;
+      p.chunk_len = len < shortest ? shortest : len;
+      p.chunks = (p.n_reduced + p.chunk_len - 1) / p.chunk_len;
+    }
+    if (p.chunks == 1) {
+      reduce_per_block<T, block><<<grid_for(p.n_kept * block, block), block, 0, ex.stream>>>(p);
+    } else {
+      // Pass 1 into scratch (k * chunks + c), pass 2 sums each element's chunks in order.
+      void *scratch = nullptr;
+      check(cudaMallocAsync(&scratch, std::size_t(p.n_kept * p.chunks) * sizeof(T), ex.stream),
+            "cudaMallocAsync (dualcast broadcast reduction)");
+      reduce_params<T> q = p;
+      q.dst = static_cast<T *>(scratch);
+      reduce_per_block<T, block>
+          <<<grid_for(p.n_kept * p.chunks * block, block), block, 0, ex.stream>>>(q);
+      q = p;
+      q.src = static_cast<T const *>(scratch);
+      q.n_reduced = q.chunk_len = p.chunks;
+      q.chunks = 1;
+      index_t st = p.chunks; // the chunk sums lie contiguous, `chunks` per kept element
+      for (int d = p.n_kept_dims - 1; d >= 0; --d)
+        q.kept_src_stride[d] = st, st *= p.kept_ext[d];
+      reduce_per_block<T, block><<<grid_for(p.n_kept * block, block), block, 0, ex.stream>>>(q);
+      check(cudaFreeAsync(scratch, ex.stream), "cudaFreeAsync (dualcast broadcast reduction)");
+    }
+  } else
     reduce_columns<T>
         <<<grid_for(p.n_kept, columns_x), dim3(columns_x, columns_y), 0, ex.stream>>>(p);
   check(cudaGetLastError(), "launching the dualcast broadcast reduction");

@@ -1,0 +1,183 @@
+// bench/gpu_primitives.cu: the parallel primitives' adjoints on a GPU (issue 13), float32, 10^7
+// elements in one row: gradient time / primal time beside Futhark's published ratios, which were
+// measured on a GPU (A100; ../shared/notes/parallel-adjoints.md) -- the like-for-like comparison
+// the CPU benchmark (bench/primitives.cpp) can only approximate.
+//
+//   primal    the tape operation on a constant (no node, nothing saved)
+//   gradient  the same on a variable, then backward (seed 1 for a scalar, a fixed random
+//             cotangent otherwise): what a user's gradient costs
+// Each is timed with CUDA events around the whole call (the tape's allocations from the
+// stream-ordered pool and any host work included), interleaved, medians. gb_per_s: the bytes the
+// primal must read and write (4 per element read, 4 per element written for a scan) over its
+// time, beside the device copy's bandwidth in the same run.
+// Output: CSV benchmark,variant,size,median_ms,paired_ratio,target,met,gb_per_s
+//   gpu_primitives [--reps N] [--quick]
+#include <dualcast/autodiff.hpp>
+#include <dualcast/cuda.cuh>
+
+#include <algorithm>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <functional>
+#include <random>
+#include <string>
+#include <vector>
+
+namespace dc = dualcast;
+using F32 = dc::tensor<float>;
+using V32 = dc::var<float>;
+
+namespace {
+
+void check(cudaError_t e, char const *what) {
+  if (e != cudaSuccess) {
+    std::fprintf(stderr, "gpu_primitives: %s: %s\n", what, cudaGetErrorString(e));
+    std::exit(1);
+  }
+}
+
+F32 random_tensor(dc::index_t n, unsigned seed, float lo, float hi) {
+  std::mt19937 g(seed);
+  std::uniform_real_distribution<float> u(lo, hi);
+  std::vector<float> h(static_cast<std::size_t>(n));
+  for (auto &v : h)
+    v = u(g);
+  return F32::from({n}, h).to(dc::device::cuda(0));
+}
+
+double median(std::vector<double> v) {
+  std::sort(v.begin(), v.end());
+  std::size_t const m = v.size() / 2;
+  return v.size() % 2 ? v[m] : 0.5 * (v[m - 1] + v[m]);
+}
+
+// Runs each variant `reps` times interleaved (rotating order) after a warm-up each; CUDA events on
+// the default stream (the tape's stream here). Returns every variant's times in ms.
+std::vector<std::vector<double>> interleaved(std::vector<std::function<void()>> const &fs,
+                                             int reps) {
+  cudaEvent_t a, b;
+  check(cudaEventCreate(&a), "event"), check(cudaEventCreate(&b), "event");
+  for (auto const &f : fs)
+    f();
+  check(cudaDeviceSynchronize(), "warm-up");
+  std::vector<std::vector<double>> t(fs.size());
+  for (int r = 0; r < reps; ++r)
+    for (std::size_t k = 0; k < fs.size(); ++k) {
+      std::size_t const v = (std::size_t(r) + k) % fs.size();
+      check(cudaEventRecord(a), "record");
+      fs[v]();
+      check(cudaEventRecord(b), "record");
+      check(cudaEventSynchronize(b), "run");
+      float ms = 0;
+      check(cudaEventElapsedTime(&ms, a, b), "elapsed");
+      t[v].push_back(double(ms));
+    }
+  cudaEventDestroy(a), cudaEventDestroy(b);
+  return t;
+}
+
+double paired_ratio(std::vector<double> const &a, std::vector<double> const &b) {
+  std::vector<double> q(a.size());
+  for (std::size_t r = 0; r < a.size(); ++r)
+    q[r] = a[r] / b[r];
+  return median(q);
+}
+
+struct primitive {
+  char const *name;
+  double futhark;       // published gradient / primal ratio (A100, float32, 10^7)
+  double bytes_per_elt; // what the primal must move per element
+  std::function<V32(V32 const &)> op;
+};
+
+void grad_over_primal(dc::index_t n, int reps) {
+  F32 const x = random_tensor(n, 1, 0.5f, 1.5f);
+  F32 const xp = random_tensor(n, 2, 0.99999f, 1.00001f); // products stay finite
+  F32 const a = random_tensor(n, 6, -0.9f, 0.9f);         // the recurrence's coefficients
+  dc::index_t const bins = 1000;
+  std::vector<dc::index_t> idx(static_cast<std::size_t>(n));
+  std::mt19937 g(3);
+  for (auto &k : idx)
+    k = std::uniform_int_distribution<dc::index_t>(0, bins - 1)(g);
+  F32 const seed_n = random_tensor(n, 4, -1.f, 1.f), seed_bins = random_tensor(bins, 5, -1, 1);
+  std::vector<primitive> const prims = {
+      {"reduce_plus", 1.0, 4, [](V32 const &v) { return dc::sum(v); }},
+      {"reduce_times", 2.4, 4, [](V32 const &v) { return dc::prod(v); }},
+      {"reduce_min", 2.5, 4, [](V32 const &v) { return dc::min(v); }},
+      {"scan_plus", 1.2, 8, [](V32 const &v) { return dc::cumsum(v); }},
+      {"scan_times", 3.3, 8, [](V32 const &v) { return dc::cumprod(v); }},
+      {"scan_min", 1.3, 8, [](V32 const &v) { return dc::cummin(v); }},
+      {"scan_linear", 3.3, 12,
+       [&a](V32 const &v) { return dc::linear_recurrence(v.owner()->constant(a), v, 0); }},
+      {"histogram_plus", 1.9, 12,
+       [&idx](V32 const &v) { return dc::reduce_by_index(v, idx, bins, dc::bin_op::plus); }},
+  };
+  for (auto const &p : prims) {
+    F32 const &in = std::string(p.name).find("times") != std::string::npos ? xp : x;
+    auto primal = [&] {
+      dc::tape tp;
+      auto y = p.op(tp.constant(in));
+      (void)y;
+    };
+    auto gradient = [&] {
+      dc::tape tp;
+      auto v = tp.variable(in);
+      auto y = p.op(v);
+      if (y.size() == 1)
+        tp.backward(y);
+      else
+        tp.backward(std::vector<V32>{y}, std::vector<F32>{y.size() == bins ? seed_bins : seed_n});
+    };
+    auto t = interleaved({primal, gradient}, reps);
+    double const ratio = paired_ratio(t[1], t[0]);
+    double const gbs = p.bytes_per_elt * double(n) / (median(t[0]) * 1e6);
+    std::printf("primal,%s,%lld,%.4f,,,,%.0f\n", p.name, static_cast<long long>(n), median(t[0]),
+                gbs);
+    std::printf("grad_over_primal,%s,%lld,%.4f,%.2f,<= %.1f,%s,\n", p.name,
+                static_cast<long long>(n), median(t[1]), ratio, p.futhark,
+                ratio <= p.futhark ? "yes" : "no");
+    std::fflush(stdout);
+  }
+}
+
+// The device copy's bandwidth (bytes read + written over the time), the reference for gb_per_s.
+void copy_bandwidth(dc::index_t n, int reps) {
+  float *src = nullptr, *dst = nullptr;
+  check(cudaMalloc(&src, std::size_t(n) * 4), "malloc"),
+      check(cudaMalloc(&dst, std::size_t(n) * 4), "malloc");
+  check(cudaMemset(src, 0, std::size_t(n) * 4), "memset");
+  auto t = interleaved(
+      {[&] {
+        check(cudaMemcpyAsync(dst, src, std::size_t(n) * 4, cudaMemcpyDeviceToDevice), "copy");
+      }},
+      reps);
+  cudaFree(src), cudaFree(dst);
+  double const ms = median(t[0]), gbs = 8.0 * double(n) / (ms * 1e6);
+  std::printf("copy,device_to_device,%lld,%.4f,,,,%.0f\n", static_cast<long long>(n), ms, gbs);
+}
+
+} // namespace
+
+int main(int argc, char **argv) {
+  int reps = 21;
+  dc::index_t n = 10'000'000;
+  for (int i = 1; i < argc; ++i) {
+    if (!std::strcmp(argv[i], "--reps") && i + 1 < argc)
+      reps = std::atoi(argv[++i]);
+    else if (!std::strcmp(argv[i], "--quick"))
+      n = 1'000'000, reps = 3;
+    else {
+      std::fprintf(stderr, "usage: gpu_primitives [--reps N] [--quick]\n");
+      return 2;
+    }
+  }
+  int devices = 0;
+  if (cudaGetDeviceCount(&devices) != cudaSuccess || devices == 0) {
+    std::fprintf(stderr, "gpu_primitives: no CUDA device\n");
+    return 1;
+  }
+  std::printf("benchmark,variant,size,median_ms,paired_ratio,target,met,gb_per_s\n");
+  copy_bandwidth(n, reps);
+  grad_over_primal(n, reps);
+}
