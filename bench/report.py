@@ -370,6 +370,23 @@ def gpu_targets_table():
     return table(["target (issue 17)", "measured", ""], body)
 
 
+def gpu_primitives_table():
+    rs, before = rows("gpu_primitives"), rows("gpu_primitives_before")
+    body = []
+    for r in rs:
+        if r["benchmark"] != "grad_over_primal":
+            continue
+        v = r["variant"]
+        p = ms(rs, benchmark="primal", variant=v)
+        pb = ms(before, benchmark="primal", variant=v)
+        gbs = next((x["gb_per_s"] for x in rs if x["benchmark"] == "primal" and x["variant"] == v), "")
+        body.append([v.replace("_", " "), us(pb), us(p), gbs, us(float(r["median_ms"])),
+                     r["paired_ratio"], r["target"].replace("<= ", ""),
+                     "met" if r["met"] == "yes" else "not met"])
+    return table(["primitive (10^7 float32)", "primal before (us)", "primal (us)", "primal GB/s",
+                  "gradient (us)", "gradient / primal", "Futhark (A100)", ""], body)
+
+
 def gpu_section():
     g = gpu_info()
     return "\n\n".join([
@@ -385,9 +402,14 @@ def gpu_section():
         "PyTorch and JAX: every branch then `where`, VJP of ones):\n\n" + gpu_hmlstm_table(),
         "**LSTM step with its gate matmuls (cuBLAS, float32) on the tape, forward + backward** "
         "(PyTorch without TF32, as its default; JAX at its default precision):\n\n" + gpu_step_table(),
+        "**Parallel primitives, gradient / primal** (`gpu_primitives.csv`: `gpu_primitives "
+        "--reps 21`, one row of 10^7 float32 on the tape, the gradient including its primal; "
+        "Futhark's ratios were measured on an A100. \"before\": `gpu_primitives_before.csv`, the "
+        "same benchmark on the same kind of card before this session's changes):\n\n"
+        + gpu_primitives_table(),
         "**Nsight Compute on the cell kernels** (`gpu_ncu.csv`: `ncu --clock-control none`, "
-        "16384 x 1024 LSTM arrays, HM-LSTM n = 2048; before and after the map fix of this "
-        "run):\n\n" + gpu_ncu_table(),
+        "16384 x 1024 LSTM arrays, HM-LSTM n = 2048; before and after the map fix, in the first "
+        "session with a GPU, 2026-11-26 02:54 UTC):\n\n" + gpu_ncu_table(),
     ])
 
 

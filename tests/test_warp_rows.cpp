@@ -104,6 +104,135 @@ TEST_CASE("emulated warp: max / min groups pick the same positions (ties to the 
   check(std::false_type{});
 }
 
+TEST_CASE("emulated warp: max / min over chunks of a group pick the first extremum") {
+  dc::index_t const n = 70, rows = 3, chunks = 3, len = 25; // chunks of 25, 25 and 20
+  auto x = random_values(std::size_t(rows * n), 4);
+  x[10] = x[60] = 9.0;              // row 0: a tie across chunks
+  x[std::size_t(n)] = std::nan(""); // row 1: a NaN first wins
+  x[std::size_t(2 * n + 30)] = std::nan("");
+  auto check = [&](auto max_or_min) {
+    constexpr bool Max = decltype(max_or_min)::value;
+    std::vector<double> ya(rows), yb(rows);
+    std::vector<dc::index_t> aa(rows), ab(rows), cand(rows * chunks);
+    run_serial(rows, dc::detail::extremum_groups<double, Max>{x.data(), ya.data(), aa.data(), n});
+    dc::detail::extremum_groups<double, Max> g{x.data(), nullptr, nullptr,    n,
+                                               chunks,   len,     cand.data()};
+    emulated_warp::run_rows(rows * chunks, g);
+    emulated_warp::run_rows(rows, dc::detail::extremum_pick<double, Max>{
+                                      x.data(), yb.data(), ab.data(), n, chunks, cand.data()});
+    CHECK(aa == ab);
+    for (std::size_t i = 0; i < std::size_t(rows); ++i)
+      CHECK((same_bits(ya[i], yb[i]) || (std::isnan(ya[i]) && std::isnan(yb[i]))));
+  };
+  check(std::true_type{});
+  check(std::false_type{});
+}
+
+// The scans' passes (ops/scan.hpp) over a warp: 32 neighbouring elements scanned over the lanes,
+// then combined with the running value (another association than the one lane's loop: equal up
+// to rounding; the extrema exactly).
+namespace {
+struct mobius_op { // a b + a + b: associative, not an operator of the library's
+  template <class A> A operator()(A a, A b) const { return a * b + a + b; }
+};
+bool near(double a, double b) {
+  return std::abs(a - b) <= 1e-12 * std::max({std::abs(a), std::abs(b), 1.0});
+}
+
+template <class Op> void check_scan_passes(Op const &op, double lo, double hi) {
+  using namespace dc::detail;
+  // One row of n, in pieces of scan_block (4096): the last piece short, and a row of 300 whole.
+  for (dc::index_t n : {dc::index_t(300), 2 * scan_block + 75}) {
+    dc::index_t const blocks = n > scan_block ? (n + scan_block - 1) / scan_block : 1;
+    CAPTURE(n);
+    scan_rows const rows{1, n, 1};
+    std::vector<double> x(static_cast<std::size_t>(n)), gy = random_values(std::size_t(n), 21);
+    std::mt19937 g(static_cast<unsigned>(n));
+    for (auto &v : x)
+      v = std::uniform_real_distribution<double>(lo, hi)(g);
+    for (bool exclusive : {false, true}) {
+      CAPTURE(exclusive);
+      // Forward: the pieces' reductions, their carries, the pieces from their carries.
+      auto forward = [&](auto run) {
+        std::vector<double> part(static_cast<std::size_t>(blocks)), y(static_cast<std::size_t>(n));
+        if (blocks > 1) {
+          run(blocks, scan_piece_reduce<double, Op>{x.data(), part.data(), rows, blocks, op});
+          run(1, scan_piece_carries<double, Op>{part.data(), blocks, op});
+        }
+        run(blocks, scan_piece_forward<double, Op>{x.data(), part.data(), y.data(), rows, blocks,
+                                                   exclusive, 0.0, op});
+        return y;
+      };
+      // Backward: the pieces' affine maps, their carries from the right, the pieces.
+      dc::index_t const m = n - (exclusive ? 1 : 0);
+      auto backward = [&](auto run, std::vector<double> const &y) {
+        scan_adjoint_args<double, Op> const a{x.data(), y.data(), gy.data(), rows,
+                                              m,        blocks,   exclusive, op};
+        std::vector<double> A(static_cast<std::size_t>(blocks)),
+            B(static_cast<std::size_t>(blocks)), gx(static_cast<std::size_t>(n));
+        if (blocks > 1) {
+          run(blocks, scan_piece_summary<double, Op>{a, A.data(), B.data()});
+          run(1, scan_piece_adjoint_carries<double>{A.data(), B.data(), blocks});
+        }
+        run(blocks, scan_piece_adjoint<double, Op>{a, A.data(), gx.data()});
+        return gx;
+      };
+      auto serial = [](dc::index_t rows_, auto const &f) { run_serial(rows_, f); };
+      auto warp = [](dc::index_t rows_, auto const &f) { emulated_warp::run_rows(rows_, f); };
+      auto ya = forward(serial), yb = forward(warp);
+      auto ga = backward(serial, ya), gb = backward(warp, ya);
+      std::size_t bad = 0;
+      for (std::size_t k = exclusive ? 1 : 0; k < ya.size(); ++k) // (y_0: the neutral element)
+        bad += !near(ya[k], yb[k]);
+      for (std::size_t k = 0; k < ga.size(); ++k)
+        bad += !near(ga[k], gb[k]);
+      CHECK(bad == 0);
+    }
+  }
+}
+} // namespace
+
+TEST_CASE("emulated warp: the scans' passes (+, *, max, a user operator) equal one lane's") {
+  check_scan_passes(dc::detail::scan_plus<double>{}, 0.5, 1.5);
+  check_scan_passes(dc::detail::scan_times<double>{}, 0.999, 1.001);
+  check_scan_passes(dc::detail::scan_extremum<double, true>{}, -1.0, 1.0);
+  check_scan_passes(dc::detail::scan_user<double, mobius_op>{{}}, -0.001, 0.001);
+}
+
+TEST_CASE(
+    "emulated warp: prod's passes (blocks, groups, the zero-count adjoint) equal one lane's") {
+  using namespace dc::detail;
+  dc::index_t const n = 2 * reduce_block + 75, blocks = 3; // one group of three blocks
+  std::mt19937 g(31);
+  std::vector<double> x(static_cast<std::size_t>(n)), gy = {0.7};
+  for (int zeros : {0, 1, 2}) {
+    CAPTURE(zeros);
+    for (auto &v : x)
+      v = std::uniform_real_distribution<double>(0.999, 1.001)(g);
+    if (zeros > 0)
+      x[100] = 0.0;
+    if (zeros > 1)
+      x[std::size_t(n - 3)] = 0.0;
+    auto run = [&](auto rows_of) {
+      std::vector<double> zb(3), pb(3), z(1), p(1), y(1), gx(static_cast<std::size_t>(n));
+      rows_of(blocks, prod_blocks<double>{x.data(), zb.data(), pb.data(), n, blocks});
+      rows_of(1, prod_groups<double>{zb.data(), pb.data(), z.data(), p.data(), y.data(), blocks});
+      rows_of(blocks,
+              prod_adjoint<double>{x.data(), z.data(), p.data(), gy.data(), gx.data(), n, blocks});
+      gx.push_back(y[0]);
+      gx.push_back(z[0]);
+      return gx;
+    };
+    auto a = run([](dc::index_t r, auto const &f) { run_serial(r, f); });
+    auto b = run([](dc::index_t r, auto const &f) { emulated_warp::run_rows(r, f); });
+    std::size_t bad = 0;
+    for (std::size_t k = 0; k < a.size(); ++k)
+      bad += !near(a[k], b[k]);
+    CHECK(bad == 0);
+    CHECK(a.back() == double(zeros)); // the zero count
+  }
+}
+
 TEST_CASE("emulated warp: gather and the scatter with colliding indices, bit for bit") {
   // y [R, L] against x [R, M] along axis 1; L > 32 so that collisions fall within and across
   // the 32-position chunks

@@ -1,5 +1,5 @@
 // A warp on the CPU: 32 threads run a row operation's lanes in lockstep at its collective calls
-// (reduce, group_of, broadcast, sync), with the same butterfly as CUDA's warp_lanes
+// (reduce, scan, group_of, broadcast, sync), with the same butterfly as CUDA's warp_lanes
 // (backend/cuda/for_each.cuh). The GPU-shaped paths of the row operations (online softmax, the
 // lane-split convolution, the scatter combining colliding writes) thus run and are checked on
 // machines without a GPU; on a GPU, gpu_tests runs the real warps.
@@ -29,6 +29,14 @@ public:
     template <class T, class Op> T reduce(T x, Op const &op) const {
       for (int offset = width / 2; offset > 0; offset /= 2)
         x = op(x, warp->exchange(lane_, x, lane_ ^ offset));
+      return x;
+    }
+    template <class T, class Op> T scan(T x, Op const &op) const {
+      for (int d = 1; d < width; d *= 2) {
+        T const earlier = warp->exchange(lane_, x, lane_ >= d ? lane_ - d : lane_);
+        if (lane_ >= d)
+          x = op(earlier, x);
+      }
       return x;
     }
     unsigned group_of(dualcast::index_t key) const {

@@ -32,6 +32,7 @@ struct serial_lanes {
   static constexpr int lane() { return 0; }
   static constexpr int count() { return 1; }
   template <class T, class Op> T reduce(T x, Op const &) const { return x; }
+  template <class T, class Op> T scan(T x, Op const &) const { return x; }
   // (see cuda_backend::warp_lanes)
   static constexpr unsigned group_of(index_t) { return 1u; }
   template <class T> T broadcast(T x, int) const { return x; }

@@ -57,6 +57,16 @@ struct warp_lanes {
     }
     return x;
   }
+  // The inclusive scan of the lanes' values in lane order: lane k gets x_0 op ... op x_k (op
+  // associative, not necessarily commutative; Hillis and Steele's five steps).
+  template <class T, class Op> __device__ T scan(T x, Op const &op) const {
+    for (int d = 1; d < 32; d *= 2) {
+      T const earlier = broadcast(x, lane_ >= d ? lane_ - d : lane_);
+      if (lane_ >= d)
+        x = op(earlier, x);
+    }
+    return x;
+  }
   // The lanes holding the same key as this one, as a bit mask (bit k: lane k).
   __device__ unsigned group_of(index_t key) const {
     return __match_any_sync(0xffffffffu, static_cast<long long>(key));
