@@ -10,6 +10,8 @@
 // stream-ordered pool and any host work included), interleaved, medians. gb_per_s: the bytes the
 // primal must read and write (4 per element read, 4 per element written for a scan) over its
 // time, beside the device copy's bandwidth in the same run.
+// Also the stencils (2-D 4096^2, 3-D 256^3; the adjoint a gather) and conv2d (8 x 32 x 64 x 64,
+// 3 x 3 x 32 x 32): gradient / primal, no published figure beside them (size: elements).
 // Output: CSV benchmark,variant,size,median_ms,paired_ratio,target,met,gb_per_s
 //   gpu_primitives [--reps N] [--quick]
 #include <dualcast/autodiff.hpp>
@@ -84,12 +86,27 @@ double paired_ratio(std::vector<double> const &a, std::vector<double> const &b) 
   return median(q);
 }
 
+// The stencils of bench/primitives.cpp, for the GPU (DUALCAST_HD: nvcc cannot run generic host
+// lambdas on the device).
+struct heat2 {
+  template <class A> DUALCAST_HD A operator()(A c, A n, A s, A w, A e) const {
+    return c + 0.2f * (n + s + w + e - 4.0f * c);
+  }
+};
+struct heat3 {
+  template <class A> DUALCAST_HD A operator()(A c, A a, A b, A d, A e, A f, A g) const {
+    return c + 0.1f * (a + b + d + e + f + g - 6.0f * c);
+  }
+};
+
 struct primitive {
   char const *name;
   double futhark;       // published gradient / primal ratio (A100, float32, 10^7)
   double bytes_per_elt; // what the primal must move per element
   std::function<V32(V32 const &)> op;
 };
+
+void report(primitive const &p, dc::index_t n, std::vector<std::vector<double>> const &t);
 
 void grad_over_primal(dc::index_t n, int reps) {
   F32 const x = random_tensor(n, 1, 0.5f, 1.5f);
@@ -130,14 +147,79 @@ void grad_over_primal(dc::index_t n, int reps) {
         tp.backward(std::vector<V32>{y}, std::vector<F32>{y.size() == bins ? seed_bins : seed_n});
     };
     auto t = interleaved({primal, gradient}, reps);
-    double const ratio = paired_ratio(t[1], t[0]);
-    double const gbs = p.bytes_per_elt * double(n) / (median(t[0]) * 1e6);
+    report(p, n, t);
+  }
+}
+
+void report(primitive const &p, dc::index_t n, std::vector<std::vector<double>> const &t) {
+  double const ratio = paired_ratio(t[1], t[0]);
+  double const gbs = p.bytes_per_elt * double(n) / (median(t[0]) * 1e6);
+  if (p.bytes_per_elt > 0)
     std::printf("primal,%s,%lld,%.4f,,,,%.0f\n", p.name, static_cast<long long>(n), median(t[0]),
                 gbs);
+  else // (compute-bound: no byte count)
+    std::printf("primal,%s,%lld,%.4f,,,,\n", p.name, static_cast<long long>(n), median(t[0]));
+  if (p.futhark > 0)
     std::printf("grad_over_primal,%s,%lld,%.4f,%.2f,<= %.1f,%s,\n", p.name,
                 static_cast<long long>(n), median(t[1]), ratio, p.futhark,
                 ratio <= p.futhark ? "yes" : "no");
-    std::fflush(stdout);
+  else
+    std::printf("grad_over_primal,%s,%lld,%.4f,%.2f,,,\n", p.name, static_cast<long long>(n),
+                median(t[1]), ratio);
+  std::fflush(stdout);
+}
+
+// Stencils (the heat steps of bench/primitives.cpp, 4096 x 4096 and 256^3, boundary zero: the
+// adjoint a gather with the mirrored stencil) and conv2d (N 8, C = O = 32, 64 x 64, 3 x 3,
+// padding 1), gradient / primal; no published figure to compare with.
+void stencils_and_conv(int reps, bool quick) {
+  static constexpr auto five = dc::offsets({0, 0}, {-1, 0}, {1, 0}, {0, -1}, {0, 1});
+  static constexpr auto seven =
+      dc::offsets({0, 0, 0}, {-1, 0, 0}, {1, 0, 0}, {0, -1, 0}, {0, 1, 0}, {0, 0, -1}, {0, 0, 1});
+  dc::index_t const s2 = quick ? 1024 : 4096, s3 = quick ? 64 : 256;
+  dc::index_t const cn = quick ? 2 : 8, cc = 32, hw = 64;
+  F32 const x2 = random_tensor(s2 * s2, 11, -1, 1).reshape({s2, s2});
+  F32 const x3 = random_tensor(s3 * s3 * s3, 12, -1, 1).reshape({s3, s3, s3});
+  F32 const img = random_tensor(cn * cc * hw * hw, 13, -1, 1).reshape({cn, cc, hw, hw});
+  F32 const w = random_tensor(cc * cc * 9, 14, -0.1f, 0.1f).reshape({cc, cc, 3, 3});
+  F32 const seed2 = random_tensor(s2 * s2, 15, -1, 1).reshape({s2, s2});
+  F32 const seed3 = random_tensor(s3 * s3 * s3, 16, -1, 1).reshape({s3, s3, s3});
+  F32 const seedc = random_tensor(cn * cc * hw * hw, 17, -1, 1).reshape({cn, cc, hw, hw});
+  struct cas {
+    primitive p;
+    F32 const *in, *seed;
+    dc::index_t n;
+  };
+  std::vector<cas> const cases = {
+      {{"stencil_2d", 0, 8,
+        [](V32 const &v) { return dc::stencil(v, five, heat2{}, dc::boundary::zero); }},
+       &x2,
+       &seed2,
+       s2 * s2},
+      {{"stencil_3d", 0, 8,
+        [](V32 const &v) { return dc::stencil(v, seven, heat3{}, dc::boundary::zero); }},
+       &x3,
+       &seed3,
+       s3 * s3 * s3},
+      {{"conv2d", 0, 0,
+        [&w](V32 const &v) { return dc::conv2d(v, v.owner()->variable(w), {.padding = 1}); }},
+       &img,
+       &seedc,
+       cn * cc * hw * hw},
+  };
+  for (auto const &c : cases) {
+    auto primal = [&] {
+      dc::tape tp;
+      auto y = c.p.op(tp.constant(*c.in));
+      (void)y;
+    };
+    auto gradient = [&] {
+      dc::tape tp;
+      auto v = tp.variable(*c.in);
+      auto y = c.p.op(v);
+      tp.backward(std::vector<V32>{y}, std::vector<F32>{*c.seed});
+    };
+    report(c.p, c.n, interleaved({primal, gradient}, reps));
   }
 }
 
@@ -180,4 +262,5 @@ int main(int argc, char **argv) {
   std::printf("benchmark,variant,size,median_ms,paired_ratio,target,met,gb_per_s\n");
   copy_bandwidth(n, reps);
   grad_over_primal(n, reps);
+  stencils_and_conv(reps, n < 10'000'000);
 }

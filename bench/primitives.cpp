@@ -264,11 +264,11 @@ void stencil_adjoints(char const *bench, dc::shape const &s, dc::stencil_offsets
         [&] { (void)dc::detail::stencil_run(ex, x, geo, f); },
         [&] { // what the tape's backward runs (ops/stencil.hpp)
           auto c = F32::empty({x.size() * K});
-          dc::detail::parallel_for(
+          dc::detail::parallel_for_rows(
               ex, rows, geo.ext[2] * K * 4,
               dc::detail::stencil_partials<float, K, F>{x.data(), gy.data(), c.raw_data(), geo, f});
           auto gx = F32::empty(s);
-          dc::detail::parallel_for(
+          dc::detail::parallel_for_rows(
               ex, rows, geo.ext[2] * K,
               dc::detail::stencil_gather<float, K>{c.data(), gx.raw_data(), geo});
         },

@@ -351,12 +351,12 @@ void check_interior_path(shape const &s, dc::stencil_offsets<D, K> const &o, F f
   auto run = [&](dc::detail::stencil_geometry<K> const &g) {
     auto y = dc::detail::stencil_run(ex, x, g, f);
     auto c = T64::empty({x.size() * K});
-    dc::detail::parallel_for(
+    dc::detail::parallel_for_rows(
         ex, rows, 1,
         dc::detail::stencil_partials<double, K, F>{x.data(), gy.data(), c.raw_data(), g, f});
     auto gx = T64::empty(s);
-    dc::detail::parallel_for(ex, rows, 1,
-                             dc::detail::stencil_gather<double, K>{c.data(), gx.raw_data(), g});
+    dc::detail::parallel_for_rows(
+        ex, rows, 1, dc::detail::stencil_gather<double, K>{c.data(), gx.raw_data(), g});
     return std::array<std::vector<double>, 3>{y.to_vector(), c.to_vector(), gx.to_vector()};
   };
   auto const a = run(fast), r = run(rim_only);

@@ -233,6 +233,86 @@ TEST_CASE(
   }
 }
 
+TEST_CASE("emulated warp: linear_recurrence's passes (maps composed over lanes) equal one lane's") {
+  using namespace dc::detail;
+  for (dc::index_t n : {dc::index_t(300), 2 * scan_block + 75}) {
+    CAPTURE(n);
+    dc::index_t const blocks = n > scan_block ? (n + scan_block - 1) / scan_block : 1;
+    scan_rows const rows{1, n, 1};
+    std::mt19937 g(static_cast<unsigned>(n));
+    std::vector<double> a(static_cast<std::size_t>(n)), b = random_values(std::size_t(n), 41),
+                                                        gh = random_values(std::size_t(n), 42);
+    for (auto &v : a)
+      v = std::uniform_real_distribution<double>(-1.0, 1.0)(g);
+    a[7] = 0.0; // (the carry past it is exactly b there)
+    std::vector<double> h0 = {0.3};
+    auto run = [&](auto rows_of) {
+      std::vector<double> h(static_cast<std::size_t>(n)), A(static_cast<std::size_t>(blocks)),
+          B(static_cast<std::size_t>(blocks)), ga(static_cast<std::size_t>(n)),
+          gb(static_cast<std::size_t>(n)), gh0(1);
+      recurrence_forward<double> fwd{a.data(), b.data(), h0.data(), h.data(), rows, blocks};
+      if (blocks > 1) {
+        rows_of(blocks,
+                recurrence_piece_map<double>{a.data(), b.data(), A.data(), B.data(), rows, blocks});
+        rows_of(1, recurrence_piece_carries<double>{A.data(), B.data(), h0.data(), blocks});
+        fwd.carry = A.data();
+      }
+      rows_of(blocks, fwd);
+      recurrence_adjoint<double> adj{a.data(),  h0.data(),  h.data(), gh.data(), ga.data(),
+                                     gb.data(), gh0.data(), rows,     blocks};
+      if (blocks > 1) {
+        rows_of(blocks, recurrence_piece_adjoint_map<double>{a.data(), gh.data(), A.data(),
+                                                             B.data(), rows, blocks});
+        rows_of(1,
+                recurrence_piece_adjoint_carries<double>{A.data(), B.data(), gh0.data(), blocks});
+        adj.carry_in = A.data();
+      }
+      rows_of(blocks, adj);
+      h.insert(h.end(), ga.begin(), ga.end());
+      h.insert(h.end(), gb.begin(), gb.end());
+      h.push_back(gh0[0]);
+      return h;
+    };
+    auto x = run([](dc::index_t r, auto const &f) { run_serial(r, f); });
+    auto y = run([](dc::index_t r, auto const &f) { emulated_warp::run_rows(r, f); });
+    std::size_t bad = 0;
+    for (std::size_t k = 0; k < x.size(); ++k)
+      bad += !near(x[k], y[k]);
+    CHECK(bad == 0);
+  }
+}
+
+namespace {
+struct f5 { // a nonlinear stencil function, every slot used
+  template <class A> A operator()(A c, A n, A s, A w, A e) const {
+    return c * dc::tanh(n) + 0.5 * s - w * e;
+  }
+};
+} // namespace
+
+TEST_CASE("emulated warp: the stencil's passes (forward, partials, gather), bit for bit") {
+  using namespace dc::detail;
+  static constexpr auto cross = dc::offsets({0, 0}, {-1, 0}, {1, 0}, {0, -2}, {0, 1});
+  dc::shape const s{5, 70}; // rows longer than a warp, rims at both ends
+  auto x = random_values(350, 51), gy = random_values(350, 52);
+  gy[3] = 0.0; // (the partials of a point with ybar == 0 are not evaluated)
+  for (auto b : {dc::boundary::zero, dc::boundary::clamp, dc::boundary::periodic}) {
+    auto const geo = make_stencil_geometry(s, cross, b);
+    auto run = [&](auto rows_of) {
+      std::vector<double> y(350), c(350 * 5), gx(350);
+      rows_of(5, stencil_forward<double, 5, f5>{x.data(), y.data(), geo, f5{}});
+      rows_of(5, stencil_partials<double, 5, f5>{x.data(), gy.data(), c.data(), geo, f5{}});
+      rows_of(5, stencil_gather<double, 5>{c.data(), gx.data(), geo});
+      y.insert(y.end(), c.begin(), c.end());
+      y.insert(y.end(), gx.begin(), gx.end());
+      return y;
+    };
+    auto one = run([](dc::index_t r, auto const &f) { run_serial(r, f); });
+    auto warp = run([](dc::index_t r, auto const &f) { emulated_warp::run_rows(r, f); });
+    CHECK(std::memcmp(one.data(), warp.data(), one.size() * sizeof(double)) == 0);
+  }
+}
+
 TEST_CASE("emulated warp: gather and the scatter with colliding indices, bit for bit") {
   // y [R, L] against x [R, M] along axis 1; L > 32 so that collisions fall within and across
   // the 32-position chunks

@@ -198,11 +198,18 @@ def main():
     ap.add_argument("--reps", type=int, default=31)
     ap.add_argument("--quick", action="store_true")
     ap.add_argument("--no-header", action="store_true")
+    ap.add_argument("--only", choices=["lstm_cell", "hmlstm", "lstm_step"],
+                    help="run this benchmark only (JAX's compilations of all of them took over "
+                         "150 s)")
     args = ap.parse_args()
     os.environ.setdefault("XLA_PYTHON_CLIENT_PREALLOCATE", "false")
     batches = [4096] if args.quick else [4096, 16384, 65536]
     hm_sizes = [512] if args.quick else [512, 1024, 2048, 8192]
     step_sizes = [(64, 128, 256)] if args.quick else [(256, 512, 1024), (4096, 1024, 1024)]
+    if args.only:
+        batches = batches if args.only == "lstm_cell" else []
+        hm_sizes = hm_sizes if args.only == "hmlstm" else []
+        step_sizes = step_sizes if args.only == "lstm_step" else []
     if not args.no_header:
         print("benchmark,variant,size,median_ms,gb_per_s,note")
     (torch_main if args.framework == "torch" else jax_main)(args, batches, hm_sizes, step_sizes)

@@ -87,12 +87,41 @@ DUALCAST_HD inline scan_piece piece_of(scan_rows const &rows, index_t n, index_t
   return {r, b, rows.base(r), j0, j1};
 }
 
+// ybar * partial, 0 where ybar is 0 (an infinite or NaN partial does not reach gradients that
+// do not depend on it, as in the tape's fused nodes).
+template <class T> DUALCAST_HD T times_cotangent(T ybar, T partial) {
+  return ybar == T(0) ? T(0) : ybar * partial;
+}
+
 // + and * as function objects for device code (lanes.reduce, lane_scan).
 template <class T> struct plus_op {
   DUALCAST_HD T operator()(T a, T b) const { return a + b; }
 };
 template <class T> struct times_op {
   DUALCAST_HD T operator()(T a, T b) const { return a * b; }
+};
+
+// Affine maps of a carry c, composed on a warp (lane_scan) by the backward recurrences of the
+// scans and of linear_recurrence: c -> a c + b with the adjoints' zero rule (a 0 carry stays 0
+// whatever a is), and `later after earlier`.
+template <class T> struct affine {
+  T a, b;
+  DUALCAST_HD T operator()(T c) const { return times_cotangent(c, a) + b; }
+};
+template <class T> struct then_affine {
+  DUALCAST_HD affine<T> operator()(affine<T> e, affine<T> l) const {
+    return {l.a * e.a, times_cotangent(e.b, l.a) + l.b};
+  }
+};
+// The same without the zero rule, for values (linear_recurrence's forward: h -> a h + b).
+template <class T> struct linear {
+  T a, b;
+  DUALCAST_HD T operator()(T h) const { return a * h + b; }
+};
+template <class T> struct then_linear {
+  DUALCAST_HD linear<T> operator()(linear<T> e, linear<T> l) const {
+    return {l.a * e.a, l.a * e.b + l.b};
+  }
 };
 
 // A scan's pieces run as row operations (parallel_for_rows: one thread per piece on the CPU, a
@@ -159,12 +188,6 @@ inline shape drop_axis(shape const &s, int axis) {
     if (i != axis)
       r.ext[r.rank++] = s.ext[i];
   return r;
-}
-
-// ybar * partial, 0 where ybar is 0 (an infinite or NaN partial does not reach gradients that
-// do not depend on it, as in the tape's fused nodes).
-template <class T> DUALCAST_HD T times_cotangent(T ybar, T partial) {
-  return ybar == T(0) ? T(0) : ybar * partial;
 }
 
 } // namespace dualcast::detail

@@ -37,6 +37,11 @@ namespace detail {
 // chained per row in order, then each piece reruns from its carry. blocks == 1 runs the rows as
 // before, the same bits; a split row rounds differently (A h_in + B is not the running sum).
 
+// Each pass is a row operation over lanes, as the scans' (ops/scan.hpp): one lane walks its piece
+// element by element (the CPU; CUDA where the axis is not the innermost), a warp 32 neighbouring
+// elements at a time, composing the elements' maps h -> a h + b over its lanes (groups.hpp:
+// linear, affine).
+
 // Forward over piece k (the whole row r = k when blocks == 1), from the h entering it: the
 // carry, or h0 (null: 0).
 template <class T> struct recurrence_forward {
@@ -45,14 +50,23 @@ template <class T> struct recurrence_forward {
   scan_rows rows;
   index_t blocks = 1;
   T const *carry = nullptr;
-  DUALCAST_HD void operator()(index_t k) const {
+  template <class Lanes> DUALCAST_HD void operator()(index_t k, Lanes const &lanes) const {
     scan_piece const p = piece_of(rows, rows.n, blocks, k);
     index_t const s = rows.inner;
     T acc = blocks > 1 ? carry[k] : (h0 ? h0[p.r] : T(0));
-    for (index_t j = p.j0; j < p.j1; ++j) {
-      index_t const e = p.base + j * s;
-      acc = a[e] * acc + b[e];
-      h[e] = acc;
+    if constexpr (Lanes::count() > 1) {
+      lane_scan<false>(
+          lanes, p.j0, p.j1, true, linear<T>{T(1), T(0)}, then_linear<T>{},
+          [&](index_t j) {
+            return linear<T>{a[p.base + j * s], b[p.base + j * s]};
+          },
+          [&](index_t j, linear<T>, linear<T> after) { h[p.base + j * s] = after(acc); });
+    } else {
+      for (index_t j = p.j0; j < p.j1; ++j) {
+        index_t const e = p.base + j * s;
+        acc = a[e] * acc + b[e];
+        h[e] = acc;
+      }
     }
   }
 };
@@ -62,15 +76,26 @@ template <class T> struct recurrence_piece_map {
   T *A, *B;
   scan_rows rows;
   index_t blocks;
-  DUALCAST_HD void operator()(index_t k) const {
+  template <class Lanes> DUALCAST_HD void operator()(index_t k, Lanes const &lanes) const {
     scan_piece const p = piece_of(rows, rows.n, blocks, k);
-    T ca = T(1), cb = T(0);
-    for (index_t j = p.j0; j < p.j1; ++j) {
-      index_t const e = p.base + j * rows.inner;
-      ca = a[e] * ca;
-      cb = a[e] * cb + b[e];
+    index_t const s = rows.inner;
+    linear<T> f{T(1), T(0)};
+    if constexpr (Lanes::count() > 1) {
+      f = lane_scan<false>(
+          lanes, p.j0, p.j1, true, f, then_linear<T>{},
+          [&](index_t j) {
+            return linear<T>{a[p.base + j * s], b[p.base + j * s]};
+          },
+          [](index_t, linear<T>, linear<T>) {});
+    } else {
+      for (index_t j = p.j0; j < p.j1; ++j) {
+        index_t const e = p.base + j * s;
+        f.a = a[e] * f.a;
+        f.b = a[e] * f.b + b[e];
+      }
     }
-    A[k] = ca, B[k] = cb;
+    if (lanes.lane() == 0)
+      A[k] = f.a, B[k] = f.b;
   }
 };
 // Forward, pass 2, row r: A[k] becomes the h entering piece k (h0, or 0, for the first).
@@ -78,12 +103,23 @@ template <class T> struct recurrence_piece_carries {
   T *A;
   T const *B, *h0;
   index_t blocks;
-  DUALCAST_HD void operator()(index_t r) const {
-    T c = h0 ? h0[r] : T(0);
-    for (index_t k = r * blocks; k < (r + 1) * blocks; ++k) {
-      T const next = A[k] * c + B[k];
-      A[k] = c;
-      c = next;
+  template <class Lanes> DUALCAST_HD void operator()(index_t r, Lanes const &lanes) const {
+    T const c0 = h0 ? h0[r] : T(0);
+    if constexpr (Lanes::count() > 1) {
+      index_t const first = r * blocks;
+      lane_scan<true>(
+          lanes, 0, blocks, true, linear<T>{T(1), T(0)}, then_linear<T>{},
+          [&](index_t i) {
+            return linear<T>{A[first + i], B[first + i]};
+          },
+          [&](index_t i, linear<T> before, linear<T>) { A[first + i] = before(c0); });
+    } else {
+      T c = c0;
+      for (index_t k = r * blocks; k < (r + 1) * blocks; ++k) {
+        T const next = A[k] * c + B[k];
+        A[k] = c;
+        c = next;
+      }
     }
   }
 };
@@ -97,21 +133,36 @@ template <class T> struct recurrence_adjoint {
   scan_rows rows;
   index_t blocks = 1;
   T const *carry_in = nullptr;
-  DUALCAST_HD void operator()(index_t k) const {
+  // s_t at element j from the carry entering it, and the gradients of a_t and b_t there.
+  DUALCAST_HD T element(scan_piece const &p, index_t j, T carry) const {
+    index_t const s = rows.inner, e = p.base + j * s;
+    T const st = gh[e] + carry;
+    T const prev = j > 0 ? h[e - s] : (h0 ? h0[p.r] : T(0));
+    if (ga)
+      ga[e] = times_cotangent(st, prev);
+    if (gb)
+      gb[e] = st;
+    return st;
+  }
+  template <class Lanes> DUALCAST_HD void operator()(index_t k, Lanes const &lanes) const {
     scan_piece const p = piece_of(rows, rows.n, blocks, k);
     index_t const s = rows.inner;
     T carry = blocks > 1 ? carry_in[k] : T(0); // a_(t+1) s_(t+1)
-    for (index_t j = p.j1 - 1; j >= p.j0; --j) {
-      index_t const e = p.base + j * s;
-      T const st = gh[e] + carry;
-      T const prev = j > 0 ? h[e - s] : (h0 ? h0[p.r] : T(0));
-      if (ga)
-        ga[e] = times_cotangent(st, prev);
-      if (gb)
-        gb[e] = st;
-      carry = times_cotangent(st, a[e]);
+    if constexpr (Lanes::count() > 1) {        // walk i: element j = j1 - 1 - i
+      T const c0 = carry;
+      carry = lane_scan<true>(
+          lanes, 0, p.j1 - p.j0, true, affine<T>{T(1), T(0)}, then_affine<T>{},
+          [&](index_t i) {
+            index_t const e = p.base + (p.j1 - 1 - i) * s;
+            return affine<T>{a[e], times_cotangent(gh[e], a[e])};
+          },
+          [&](index_t i, affine<T> before, affine<T>) { element(p, p.j1 - 1 - i, before(c0)); })(
+          c0);
+    } else {
+      for (index_t j = p.j1 - 1; j >= p.j0; --j)
+        carry = times_cotangent(element(p, j, carry), a[p.base + j * s]);
     }
-    if (gh0 && blocks == 1)
+    if (gh0 && blocks == 1 && lanes.lane() == 0)
       gh0[p.r] = carry;
   }
 };
@@ -121,15 +172,27 @@ template <class T> struct recurrence_piece_adjoint_map {
   T *A, *B;
   scan_rows rows;
   index_t blocks;
-  DUALCAST_HD void operator()(index_t k) const {
+  template <class Lanes> DUALCAST_HD void operator()(index_t k, Lanes const &lanes) const {
     scan_piece const p = piece_of(rows, rows.n, blocks, k);
-    T ca = T(1), cb = T(0);
-    for (index_t j = p.j1 - 1; j >= p.j0; --j) {
-      index_t const e = p.base + j * rows.inner;
-      ca = a[e] * ca;
-      cb = times_cotangent(gh[e] + cb, a[e]);
+    index_t const s = rows.inner;
+    affine<T> f{T(1), T(0)};
+    if constexpr (Lanes::count() > 1) {
+      f = lane_scan<false>(
+          lanes, 0, p.j1 - p.j0, true, f, then_affine<T>{},
+          [&](index_t i) {
+            index_t const e = p.base + (p.j1 - 1 - i) * s;
+            return affine<T>{a[e], times_cotangent(gh[e], a[e])};
+          },
+          [](index_t, affine<T>, affine<T>) {});
+    } else {
+      for (index_t j = p.j1 - 1; j >= p.j0; --j) {
+        index_t const e = p.base + j * s;
+        f.a = a[e] * f.a;
+        f.b = times_cotangent(gh[e] + f.b, a[e]);
+      }
     }
-    A[k] = ca, B[k] = cb;
+    if (lanes.lane() == 0)
+      A[k] = f.a, B[k] = f.b;
   }
 };
 // Backward, pass 2, row r, right to left: A[k] becomes the carry entering piece k from the
@@ -139,14 +202,24 @@ template <class T> struct recurrence_piece_adjoint_carries {
   T const *B;
   T *gh0;
   index_t blocks;
-  DUALCAST_HD void operator()(index_t r) const {
+  template <class Lanes> DUALCAST_HD void operator()(index_t r, Lanes const &lanes) const {
     T c = T(0);
-    for (index_t k = (r + 1) * blocks - 1; k >= r * blocks; --k) {
-      T const next = times_cotangent(c, A[k]) + B[k];
-      A[k] = c;
-      c = next;
+    if constexpr (Lanes::count() > 1) { // walk i: piece k = r * blocks + blocks - 1 - i
+      index_t const last = r * blocks + blocks - 1;
+      c = lane_scan<true>(
+          lanes, 0, blocks, true, affine<T>{T(1), T(0)}, then_affine<T>{},
+          [&](index_t i) {
+            return affine<T>{A[last - i], B[last - i]};
+          },
+          [&](index_t i, affine<T> before, affine<T>) { A[last - i] = before(T(0)); })(T(0));
+    } else {
+      for (index_t k = (r + 1) * blocks - 1; k >= r * blocks; --k) {
+        T const next = times_cotangent(c, A[k]) + B[k];
+        A[k] = c;
+        c = next;
+      }
     }
-    if (gh0)
+    if (gh0 && lanes.lane() == 0)
       gh0[r] = c;
   }
 };
@@ -160,19 +233,20 @@ tensor<T> recurrence_values(Ex const &ex, tensor<T> const &a, tensor<T> const &b
   T const *h0p = h0.defined() ? h0.data() : nullptr;
   recurrence_forward<T> fwd{a.data(), b.data(), h0p, h.raw_data(), rows};
   fwd.blocks = scan_blocks(rows, rows.n);
+  bool const innermost = rows.inner == 1;
   if (fwd.blocks == 1) {
-    parallel_for(ex, rows.count(), 2 * rows.n, fwd);
+    for_each_piece(ex, innermost, rows.count(), 2 * rows.n, fwd);
     return h;
   }
   index_t const nk = rows.count() * fwd.blocks;
   auto A = tensor<T>::empty({nk}, a.dev()), B = tensor<T>::empty({nk}, a.dev());
-  parallel_for(
-      ex, nk, 3 * scan_block,
+  for_each_piece(
+      ex, innermost, nk, 3 * scan_block,
       recurrence_piece_map<T>{a.data(), b.data(), A.raw_data(), B.raw_data(), rows, fwd.blocks});
-  parallel_for(ex, rows.count(), 2 * fwd.blocks,
-               recurrence_piece_carries<T>{A.raw_data(), B.data(), h0p, fwd.blocks});
+  parallel_for_rows(ex, rows.count(), 2 * fwd.blocks,
+                    recurrence_piece_carries<T>{A.raw_data(), B.data(), h0p, fwd.blocks});
   fwd.carry = A.data();
-  parallel_for(ex, nk, 2 * scan_block, fwd);
+  for_each_piece(ex, innermost, nk, 2 * scan_block, fwd);
   return h;
 }
 
@@ -238,19 +312,20 @@ template <class T> struct recurrence_backward {
                               gh0.defined() ? gh0.raw_data() : nullptr,
                               rs.rows};
     adj.blocks = scan_blocks(rs.rows, rs.rows.n);
+    bool const innermost = rs.rows.inner == 1;
     if (adj.blocks == 1) {
-      parallel_for(ex, rs.rows.count(), 3 * rs.rows.n, adj);
+      for_each_piece(ex, innermost, rs.rows.count(), 3 * rs.rows.n, adj);
     } else {
       index_t const nk = rs.rows.count() * adj.blocks;
       auto A = tensor<T>::empty({nk}, dev), B = tensor<T>::empty({nk}, dev);
-      parallel_for(ex, nk, 3 * scan_block,
-                   recurrence_piece_adjoint_map<T>{adj.a, adj.gh, A.raw_data(), B.raw_data(),
-                                                   rs.rows, adj.blocks});
-      parallel_for(
+      for_each_piece(ex, innermost, nk, 3 * scan_block,
+                     recurrence_piece_adjoint_map<T>{adj.a, adj.gh, A.raw_data(), B.raw_data(),
+                                                     rs.rows, adj.blocks});
+      parallel_for_rows(
           ex, rs.rows.count(), 2 * adj.blocks,
           recurrence_piece_adjoint_carries<T>{A.raw_data(), B.data(), adj.gh0, adj.blocks});
       adj.carry_in = A.data();
-      parallel_for(ex, nk, 3 * scan_block, adj);
+      for_each_piece(ex, innermost, nk, 3 * scan_block, adj);
     }
     if (ga.defined())
       g.add(0, std::move(ga));

@@ -176,18 +176,9 @@ template <class T, class Op> struct scan_adjoint_args {
   }
 };
 
-// On a warp the backward recurrence runs as a scan of affine maps of the carry: element j's
-// c -> J_j (zbar_j + c), composed in walking order (from the right). One lane keeps the
-// sequential loops below, bit for bit as before.
-template <class T> struct affine {
-  T a, b; // c -> a c + b
-  DUALCAST_HD T operator()(T c) const { return times_cotangent(c, a) + b; }
-};
-template <class T> struct then_affine { // later after earlier
-  DUALCAST_HD affine<T> operator()(affine<T> e, affine<T> l) const {
-    return {l.a * e.a, times_cotangent(e.b, l.a) + l.b};
-  }
-};
+// On a warp the backward recurrence runs as a scan of affine maps of the carry (groups.hpp):
+// element j's c -> J_j (zbar_j + c), composed in walking order (from the right). One lane keeps
+// the sequential loops below, bit for bit as before.
 // Element j's map (j >= 1; the identity for j == 0, which has no J).
 template <class T, class Op>
 DUALCAST_HD affine<T> element_map(scan_adjoint_args<T, Op> const &a, scan_piece const &p,
