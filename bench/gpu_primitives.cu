@@ -18,6 +18,7 @@
 #include <dualcast/cuda.cuh>
 
 #include <algorithm>
+#include <cmath>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
@@ -99,6 +100,13 @@ struct heat3 {
   }
 };
 
+// A user operator: log(exp(a) + exp(b)) (associative; its adjoint through both-side scans).
+struct log_add_exp {
+  template <class A> DUALCAST_HD A operator()(A a, A b) const {
+    return dc::log(dc::exp(a) + dc::exp(b));
+  }
+};
+
 struct primitive {
   char const *name;
   double futhark;       // published gradient / primal ratio (A100, float32, 10^7)
@@ -122,6 +130,8 @@ void grad_over_primal(dc::index_t n, int reps) {
       {"reduce_plus", 1.0, 4, [](V32 const &v) { return dc::sum(v); }},
       {"reduce_times", 2.4, 4, [](V32 const &v) { return dc::prod(v); }},
       {"reduce_min", 2.5, 4, [](V32 const &v) { return dc::min(v); }},
+      {"reduce_user_logaddexp", 0, 4,
+       [](V32 const &v) { return dc::reduce(v, log_add_exp{}, -INFINITY); }},
       {"scan_plus", 1.2, 8, [](V32 const &v) { return dc::cumsum(v); }},
       {"scan_times", 3.3, 8, [](V32 const &v) { return dc::cumprod(v); }},
       {"scan_min", 1.3, 8, [](V32 const &v) { return dc::cummin(v); }},

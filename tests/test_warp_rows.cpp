@@ -313,6 +313,40 @@ TEST_CASE("emulated warp: the stencil's passes (forward, partials, gather), bit 
   }
 }
 
+namespace {
+struct abs_times { // a |b|: associative, not commutative
+  template <class A> A operator()(A a, A b) const { return a * dc::abs(b); }
+};
+} // namespace
+
+TEST_CASE("emulated warp: reduce with a user operator (in order over lanes) equals one lane's") {
+  using namespace dc::detail;
+  dc::index_t const n = 2 * reduce_block + 75, blocks = 3; // one group of three blocks
+  std::mt19937 g(61);
+  std::vector<double> x(static_cast<std::size_t>(n)), gy = {0.9};
+  for (auto &v : x)
+    v = std::uniform_real_distribution<double>(0.9995, 1.0005)(g) * (g() % 2 ? 1.0 : -1.0);
+  auto run = [&](auto rows_of) {
+    std::vector<double> part(3), y(1), left(3), right(3), gx(static_cast<std::size_t>(n));
+    rows_of(blocks, op_blocks<double, abs_times>{x.data(), part.data(), n, blocks, {}});
+    rows_of(1, op_groups<double, abs_times>{part.data(), y.data(), blocks, 1.0, {}});
+    rows_of(1,
+            op_block_scans<double, abs_times>{part.data(), left.data(), right.data(), blocks, {}});
+    rows_of(blocks, op_adjoint<double, abs_times>{
+                        x.data(), left.data(), right.data(), gy.data(), gx.data(), n, blocks, {}});
+    gx.push_back(y[0]);
+    gx.insert(gx.end(), part.begin(), part.end());
+    gx.push_back(left[1]), gx.push_back(left[2]), gx.push_back(right[0]), gx.push_back(right[1]);
+    return gx;
+  };
+  auto a = run([](dc::index_t r, auto const &f) { run_serial(r, f); });
+  auto b = run([](dc::index_t r, auto const &f) { emulated_warp::run_rows(r, f); });
+  std::size_t bad = 0;
+  for (std::size_t k = 0; k < a.size(); ++k)
+    bad += !near(a[k], b[k]);
+  CHECK(bad == 0);
+}
+
 TEST_CASE("emulated warp: gather and the scatter with colliding indices, bit for bit") {
   // y [R, L] against x [R, M] along axis 1; L > 32 so that collisions fall within and across
   // the 32-position chunks

@@ -133,6 +133,7 @@ struct one_lane {
   DUALCAST_HD static constexpr int count() { return 1; }
   template <class T, class Op> DUALCAST_HD T scan(T x, Op const &) const { return x; }
   template <class T> DUALCAST_HD T broadcast(T x, int) const { return x; }
+  DUALCAST_HD static constexpr void sync() {}
 };
 // Runs f(k, lanes) for the pieces k < n: as row operations when `rows_op`, else one thread each.
 template <class F> struct with_one_lane {

@@ -17,8 +17,9 @@
 // ybar * d(l_i op x_i op r_i) / d x_i, the derivative from one evaluation on dual numbers.
 //
 // Work: forward one op per element (blocks of a fixed length in parallel, then the blocks of each
-// group in order, so the result is the same at any number of threads); backward about five op
-// evaluations per element (three on numbers, two on duals), blocks in parallel. Linear.
+// group in order, so the result is the same at any number of threads; on CUDA a warp per block,
+// another association: the same value up to rounding); backward about five op evaluations per
+// element (three on numbers, two on duals), blocks in parallel. Linear.
 #pragma once
 
 #include <dualcast/custom_op.hpp>
@@ -47,18 +48,29 @@ DUALCAST_HD inline block_range block_of(index_t k, index_t n, index_t blocks) {
   return {g, b, g * n + i0, g * n + i1};
 }
 
+// The passes are row operations over lanes (groups.hpp, lane_scan): one lane combines a block's
+// elements in order (the CPU), a CUDA warp 32 neighbouring elements at a time, scanned over its
+// lanes in order (op need not be commutative) -- one thread per block of 4096 was the GPU's
+// first version.
+
+// op with its operands swapped: a walk from the right combines op(x, acc).
+template <class Op> struct op_flipped {
+  Op op;
+  template <class A> DUALCAST_HD A operator()(A a, A b) const { return op(b, a); }
+};
+
 // part[k] = the reduction of block k (non-empty).
 template <class T, class Op> struct op_blocks {
   T const *x;
   T *part;
   index_t n, blocks;
   Op op;
-  DUALCAST_HD void operator()(index_t k) const {
+  template <class Lanes> DUALCAST_HD void operator()(index_t k, Lanes const &lanes) const {
     block_range const r = block_of(k, n, blocks);
-    T acc = x[r.i0];
-    for (index_t i = r.i0 + 1; i < r.i1; ++i)
-      acc = op(acc, x[i]);
-    part[k] = acc;
+    T const total = lane_scan<false>(
+        lanes, r.i0, r.i1, false, T(0), op, [&](index_t i) { return x[i]; }, [](index_t, T, T) {});
+    if (lanes.lane() == 0)
+      part[k] = total;
   }
 };
 // y[g] = the blocks of group g combined in order (neutral for a group of no element).
@@ -68,15 +80,14 @@ template <class T, class Op> struct op_groups {
   index_t blocks;
   T neutral;
   Op op;
-  DUALCAST_HD void operator()(index_t g) const {
-    if (blocks == 0) {
-      y[g] = neutral;
-      return;
-    }
-    T acc = part[g * blocks];
-    for (index_t b = 1; b < blocks; ++b)
-      acc = op(acc, part[g * blocks + b]);
-    y[g] = acc;
+  template <class Lanes> DUALCAST_HD void operator()(index_t g, Lanes const &lanes) const {
+    T const total =
+        blocks == 0 ? neutral
+                    : lane_scan<false>(
+                          lanes, 0, blocks, false, T(0), op,
+                          [&](index_t b) { return part[g * blocks + b]; }, [](index_t, T, T) {});
+    if (lanes.lane() == 0)
+      y[g] = total;
   }
 };
 // Per group, the exclusive scans of its blocks' reductions from both sides: left[k] combines the
@@ -86,46 +97,63 @@ template <class T, class Op> struct op_block_scans {
   T *left, *right;
   index_t blocks;
   Op op;
-  DUALCAST_HD void operator()(index_t g) const {
+  template <class Lanes> DUALCAST_HD void operator()(index_t g, Lanes const &lanes) const {
     T const *p = part + g * blocks;
     T *l = left + g * blocks, *r = right + g * blocks;
-    for (index_t b = 1; b < blocks; ++b)
-      l[b] = b == 1 ? p[0] : op(l[b - 1], p[b - 1]);
-    for (index_t b = blocks - 2; b >= 0; --b)
-      r[b] = b == blocks - 2 ? p[blocks - 1] : op(p[b + 1], r[b + 1]);
+    lane_scan<true>(
+        lanes, 0, blocks, false, T(0), op, [&](index_t b) { return p[b]; },
+        [&](index_t b, T before, T) {
+          if (b > 0)
+            l[b] = before;
+        });
+    index_t const last = blocks - 1; // walk i from the right: block last - i
+    lane_scan<true>(
+        lanes, 0, blocks, false, T(0), op_flipped<Op>{op}, [&](index_t i) { return p[last - i]; },
+        [&](index_t i, T before, T) {
+          if (i > 0)
+            r[last - i] = before;
+        });
   }
 };
 // The adjoint over block k: gx_i = gy[g] * d(l_i op x_i op r_i) / d x_i. The block's own
-// exclusive suffixes go first into gx (each read before its element's gradient overwrites it).
+// exclusive suffixes go first into gx (each read, by the lane that owns element i, before its
+// gradient overwrites it).
 template <class T, class Op> struct op_adjoint {
   T const *x, *left, *right, *gy;
   T *gx;
   index_t n, blocks;
   Op op;
-  DUALCAST_HD void operator()(index_t k) const {
+  template <class Lanes> DUALCAST_HD void operator()(index_t k, Lanes const &lanes) const {
     using D = dual<T, 1>;
     block_range const r = block_of(k, n, blocks);
-    for (index_t i = r.i1 - 2; i >= r.i0; --i) // suffix within the block, exclusive
-      gx[i] = i == r.i1 - 2 ? x[i + 1] : op(x[i + 1], gx[i + 1]);
+    index_t const last = r.i1 - 1; // suffixes: walk i from the right, element last - i
+    lane_scan<true>(
+        lanes, 0, r.i1 - r.i0, false, T(0), op_flipped<Op>{op},
+        [&](index_t i) { return x[last - i]; },
+        [&](index_t i, T before, T) {
+          if (i > 0)
+            gx[last - i] = before;
+        });
+    lanes.sync(); // (the suffixes were written by other lanes)
     bool const after = r.b + 1 < blocks, before = r.b > 0;
     T const ybar = gy[r.g];
-    T l = before ? left[k] : T(0);
-    for (index_t i = r.i0; i < r.i1; ++i) {
-      bool const has_l = before || i > r.i0;
-      bool const in_block = i + 1 < r.i1;
-      T rv = T(0);
-      if (in_block)
-        rv = after ? op(gx[i], right[k]) : gx[i];
-      else if (after)
-        rv = right[k];
-      D f = D::variable(x[i], 0);
-      if (has_l)
-        f = op(D(l), f);
-      if (in_block || after)
-        f = op(f, D(rv));
-      gx[i] = times_cotangent(ybar, f.d[0]);
-      l = has_l ? op(l, x[i]) : x[i];
-    }
+    lane_scan<true>(
+        lanes, r.i0, r.i1, before, before ? left[k] : T(0), op, [&](index_t i) { return x[i]; },
+        [&](index_t i, T l, T) {
+          bool const has_l = before || i > r.i0;
+          bool const in_block = i + 1 < r.i1;
+          T rv = T(0);
+          if (in_block)
+            rv = after ? op(gx[i], right[k]) : gx[i];
+          else if (after)
+            rv = right[k];
+          D f = D::variable(x[i], 0);
+          if (has_l)
+            f = op(D(l), f);
+          if (in_block || after)
+            f = op(f, D(rv));
+          gx[i] = times_cotangent(ybar, f.d[0]);
+        });
   }
 };
 
@@ -137,11 +165,11 @@ op_reduce_result<T> reduce_forward(Ex const &ex, tensor<T> const &xp, Op const &
   index_t const nk = gr.n_out * gr.blocks;
   op_reduce_result<T> r{tensor<T>::empty(gr.kd, dev), tensor<T>::empty({nk}, dev)};
   if (nk > 0)
-    parallel_for(ex, nk, reduce_block,
-                 op_blocks<T, Op>{xp.data(), r.part.raw_data(), gr.n_red, gr.blocks, op});
+    parallel_for_rows(ex, nk, reduce_block,
+                      op_blocks<T, Op>{xp.data(), r.part.raw_data(), gr.n_red, gr.blocks, op});
   if (gr.n_out > 0)
-    parallel_for(ex, gr.n_out, gr.blocks + 1,
-                 op_groups<T, Op>{r.part.data(), r.y.raw_data(), gr.blocks, neutral, op});
+    parallel_for_rows(ex, gr.n_out, gr.blocks + 1,
+                      op_groups<T, Op>{r.part.data(), r.y.raw_data(), gr.blocks, neutral, op});
   r.y = r.y.reshape(gr.out);
   return r;
 }
@@ -184,14 +212,15 @@ auto reduce(X const &x, Op const &op, typename detail::var_of_t<X>::value_type n
         tensor<T> gy = g.out(0).contiguous();
         device const dev = gy.dev();
         auto left = tensor<T>::empty({nk}, dev), right = tensor<T>::empty({nk}, dev);
-        detail::parallel_for(ex, gr.n_out, gr.blocks,
-                             detail::op_block_scans<T, Op>{ctx.saved(1).data(), left.raw_data(),
-                                                           right.raw_data(), gr.blocks, op});
+        detail::parallel_for_rows(ex, gr.n_out, gr.blocks,
+                                  detail::op_block_scans<T, Op>{ctx.saved(1).data(),
+                                                                left.raw_data(), right.raw_data(),
+                                                                gr.blocks, op});
         auto gp = tensor<T>::empty(gr.ps, dev);
-        detail::parallel_for(ex, nk, 5 * detail::reduce_block,
-                             detail::op_adjoint<T, Op>{ctx.saved(0).data(), left.data(),
-                                                       right.data(), gy.data(), gp.raw_data(),
-                                                       gr.n_red, gr.blocks, op});
+        detail::parallel_for_rows(ex, nk, 5 * detail::reduce_block,
+                                  detail::op_adjoint<T, Op>{ctx.saved(0).data(), left.data(),
+                                                            right.data(), gy.data(), gp.raw_data(),
+                                                            gr.n_red, gr.blocks, op});
         g.add(0, gp.permuted(gr.inv));
       },
       v);
