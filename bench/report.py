@@ -380,9 +380,10 @@ def gpu_primitives_table():
         p = ms(rs, benchmark="primal", variant=v)
         pb = ms(before, benchmark="primal", variant=v)
         gbs = next((x["gb_per_s"] for x in rs if x["benchmark"] == "primal" and x["variant"] == v), "")
-        body.append([v.replace("_", " "), us(pb), us(p), gbs, us(float(r["median_ms"])),
-                     r["paired_ratio"], r["target"].replace("<= ", ""),
-                     "met" if r["met"] == "yes" else "not met"])
+        body.append([v.replace("_", " "), "-" if math.isnan(pb) else us(pb), us(p), gbs or "-",
+                     us(float(r["median_ms"])),
+                     r["paired_ratio"], r["target"].replace("<= ", "") or "-",
+                     "" if not r["target"] else "met" if r["met"] == "yes" else "not met"])
     return table(["primitive (10^7 float32)", "primal before (us)", "primal (us)", "primal GB/s",
                   "gradient (us)", "gradient / primal", "Futhark (A100)", ""], body)
 
