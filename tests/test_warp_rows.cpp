@@ -139,6 +139,17 @@ bool near(double a, double b) {
   return std::abs(a - b) <= 1e-12 * std::max({std::abs(a), std::abs(b), 1.0});
 }
 
+// How many of run(rows_of)'s outputs differ (beyond near) between one lane (the CPU's) and the
+// emulated warp; rows_of(rows, f) runs the row operation f.
+template <class Run> std::size_t lanes_disagree(Run const &run) {
+  auto a = run([](dc::index_t r, auto const &f) { run_serial(r, f); });
+  auto b = run([](dc::index_t r, auto const &f) { emulated_warp::run_rows(r, f); });
+  std::size_t bad = 0;
+  for (std::size_t k = 0; k < a.size(); ++k)
+    bad += !near(a[k], b[k]);
+  return bad;
+}
+
 template <class Op> void check_scan_passes(Op const &op, double lo, double hi) {
   using namespace dc::detail;
   // One row of n, in pieces of scan_block (4096): the last piece short, and a row of 300 whole.
@@ -223,13 +234,9 @@ TEST_CASE(
       gx.push_back(z[0]);
       return gx;
     };
-    auto a = run([](dc::index_t r, auto const &f) { run_serial(r, f); });
-    auto b = run([](dc::index_t r, auto const &f) { emulated_warp::run_rows(r, f); });
-    std::size_t bad = 0;
-    for (std::size_t k = 0; k < a.size(); ++k)
-      bad += !near(a[k], b[k]);
-    CHECK(bad == 0);
-    CHECK(a.back() == double(zeros)); // the zero count
+    CHECK(lanes_disagree(run) == 0);
+    CHECK(run([](dc::index_t r, auto const &f) { run_serial(r, f); }).back() ==
+          double(zeros)); // the zero count
   }
 }
 
@@ -273,12 +280,7 @@ TEST_CASE("emulated warp: linear_recurrence's passes (maps composed over lanes) 
       h.push_back(gh0[0]);
       return h;
     };
-    auto x = run([](dc::index_t r, auto const &f) { run_serial(r, f); });
-    auto y = run([](dc::index_t r, auto const &f) { emulated_warp::run_rows(r, f); });
-    std::size_t bad = 0;
-    for (std::size_t k = 0; k < x.size(); ++k)
-      bad += !near(x[k], y[k]);
-    CHECK(bad == 0);
+    CHECK(lanes_disagree(run) == 0);
   }
 }
 
@@ -339,12 +341,7 @@ TEST_CASE("emulated warp: reduce with a user operator (in order over lanes) equa
     gx.push_back(left[1]), gx.push_back(left[2]), gx.push_back(right[0]), gx.push_back(right[1]);
     return gx;
   };
-  auto a = run([](dc::index_t r, auto const &f) { run_serial(r, f); });
-  auto b = run([](dc::index_t r, auto const &f) { emulated_warp::run_rows(r, f); });
-  std::size_t bad = 0;
-  for (std::size_t k = 0; k < a.size(); ++k)
-    bad += !near(a[k], b[k]);
-  CHECK(bad == 0);
+  CHECK(lanes_disagree(run) == 0);
 }
 
 TEST_CASE("emulated warp: gather and the scatter with colliding indices, bit for bit") {

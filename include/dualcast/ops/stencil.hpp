@@ -153,6 +153,32 @@ DUALCAST_HD DUALCAST_FORCEINLINE R stencil_call(F const &f, V const *v, std::ind
   return R(f(v[I]...));
 }
 
+// Row r of a pass (the last axis at fixed leading coordinates; its interior from the box
+// [lo, hi)): one lane runs the rim before the interior, the interior as one loop (it vectorizes
+// on the CPU) and the rim after; a warp's lanes take every count()-th point (neighbouring lanes,
+// neighbouring points). Each point is computed the same way in both: the same bits.
+template <class Pass, class Lanes>
+DUALCAST_HD DUALCAST_FORCEINLINE void stencil_row(Pass const &pass, index_t r, Lanes const &lanes,
+                                                  index_t const *lo, index_t const *hi) {
+  index_t const n2 = pass.geo.ext[2];
+  index_t const p0 = r / pass.geo.ext[1], p1 = r % pass.geo.ext[1];
+  index_t a, b;
+  pass.geo.row_interior(p0, p1, lo, hi, a, b);
+  if constexpr (Lanes::count() > 1) {
+    for (index_t p2 = lanes.lane(); p2 < n2; p2 += Lanes::count()) {
+      if (p2 >= a && p2 < b)
+        pass.interior(r * n2 + p2);
+      else
+        pass.rim(r, p0, p1, p2, p2 + 1);
+    }
+  } else {
+    pass.rim(r, p0, p1, 0, a);
+    for (index_t j = r * n2 + a, end = r * n2 + b; j < end; ++j)
+      pass.interior(j);
+    pass.rim(r, p0, p1, b, n2);
+  }
+}
+
 // Forward over row r (the last axis at fixed leading coordinates).
 template <class T, int K, class F> struct stencil_forward {
   T const *x;
@@ -169,33 +195,14 @@ template <class T, int K, class F> struct stencil_forward {
       y[r * geo.ext[2] + p2] = stencil_call<T>(f, v, std::make_index_sequence<std::size_t(K)>{});
     }
   }
-  DUALCAST_HD void interior(index_t j) const {
+  DUALCAST_HD DUALCAST_FORCEINLINE void interior(index_t j) const {
     T v[K];
     for (int k = 0; k < K; ++k)
       v[k] = x[j + geo.flat[k]];
     y[j] = stencil_call<T>(f, v, std::make_index_sequence<std::size_t(K)>{});
   }
   template <class Lanes> DUALCAST_HD void operator()(index_t r, Lanes const &lanes) const {
-    index_t const p0 = r / geo.ext[1], p1 = r % geo.ext[1];
-    index_t a, b;
-    geo.row_interior(p0, p1, geo.in_lo, geo.in_hi, a, b);
-    if constexpr (Lanes::count() > 1) {
-      for (index_t p2 = lanes.lane(); p2 < geo.ext[2]; p2 += Lanes::count()) {
-        if (p2 >= a && p2 < b)
-          interior(r * geo.ext[2] + p2);
-        else
-          rim(r, p0, p1, p2, p2 + 1);
-      }
-    } else {
-      rim(r, p0, p1, 0, a);
-      for (index_t j = r * geo.ext[2] + a, end = r * geo.ext[2] + b; j < end; ++j) {
-        T v[K];
-        for (int k = 0; k < K; ++k)
-          v[k] = x[j + geo.flat[k]];
-        y[j] = stencil_call<T>(f, v, std::make_index_sequence<std::size_t(K)>{});
-      }
-      rim(r, p0, p1, b, geo.ext[2]);
-    }
+    stencil_row(*this, r, lanes, geo.in_lo, geo.in_hi);
   }
 };
 
@@ -232,7 +239,7 @@ template <class T, int K, class F> struct stencil_partials {
       store(j, ybar, v);
     }
   }
-  DUALCAST_HD void interior(index_t j) const {
+  DUALCAST_HD DUALCAST_FORCEINLINE void interior(index_t j) const {
     T const ybar = gy[j];
     if (ybar == T(0)) {
       zero(j);
@@ -244,31 +251,7 @@ template <class T, int K, class F> struct stencil_partials {
     store(j, ybar, v);
   }
   template <class Lanes> DUALCAST_HD void operator()(index_t r, Lanes const &lanes) const {
-    index_t const p0 = r / geo.ext[1], p1 = r % geo.ext[1];
-    index_t a, b;
-    geo.row_interior(p0, p1, geo.in_lo, geo.in_hi, a, b);
-    if constexpr (Lanes::count() > 1) {
-      for (index_t p2 = lanes.lane(); p2 < geo.ext[2]; p2 += Lanes::count()) {
-        if (p2 >= a && p2 < b)
-          interior(r * geo.ext[2] + p2);
-        else
-          rim(r, p0, p1, p2, p2 + 1);
-      }
-    } else {
-      rim(r, p0, p1, 0, a);
-      for (index_t j = r * geo.ext[2] + a, end = r * geo.ext[2] + b; j < end; ++j) {
-        T const ybar = gy[j];
-        if (ybar == T(0)) {
-          zero(j);
-          continue;
-        }
-        D v[K];
-        for (int k = 0; k < K; ++k)
-          v[k] = D::variable(x[j + geo.flat[k]], k);
-        store(j, ybar, v);
-      }
-      rim(r, p0, p1, b, geo.ext[2]);
-    }
+    stencil_row(*this, r, lanes, geo.in_lo, geo.in_hi);
   }
 };
 
@@ -277,33 +260,14 @@ template <class T, int K> struct stencil_gather {
   T const *c;
   T *gx;
   stencil_geometry<K> geo;
-  DUALCAST_HD void interior(index_t i) const {
+  DUALCAST_HD DUALCAST_FORCEINLINE void interior(index_t i) const {
     T acc = T(0);
     for (int k = 0; k < K; ++k) // the one source of slot k: i - o_k
       acc += c[(i - geo.flat[k]) * K + k];
     gx[i] = acc;
   }
   template <class Lanes> DUALCAST_HD void operator()(index_t r, Lanes const &lanes) const {
-    index_t const i0 = r / geo.ext[1], i1 = r % geo.ext[1];
-    index_t a, b;
-    geo.row_interior(i0, i1, geo.g_lo, geo.g_hi, a, b);
-    if constexpr (Lanes::count() > 1) {
-      for (index_t i2 = lanes.lane(); i2 < geo.ext[2]; i2 += Lanes::count()) {
-        if (i2 >= a && i2 < b)
-          interior(r * geo.ext[2] + i2);
-        else
-          rim(r, i0, i1, i2, i2 + 1);
-      }
-    } else {
-      rim(r, i0, i1, 0, a);
-      for (index_t i = r * geo.ext[2] + a, end = r * geo.ext[2] + b; i < end; ++i) {
-        T acc = T(0);
-        for (int k = 0; k < K; ++k) // the one source of slot k: i - o_k
-          acc += c[(i - geo.flat[k]) * K + k];
-        gx[i] = acc;
-      }
-      rim(r, i0, i1, b, geo.ext[2]);
-    }
+    stencil_row(*this, r, lanes, geo.g_lo, geo.g_hi);
   }
   DUALCAST_HD void rim(index_t r, index_t i0, index_t i1, index_t from, index_t to) const {
     for (index_t i2 = from; i2 < to; ++i2) {
