@@ -432,7 +432,7 @@ TEST_CASE("linear_recurrence: few long rows run in pieces of 4096, like one sequ
   auto a = with_values(random_tensor({2, n}, 181, 0.99, 1.0), {{5000, 0.0}});
   auto b = random_tensor({2, n}, 182), h0 = random_tensor({2}, 183), w = random_tensor({2, n}, 184);
   // The same rows unsplit: rows 0 and 1 of 16 (16 rows or more are never split).
-  auto pad = [n](T64 const &t, double fill) {
+  auto pad = [&](T64 const &t, double fill) {
     std::vector<double> v = t.to_vector();
     v.resize(std::size_t(16 * (t.rank() == 2 ? n : 1)), fill);
     return T64::from(t.rank() == 2 ? dc::shape{16, n} : dc::shape{16}, v);

@@ -375,6 +375,23 @@ TEST_CASE("stencil: the interior's flat offsets give the rim path's bits") {
   }
 }
 
+TEST_CASE("reduce_by_index: plus over few bins in chunks of rows (trailing axes, 1 == 2 threads)") {
+  // 4 chunks of 65536 rows (the last short), 50 bins, rows of 3, a few indices out of range.
+  dc::index_t const n = 3 * 65536 + 17, bins = 50;
+  auto x = random_tensor({n, 3}, 91);
+  std::vector<dc::index_t> idx(static_cast<std::size_t>(n));
+  std::mt19937 g(92);
+  for (auto &k : idx)
+    k = dc::index_t(g() % unsigned(bins + 4)) - 2;
+  check_close(dc::reduce_by_index(x, idx, bins, dc::bin_op::plus).to_vector(),
+              naive_bins(x.to_vector(), idx, bins, 3, dc::bin_op::plus), 1e-12);
+  auto f = [&idx](V64 const &v) { return dc::reduce_by_index(v, idx, bins, dc::bin_op::plus); };
+  auto [y1, g1] = run_threads(1, x, f);
+  auto [y2, g2] = run_threads(2, x, f);
+  CHECK(same_bits(y1, y2));
+  CHECK(same_bits(g1, g2));
+}
+
 TEST_CASE("reduce_by_index: 10^7 rows against a naive loop, gradients at a few rows") {
   dc::index_t const n = large_size, bins = 1000; // 10^7 (10^6 under the sanitizers)
   auto x = fast_random_tensor({n}, 81);

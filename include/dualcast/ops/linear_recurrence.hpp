@@ -20,6 +20,7 @@
 #include <dualcast/detail/device_dispatch.hpp>
 #include <dualcast/errors.hpp>
 #include <dualcast/ops/groups.hpp>
+#include <dualcast/ops/lane_scan.hpp>
 #include <dualcast/tape.hpp>
 #include <dualcast/tensor.hpp>
 
@@ -39,7 +40,7 @@ namespace detail {
 
 // Each pass is a row operation over lanes, as the scans' (ops/scan.hpp): one lane walks its piece
 // element by element (the CPU; CUDA where the axis is not the innermost), a warp 32 neighbouring
-// elements at a time, composing the elements' maps h -> a h + b over its lanes (groups.hpp:
+// elements at a time, composing the elements' maps h -> a h + b over its lanes (lane_scan.hpp:
 // linear, affine).
 
 // Forward over piece k (the whole row r = k when blocks == 1), from the h entering it: the

@@ -21,6 +21,7 @@
 #include <dualcast/detail/device_dispatch.hpp>
 #include <dualcast/math/simd.hpp>
 #include <dualcast/ops/groups.hpp>
+#include <dualcast/ops/lane_scan.hpp>
 #include <dualcast/simd.hpp>
 #include <dualcast/tape.hpp>
 #include <dualcast/tensor.hpp>

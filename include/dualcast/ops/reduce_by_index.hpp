@@ -9,7 +9,8 @@
 // shape (bins, ...) (the trailing axes are reduced elementwise, bin by bin). An index outside
 // [0, bins) is ignored: its row contributes to no bin and gets no gradient (Futhark's
 // semantics). An empty bin keeps the neutral element: 0 for plus, 1 for times, +inf for min,
-// -inf for max. The rows of one bin combine in increasing index order.
+// -inf for max. The rows of one bin combine in increasing index order (plus with few bins: in
+// chunks of 65536 rows, each chunk's sum in row order, the chunks' sums then in order).
 //
 // Adjoints (Futhark's rules):
 //   plus   a gather: vbar_i = ybar[indices[i]] (0 out of range) -- no atomics;
@@ -21,12 +22,15 @@
 //          never a division by zero.
 // A term ybar * partial is 0 where ybar is 0.
 //
-// Work: the rows are sorted by bin once on the host (a counting sort of the indices, O(n + bins));
-// the forward then reduces each (bin, trailing position) in parallel, its rows in order, so the
-// result is the same bits at any number of threads. Backward: plus one gather per element; times /
-// min / max one thread per (bin, trailing position) recomputing from the saved values (two passes
-// over the bin's rows), each writing only its own rows' gradients. A bin holding most rows runs
-// on one thread.
+// Work: plus with few bins (chunks of 65536 rows times bins <= rows) needs no sort: each chunk of
+// rows adds into a histogram of its own, in parallel, then the chunks' histograms are added bin
+// by bin (one pass over the values, no gather; 10^7 rows into 1000 bins took 143 ms on two CPU
+// cores through the sort). Otherwise the rows are sorted by bin once on the host (a counting sort
+// of the indices, O(n + bins)) and the forward reduces each (bin, trailing position) in
+// parallel, its rows in order. Either way the result is the same bits at any number of threads.
+// Backward: plus one gather per element; times / min / max one thread per (bin, trailing position)
+// recomputing from the saved values (two passes over the bin's rows), each writing only its own
+// rows' gradients. A bin holding most rows runs on one thread.
 #pragma once
 
 #include <dualcast/custom_op.hpp>
@@ -57,13 +61,30 @@ struct bin_rows {
   index_t n = 0, bins = 0;
 };
 
+// Rows per chunk of the privatized `plus` forward: chunk c adds its rows into a histogram of its
+// own, the chunks' histograms are then added in order. Used where the chunks' histograms take no
+// more room than the values (chunks * bins <= n); elsewhere the rows are sorted by bin. A
+// decision on the shape alone: the same bits at any number of threads.
+inline constexpr index_t bin_chunk_rows = 65536;
+inline index_t bin_chunks(index_t n) { return (n + bin_chunk_rows - 1) / bin_chunk_rows; }
+inline bool bins_privatized(bin_op op, index_t n, index_t bins) {
+  return op == bin_op::plus && bins > 0 && n > 0 && bin_chunks(n) * bins <= n;
+}
+
+// The indices on dev, and unless `sort` is false (the privatized `plus`) the rows by bin.
 inline bin_rows sort_by_bin(char const *op, std::vector<index_t> const &indices, index_t n,
-                            index_t bins, device const &dev) {
+                            index_t bins, device const &dev, bool sort = true) {
   if (bins < 0)
     throw shape_error(std::string(op) + ": negative number of bins " + std::to_string(bins));
   if (index_t(indices.size()) != n)
     throw shape_error(std::string(op) + ": " + std::to_string(indices.size()) + " indices for " +
                       std::to_string(n) + " rows of values");
+  bin_rows r;
+  r.idx = upload_indices(op, indices, dev);
+  r.n = n;
+  r.bins = bins;
+  if (!sort)
+    return r;
   std::vector<index_t> start(std::size_t(bins) + 1, 0), order;
   for (index_t k : indices)
     if (k >= 0 && k < bins)
@@ -77,12 +98,8 @@ inline bin_rows sort_by_bin(char const *op, std::vector<index_t> const &indices,
     if (k >= 0 && k < bins)
       order[std::size_t(next[std::size_t(k)]++)] = i;
   }
-  bin_rows r;
   r.start = upload_indices(op, start, dev);
   r.order = upload_indices(op, order, dev);
-  r.idx = upload_indices(op, indices, dev);
-  r.n = n;
-  r.bins = bins;
   return r;
 }
 
@@ -130,6 +147,39 @@ template <class T> struct bins_forward {
           acc = v;
       }
     }
+    y[t] = acc;
+  }
+};
+
+// The privatized `plus`, pass 1: chunk c's rows added, in order, into its own histogram
+// part[c * bins * inner ...] (out-of-range indices skipped).
+template <class T> struct bins_chunk_sums {
+  T const *x;
+  T *part;
+  index_t const *idx;
+  index_t n, inner, bins;
+  DUALCAST_HD void operator()(index_t c) const {
+    T *p = part + c * bins * inner;
+    for (index_t t = 0; t < bins * inner; ++t)
+      p[t] = T(0);
+    index_t const i1 = n - c * bin_chunk_rows < bin_chunk_rows ? n : (c + 1) * bin_chunk_rows;
+    for (index_t i = c * bin_chunk_rows; i < i1; ++i) {
+      index_t const k = idx[i];
+      if (k >= 0 && k < bins)
+        for (index_t e = 0; e < inner; ++e)
+          p[k * inner + e] += x[i * inner + e];
+    }
+  }
+};
+// Pass 2: y[t] = the chunks' histograms at t added in chunk order.
+template <class T> struct bins_chunk_total {
+  T const *part;
+  T *y;
+  index_t chunks, size; // size: bins * inner
+  DUALCAST_HD void operator()(index_t t) const {
+    T acc = part[t];
+    for (index_t c = 1; c < chunks; ++c)
+      acc += part[c * size + t];
     y[t] = acc;
   }
 };
@@ -208,6 +258,16 @@ template <class Ex, class T>
 tensor<T> bins_forward_run(Ex const &ex, tensor<T> const &xc, bin_rows const &br, bin_op op,
                            index_t inner) {
   auto y = tensor<T>::empty(bins_shape(xc.dims(), br.bins), xc.dev());
+  if (!br.order) { // the privatized plus (bins_privatized)
+    index_t const chunks = bin_chunks(br.n), size = br.bins * inner;
+    auto part = tensor<T>::empty({chunks * size}, xc.dev());
+    parallel_for(ex, chunks, bin_chunk_rows * inner,
+                 bins_chunk_sums<T>{xc.data(), part.raw_data(),
+                                    static_cast<index_t const *>(br.idx->data()), br.n, inner,
+                                    br.bins});
+    parallel_for(ex, size, chunks, bins_chunk_total<T>{part.data(), y.raw_data(), chunks, size});
+    return y;
+  }
   index_t const per_bin = br.bins > 0 ? br.n / br.bins + 1 : 1;
   if (br.bins * inner > 0)
     parallel_for(ex, br.bins * inner, per_bin,
@@ -229,7 +289,9 @@ tensor<T> reduce_by_index(tensor<T> const &values, std::vector<index_t> const &i
                           index_t bins, bin_op op) {
   char const *name = "dualcast::reduce_by_index";
   index_t const inner = detail::trailing_size(name, values.dims());
-  auto const br = detail::sort_by_bin(name, indices, values.dims().ext[0], bins, values.dev());
+  index_t const n = values.dims().ext[0];
+  auto const br = detail::sort_by_bin(name, indices, n, bins, values.dev(),
+                                      !detail::bins_privatized(op, n, bins));
   return detail::on_device(name, values.dev(), detail::ambient_cpu(), [&](auto const &ex) {
     return detail::bins_forward_run(ex, values.contiguous(), br, op, inner);
   });
@@ -244,7 +306,9 @@ auto reduce_by_index(X const &values, std::vector<index_t> const &indices, index
   auto const &v = detail::as_var(values);
   index_t const inner = detail::trailing_size(name, v.dims());
   auto const on_stream = detail::tape_stream_scope(v.owner(), v.value().dev());
-  auto const br = detail::sort_by_bin(name, indices, v.dims().ext[0], bins, v.value().dev());
+  index_t const n = v.dims().ext[0];
+  auto const br = detail::sort_by_bin(name, indices, n, bins, v.value().dev(),
+                                      !detail::bins_privatized(op, n, bins));
   return custom_op(
       "reduce_by_index",
       [&](auto const &ex, auto &ctx, tensor<T> const &xv) {

@@ -27,6 +27,7 @@
 #include <dualcast/dual.hpp>
 #include <dualcast/math.hpp>
 #include <dualcast/ops/groups.hpp>
+#include <dualcast/ops/lane_scan.hpp>
 #include <dualcast/tape.hpp>
 #include <dualcast/tensor.hpp>
 
@@ -48,7 +49,7 @@ DUALCAST_HD inline block_range block_of(index_t k, index_t n, index_t blocks) {
   return {g, b, g * n + i0, g * n + i1};
 }
 
-// The passes are row operations over lanes (groups.hpp, lane_scan): one lane combines a block's
+// The passes are row operations over lanes (lane_scan.hpp): one lane combines a block's
 // elements in order (the CPU), a CUDA warp 32 neighbouring elements at a time, scanned over its
 // lanes in order (op need not be commutative) -- one thread per block of 4096 was the GPU's
 // first version.

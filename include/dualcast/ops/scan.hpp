@@ -40,6 +40,7 @@
 #include <dualcast/dual.hpp>
 #include <dualcast/math.hpp>
 #include <dualcast/ops/groups.hpp>
+#include <dualcast/ops/lane_scan.hpp>
 #include <dualcast/tape.hpp>
 #include <dualcast/tensor.hpp>
 
@@ -91,7 +92,7 @@ template <class T, class Op> struct scan_user {
   }
 };
 
-// Each pass is a row operation over lanes (groups.hpp, lane_scan): one lane walks its piece
+// Each pass is a row operation over lanes (lane_scan.hpp): one lane walks its piece
 // element by element (the CPU, and CUDA where the axis is not the innermost), a warp walks it 32
 // neighbouring elements at a time. One CUDA thread per piece of 4096 read 40 GB/s on an H200.
 
@@ -176,7 +177,7 @@ template <class T, class Op> struct scan_adjoint_args {
   }
 };
 
-// On a warp the backward recurrence runs as a scan of affine maps of the carry (groups.hpp):
+// On a warp the backward recurrence runs as a scan of affine maps of the carry (lane_scan.hpp):
 // element j's c -> J_j (zbar_j + c), composed in walking order (from the right). One lane keeps
 // the sequential loops below, bit for bit as before.
 // Element j's map (j >= 1; the identity for j == 0, which has no J).
