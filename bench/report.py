@@ -56,14 +56,19 @@ def fmt(x, digits=2):
     return f"{x:.{digits}f}"
 
 
-def machine():
-    path = RESULTS / "machine.txt"
+def key_values(name):
+    """The `key: value` lines of bench/results/<name> as a dict (empty when the file is missing)."""
+    path = RESULTS / name
     info = {}
     if path.exists():
         for line in path.read_text().splitlines():
             k, _, v = line.partition(": ")
             info[k] = v
     return info
+
+
+def machine():
+    return key_values("machine.txt")
 
 
 def copy_gbps():
@@ -265,13 +270,7 @@ def replace_block(text, begin, end, body, path):
 
 # ---- GPU (bench/gpu_cells.cu, bench/peers/gpu_peers.py; run by scripts/gpu-session) -------------
 def gpu_info():
-    path = RESULTS / "gpu_machine.txt"
-    info = {}
-    if path.exists():
-        for line in path.read_text().splitlines():
-            k, _, v = line.partition(": ")
-            info[k] = v
-    return info
+    return key_values("gpu_machine.txt")
 
 
 def gpu_rows():

@@ -12,6 +12,7 @@
 
 #include <dualcast/backend/seam.hpp>
 #include <dualcast/custom_op.hpp>
+#include <dualcast/detail/chunks.hpp>
 #include <dualcast/detail/tape_ops.hpp>
 #include <dualcast/tape.hpp>
 #include <dualcast/tensor.hpp>
@@ -176,15 +177,10 @@ auto extremum(char const *op, X const &x, std::vector<int> const &axes, bool kee
             storage::allocate(std::size_t(n_out) * sizeof(index_t), dev, default_resource(dev));
         auto *arg = static_cast<index_t *>(ctx.data.arg->data());
         extremum_groups<T, Max> groups{xp.data(), y.raw_data(), arg, n_red};
-        // Few long groups are cut into chunks so that about 1024 rows have work (a decision on
-        // the shape alone; the winner does not depend on it).
-        constexpr index_t target = 1024, shortest = 8192;
-        if (n_out < target && n_red >= 4 * shortest) {
-          index_t const per_group = (target + n_out - 1) / n_out;
-          index_t const len = (n_red + per_group - 1) / per_group;
-          groups.chunk_len = len < shortest ? shortest : len;
-          groups.chunks = (n_red + groups.chunk_len - 1) / groups.chunk_len;
-        }
+        // Few long groups are cut into chunks (detail/chunks.hpp; the winner does not depend
+        // on it).
+        chunking const c = cut_runs(n_out, n_red);
+        groups.chunks = c.chunks, groups.chunk_len = c.len;
         if (groups.chunks == 1) {
           parallel_for_rows(ex, n_out, n_red, groups);
         } else {

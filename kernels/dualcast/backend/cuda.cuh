@@ -8,12 +8,10 @@
 #include <dualcast/backend/cuda/executor.cuh>
 #include <dualcast/backend/cuda/for_each.cuh>
 #include <dualcast/backend/cuda/map.cuh>
+#include <dualcast/backend/cuda/memory.cuh>
 #include <dualcast/backend/cuda/reduce.cuh>
 #include <dualcast/backend/seam.hpp>
 #include <dualcast/errors.hpp>
-
-#include <memory>
-#include <string>
 
 namespace dualcast {
 template <> struct executor_traits<cuda> { static constexpr bool is_executor = true; };
@@ -32,24 +30,11 @@ void backend_reduce(hook, cuda const &ex, shape const &s, T const *src, view<T> 
   cuda_backend::reduce_broadcast(ex, s, src, dst, accumulate);
 }
 
-// Scratch device memory, ordered on the executor's stream.
-struct stream_free {
-  cudaStream_t stream = nullptr;
-  void operator()(void *p) const noexcept { (void)cudaFreeAsync(p, stream); }
-};
-template <class T> using device_buffer = std::unique_ptr<T[], stream_free>;
-
+// Scratch device memory, ordered on the executor's stream (backend/cuda/memory.cuh).
+template <class T> using device_buffer = cuda_backend::device_buffer<T>;
 template <class T> device_buffer<T> backend_buffer(hook, cuda const &ex, index_t n) {
   cuda_backend::require_device();
-  void *p = nullptr;
-  cudaError_t status = cudaMallocAsync(&p, static_cast<std::size_t>(n) * sizeof(T), ex.stream);
-  if (status == cudaErrorMemoryAllocation) {
-    (void)cudaGetLastError();
-    throw allocation_error("dualcast: cannot allocate " + std::to_string(n * index_t(sizeof(T))) +
-                           " bytes of device memory");
-  }
-  cuda_backend::check(status, "cudaMallocAsync");
-  return device_buffer<T>(static_cast<T *>(p), stream_free{ex.stream});
+  return cuda_backend::scratch_buffer<T>(ex.stream, n);
 }
 
 template <class F> void backend_for_each(hook, cuda const &ex, index_t n, index_t, F const &f) {

@@ -7,12 +7,14 @@
 #include <dualcast/backend/device.hpp>
 #include <dualcast/backend/stream.hpp>
 #include <dualcast/errors.hpp>
+#include <dualcast/shape.hpp>
 
 #include <cuda_runtime.h>
 
 #include <atomic>
 #include <cstddef>
 #include <cstdint>
+#include <memory>
 #include <mutex>
 #include <string>
 
@@ -225,6 +227,27 @@ inline void copy_bytes(void *dst, device const &dd, void const *src, device cons
   check(cudaMemcpyAsync(dst, src, n, kind, st), "cudaMemcpyAsync");
   if (kind != cudaMemcpyDeviceToDevice)
     check(cudaStreamSynchronize(st), "cudaStreamSynchronize");
+}
+
+// Scratch device memory for one launch or a few: n elements from cudaMallocAsync on stream s,
+// freed with cudaFreeAsync on the same stream when the owner goes (after the work issued on s
+// before it). Out of memory: allocation_error naming the size.
+struct stream_free {
+  cudaStream_t stream = nullptr;
+  void operator()(void *p) const noexcept { (void)cudaFreeAsync(p, stream); }
+};
+template <class T> using device_buffer = std::unique_ptr<T[], stream_free>;
+
+template <class T> device_buffer<T> scratch_buffer(cudaStream_t s, index_t n) {
+  void *p = nullptr;
+  cudaError_t status = cudaMallocAsync(&p, static_cast<std::size_t>(n) * sizeof(T), s);
+  if (status == cudaErrorMemoryAllocation) {
+    (void)cudaGetLastError();
+    throw allocation_error("dualcast: cannot allocate " + std::to_string(n * index_t(sizeof(T))) +
+                           " bytes of device memory");
+  }
+  check(status, "cudaMallocAsync");
+  return device_buffer<T>(static_cast<T *>(p), stream_free{s});
 }
 
 } // namespace dualcast::detail::cuda_backend

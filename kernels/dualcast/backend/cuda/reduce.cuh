@@ -13,6 +13,8 @@
 #include <dualcast/backend/cuda/check.cuh>
 #include <dualcast/backend/cuda/executor.cuh>
 #include <dualcast/backend/cuda/launch.cuh>
+#include <dualcast/backend/cuda/memory.cuh>
+#include <dualcast/detail/chunks.hpp>
 #include <dualcast/shape.hpp>
 #include <dualcast/view.hpp>
 
@@ -141,35 +143,27 @@ void reduce_broadcast(cuda const &ex, shape const &s, T const *src, view<T> dst,
   constexpr int block = max_block;
   p.chunk_len = p.n_reduced;
   if (reduced_innermost && p.n_reduced >= block) {
-    // Cut long runs so that about `target` blocks have work (a decision on the shape alone: the
-    // same sums in the same order on every run and every GPU).
-    constexpr index_t target = 1024, shortest = 8192;
-    if (p.n_kept < target && p.n_reduced >= 4 * shortest) {
-      const index_t per_element = (target + p.n_kept - 1) / p.n_kept;
-      const index_t len = (p.n_reduced + per_element - 1) / per_element;
-      p.chunk_len = len < shortest ? shortest : len;
-      p.chunks = (p.n_reduced + p.chunk_len - 1) / p.chunk_len;
-    }
+    // Long runs of few elements are cut into chunks (detail/chunks.hpp: the same sums in the
+    // same order on every run and every GPU).
+    chunking const c = cut_runs(p.n_kept, p.n_reduced);
+    p.chunks = c.chunks, p.chunk_len = c.len;
     if (p.chunks == 1) {
       reduce_per_block<T, block><<<grid_for(p.n_kept * block, block), block, 0, ex.stream>>>(p);
     } else {
       // Pass 1 into scratch (k * chunks + c), pass 2 sums each element's chunks in order.
-      void *scratch = nullptr;
-      check(cudaMallocAsync(&scratch, std::size_t(p.n_kept * p.chunks) * sizeof(T), ex.stream),
-            "cudaMallocAsync (dualcast broadcast reduction)");
+      auto scratch = scratch_buffer<T>(ex.stream, p.n_kept * p.chunks);
       reduce_params<T> q = p;
-      q.dst = static_cast<T *>(scratch);
+      q.dst = scratch.get();
       reduce_per_block<T, block>
           <<<grid_for(p.n_kept * p.chunks * block, block), block, 0, ex.stream>>>(q);
       q = p;
-      q.src = static_cast<T const *>(scratch);
+      q.src = scratch.get();
       q.n_reduced = q.chunk_len = p.chunks;
       q.chunks = 1;
       index_t st = p.chunks; // the chunk sums lie contiguous, `chunks` per kept element
       for (int d = p.n_kept_dims - 1; d >= 0; --d)
         q.kept_src_stride[d] = st, st *= p.kept_ext[d];
       reduce_per_block<T, block><<<grid_for(p.n_kept * block, block), block, 0, ex.stream>>>(q);
-      check(cudaFreeAsync(scratch, ex.stream), "cudaFreeAsync (dualcast broadcast reduction)");
     }
   } else
     reduce_columns<T>
