@@ -320,25 +320,21 @@ inline tape_problem torch_ops_problem() {
 }
 inline std::string torch_ops_case(dc::device d) { return check_tape_case(torch_ops_problem(), d); }
 
-// CPU == GPU, the tape's side: every case run on the host with a 1-thread executor and on device
-// d with a 2-thread one (for the host tensors), mode by mode, the losses and gradients compared:
-// bit for bit when `ulps` is 0 (the host's law: thread counts do not change a bit), else within
-// ulps units of double's epsilon times max(|a|, |b|, 1) (the inputs and gradients are of order 1;
-// GPU reductions add in another order, and CUDA's libm rounds differently from the CPU's).
-inline std::string tape_law(dc::device d, int ulps) {
+// Problems run on the host with a 1-thread executor and on device d with a 2-thread one (for the
+// host tensors), mode by mode (fused store, fused recompute, unfused), the losses and gradients
+// compared: bit for bit when `rel` is 0, else within rel times max(|a|, |b|, 1).
+inline std::string same_on(std::vector<tape_problem> const &problems, dc::device d, double rel) {
   char const *mode_names[] = {"fused store", "fused recompute", "unfused"};
-  for (auto const &p : {lstm_step_problem(), mlp_problem(), ops_problem(), primitives_problem(),
-                        torch_ops_problem()})
+  auto agree = [rel](double a, double b) {
+    if (rel == 0)
+      return std::memcmp(&a, &b, sizeof a) == 0;
+    return std::abs(a - b) <= rel * std::max({std::abs(a), std::abs(b), 1.0});
+  };
+  for (auto const &p : problems)
     for (tape_mode m : {tape_mode::store, tape_mode::recompute, tape_mode::unfused}) {
       std::vector<std::vector<double>> ga, gb;
       double const la = run_tape_case(p.f, p.inputs, dc::device::host(), m, &ga, dc::cpu{1});
       double const lb = run_tape_case(p.f, p.inputs, d, m, &gb, dc::cpu{2});
-      auto agree = [ulps](double a, double b) {
-        if (ulps == 0)
-          return std::memcmp(&a, &b, sizeof a) == 0;
-        double const scale = std::max({std::abs(a), std::abs(b), 1.0});
-        return std::abs(a - b) <= ulps * std::numeric_limits<double>::epsilon() * scale;
-      };
       std::string const where = p.name + " (" + mode_names[int(m)] + "): ";
       if (!agree(la, lb))
         return where + "loss " + std::to_string(la) + " on the host, " + std::to_string(lb) +
@@ -353,11 +349,21 @@ inline std::string tape_law(dc::device d, int ulps) {
   return {};
 }
 
+// CPU == GPU, the tape's side: every case, within `ulps` units of double's epsilon (0: bit for
+// bit -- the host's law: thread counts do not change a bit). The inputs and gradients are of
+// order 1; GPU reductions add in another order, and CUDA's libm rounds differently from the
+// CPU's.
+inline std::string tape_law(dc::device d, int ulps) {
+  return same_on({lstm_step_problem(), mlp_problem(), ops_problem(), primitives_problem(),
+                  torch_ops_problem()},
+                 d, ulps * std::numeric_limits<double>::epsilon());
+}
+
 // Few long rows, the primitives' paths for them (issue 13): a whole-array sum and a sum over
 // the last axis cut into chunks (CUDA), max / min over chunks, scans and the linear recurrence
 // split into pieces along the axis. Each is checked against central differences at small sizes
 // elsewhere; here the device's losses and gradients must equal the host's (1 thread) within
-// `rel` of max(|a|, |b|, 1), 0: bit for bit (the host with 2 threads).
+// `rel` (0: bit for bit, the host with 2 threads), in every mode.
 inline std::string long_rows_law(dc::device d, double rel) {
   tape_fn f = [](std::vector<var64> const &v) {
     var64 const &x = v[0], &a = v[1]; // (3, 40000): 3 long rows
@@ -365,25 +371,8 @@ inline std::string long_rows_law(dc::device d, double rel) {
            weigh(dc::linear_recurrence(a * 0.9, x, 1)) * 1e-2 + weigh(dc::cumsum(x, 1)) * 1e-3 +
            weigh(dc::cummax(x, 1)) * 1e-3;
   };
-  std::vector<tensor64> const xs = {random_host({3, 40000}, 51), random_host({3, 40000}, 52)};
-  std::vector<std::vector<double>> ga, gb;
-  double const la = run_tape_case(f, xs, dc::device::host(), tape_mode::recompute, &ga, dc::cpu{1});
-  double const lb = run_tape_case(f, xs, d, tape_mode::recompute, &gb, dc::cpu{2});
-  auto agree = [rel](double a, double b) {
-    if (rel == 0)
-      return std::memcmp(&a, &b, sizeof a) == 0;
-    return std::abs(a - b) <= rel * std::max({std::abs(a), std::abs(b), 1.0});
-  };
-  if (!agree(la, lb))
-    return "long rows: loss " + std::to_string(la) + " on the host, " + std::to_string(lb) +
-           " on " + dc::to_string(d);
-  for (std::size_t i = 0; i < ga.size(); ++i)
-    for (std::size_t j = 0; j < ga[i].size(); ++j)
-      if (!agree(ga[i][j], gb[i][j]))
-        return "long rows: gradient of input " + std::to_string(i) + " element " +
-               std::to_string(j) + ": " + std::to_string(ga[i][j]) + " on the host, " +
-               std::to_string(gb[i][j]) + " on " + dc::to_string(d);
-  return {};
+  return same_on({{"long rows", f, {random_host({3, 40000}, 51), random_host({3, 40000}, 52)}}}, d,
+                 rel);
 }
 
 } // namespace dualcast_tests
