@@ -12,6 +12,7 @@
 
 #include <array>
 #include <cstddef>
+#include <cstdint>
 #include <string>
 #include <tuple>
 #include <type_traits>
@@ -219,6 +220,93 @@ template <class T>
   }
   return s;
 }
+// ---- flat calls ------------------------------------------------------------------------------
+// A call whose arrays are all contiguous with the call's shape (len elements) -- the usual node of
+// a small-array recurrence -- is checked on pointers: its shapes agree by construction, and two
+// such arrays share an element iff their address intervals meet, the same elements iff they start
+// at the same address. An operand given with stride 0 (a broadcast scalar: a missing output
+// cotangent) occupies one element.
+struct flat_interval {
+  std::uintptr_t lo, hi;
+};
+template <class T> flat_interval flat_interval_of(T const *p, index_t len, index_t stride = 1) {
+  auto lo = reinterpret_cast<std::uintptr_t>(p);
+  return {lo, lo + std::uintptr_t(len == 0 ? 0 : stride == 0 ? 1 : len) * sizeof(T)};
+}
+inline bool intervals_meet(flat_interval a, flat_interval b) { return (a.lo < b.hi) & (b.lo < a.hi); }
+
+// check_call's aliasing rules for a flat call: outputs distinct from each other, and from every
+// input unless they are that input.
+template <class T>
+[[gnu::noinline]] void check_flat_call(char const *op, T const *const *v, int const *pos,
+                                       std::size_t n, T *const *outs, std::size_t n_out,
+                                       index_t len) {
+  bool broken = false; // (as in check_flat_vjp)
+  for (std::size_t i = 0; i < n_out; ++i) {
+    flat_interval const r = flat_interval_of<T>(outs[i], len);
+    for (std::size_t j = 0; j < i; ++j)
+      broken |= intervals_meet(r, flat_interval_of<T>(outs[j], len));
+    for (std::size_t a = 0; a < n; ++a)
+      broken |= intervals_meet(r, flat_interval_of(v[a], len)) & (v[a] != outs[i]);
+  }
+  if (!broken) [[likely]]
+    return;
+  for (std::size_t i = 0; i < n_out; ++i) {
+    flat_interval const r = flat_interval_of<T>(outs[i], len);
+    for (std::size_t j = 0; j < i; ++j)
+      if (intervals_meet(r, flat_interval_of<T>(outs[j], len)))
+        throw aliasing_error(std::string(op) + ": " + role_name("output", int(i)) + " overlaps " +
+                             role_name("output", int(j)));
+    for (std::size_t a = 0; a < n; ++a)
+      if (intervals_meet(r, flat_interval_of(v[a], len)) && v[a] != outs[i])
+        throw aliasing_error(std::string(op) + ": " + role_name("output", int(i)) +
+                             " overlaps argument " + std::to_string(pos[a]) +
+                             " without being the same elements; write to separate memory");
+  }
+}
+
+// check_vjp's aliasing rules for a flat call (output cotangent j with stride ystride[j], 0 or 1):
+// no input cotangent overlaps another, an input it is not, or an output cotangent it is not. One
+// branch-free pass answers whether any rule is broken (the usual answer: no); only then does the
+// pass that names the culprit run.
+template <class T>
+[[gnu::noinline]] void check_flat_vjp(char const *op, T const *const *v, int const *pos,
+                                      std::size_t n, T *const *xv, std::size_t n_active,
+                                      T const *const *yv, index_t const *ystride, std::size_t k,
+                                      index_t len) {
+  bool broken = false;
+  for (std::size_t i = 0; i < n_active; ++i) {
+    flat_interval const r = flat_interval_of<T>(xv[i], len);
+    for (std::size_t j = 0; j < i; ++j)
+      broken |= intervals_meet(r, flat_interval_of<T>(xv[j], len));
+    for (std::size_t a = 0; a < n; ++a)
+      broken |= intervals_meet(r, flat_interval_of(v[a], len)) & (v[a] != xv[i]);
+    for (std::size_t j = 0; j < k; ++j)
+      broken |= intervals_meet(r, flat_interval_of(yv[j], len, ystride[j])) &
+                !((yv[j] == xv[i]) & (ystride[j] == 1));
+  }
+  if (!broken) [[likely]]
+    return;
+  for (std::size_t i = 0; i < n_active; ++i) {
+    flat_interval const r = flat_interval_of<T>(xv[i], len);
+    for (std::size_t j = 0; j < i; ++j)
+      if (intervals_meet(r, flat_interval_of<T>(xv[j], len)))
+        throw aliasing_error(std::string(op) + ": " + role_name("input cotangent", int(i)) +
+                             " overlaps " + role_name("input cotangent", int(j)));
+    for (std::size_t a = 0; a < n; ++a)
+      if (intervals_meet(r, flat_interval_of(v[a], len)) && v[a] != xv[i])
+        throw aliasing_error(std::string(op) + ": " + role_name("input cotangent", int(i)) +
+                             " overlaps argument " + std::to_string(pos[a]) +
+                             " without being the same elements; write to separate memory");
+    for (std::size_t j = 0; j < k; ++j)
+      if (intervals_meet(r, flat_interval_of(yv[j], len, ystride[j])) &&
+          !(yv[j] == xv[i] && ystride[j] == 1))
+        throw aliasing_error(std::string(op) + ": input cotangent " + std::to_string(i) +
+                             " overlaps output cotangent " + std::to_string(j) +
+                             " without being the same elements; write to separate memory");
+  }
+}
+
 template <class T, std::size_t N>
 shape check_vjp(char const *op, array_args<T, N> const &a, int const *active, view<T> const *xv,
                 std::size_t n_active, view<T const> const *yv, std::size_t k, bool *direct) {

@@ -54,6 +54,14 @@ template <class... A> struct arg_layout {
     return s;
   }
   using scalars = tuple<scalar_slot_t<A>...>;
+  // The argument positions of the arrays, in order.
+  static constexpr auto array_positions = [] {
+    std::array<int, (num_arrays > 0 ? num_arrays : 1)> p{};
+    for (int i = 0, n = 0; i < arity; ++i)
+      if (is_array[i])
+        p[std::size_t(n++)] = i;
+    return p;
+  }();
 };
 
 template <class Active> constexpr int active_index(int p) {

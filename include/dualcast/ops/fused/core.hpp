@@ -6,6 +6,7 @@
 #pragma once
 
 #include <dualcast/detail/arena.hpp>
+#include <dualcast/detail/call_checks.hpp>
 #include <dualcast/detail/device_dispatch.hpp>
 #include <dualcast/detail/grad_slot.hpp>
 #include <dualcast/detail/tape_node.hpp>
@@ -148,6 +149,7 @@ template <class T>
 // each node, also when backward throws, so it holds no memory in between.
 template <class T> struct fused_scratch {
   std::vector<view<T>> target; // the gradients' views (their slots keep them alive) or temp's
+  std::vector<T *> flat_target; // the same as pointers, for a flat node
   std::vector<tensor<T>> temp_tensor, ybar;
   std::vector<char> add, temp;
 };
@@ -155,6 +157,7 @@ template <class T> class fused_backward {
 public:
   explicit fused_backward(fused_core<T> const &c) : s_(scratch()) {
     s_.target.resize(c.in.size());
+    s_.flat_target.resize(c.in.size());
     s_.temp_tensor.resize(c.in.size());
     s_.add.assign(c.in.size(), 0);
     s_.temp.assign(c.in.size(), 0);
@@ -189,9 +192,21 @@ template <class T> [[gnu::noinline]] void gather_ybar(fused_core<T> const &c, fu
 // The targets of a recompute node's VJP: each variable's gradient, written where fresh and added
 // to elsewhere; a temporary for variables without gradients, for a variable passed twice and for
 // a gradient that overlaps an earlier target (overlapping slices of one variable), added to the
-// gradient afterwards (finish_targets).
-template <class T>
-[[gnu::noinline]] void prepare_targets(fused_core<T> const &c, fused_scratch<T> &b) {
+// gradient afterwards (finish_targets). In two steps: claim_targets makes each gradient ready, in
+// argument order (what it does to one slot can depend on the slots before it); place_targets or,
+// for a flat node, place_flat_targets then decides where each is written.
+template <class T> [[gnu::noinline]] void claim_targets(fused_core<T> const &c, fused_scratch<T> &b) {
+  std::size_t const na = c.in.size();
+  for (std::size_t a = 0; a < na; ++a) {
+    auto const &sl = c.in[a];
+    bool repeated = false;
+    for (std::size_t o = 0; o < a; ++o)
+      repeated |= c.in[o].get() == sl.get();
+    b.temp[a] = !sl || repeated;
+    b.add[a] = !b.temp[a] && grad_target_in(*sl); // (true: add to what the gradient holds)
+  }
+}
+template <class T> [[gnu::noinline]] void place_targets(fused_core<T> const &c, fused_scratch<T> &b) {
   std::size_t const na = c.in.size();
   // The targets' address ranges, each computed once: most targets are distinct gradients (or
   // disjoint slices of one), which two comparisons settle; the exact test runs where ranges meet.
@@ -206,24 +221,17 @@ template <class T>
   for (std::size_t a = 0; a < na; ++a) {
     auto const &sl = c.in[a];
     shape const &sa = sl ? sl->dims : c.in_shape[unslotted++];
-    bool repeated = false;
-    for (std::size_t o = 0; o < a; ++o)
-      repeated = repeated || (sl && c.in[o] == sl);
-    b.temp[a] = !sl || repeated;
-    b.add[a] = false;
     if (!b.temp[a]) {
-      bool const acc = grad_target_in(*sl);
       view<T> const g = sl->grad.raw_view();
       view<T const> const gv(g);
       extent_range const rg = range_of(gv);
       bool overlapping = false; // (a view of a base gradient: it holds zeros or sums already)
       for (std::size_t o = 0; o < a && !overlapping; ++o)
         overlapping = !b.temp[o] && may_overlap(o, gv, rg);
-      b.temp[a] = overlapping;
-      if (!overlapping) {
+      if (overlapping)
+        b.temp[a] = true, b.add[a] = false;
+      else
         b.target[a] = g;
-        b.add[a] = acc;
-      }
     }
     if (b.temp[a]) {
       b.temp_tensor[a] = tensor<T>::empty(sa, c.dev);
@@ -232,6 +240,61 @@ template <class T>
     if (a < inline_ranges)
       ranges[a] = range_of(view<T const>(b.target[a]));
   }
+}
+// place_targets for a flat node (every array argument contiguous with the call's shape, so each
+// variable's gradient has that shape): the same decisions on pointers (b.flat_target), two
+// contiguous arrays overlapping iff their address intervals meet. false, having changed nothing:
+// a gradient is strided (a slice of a larger one); place_targets then does it with views.
+template <class T>
+[[gnu::noinline]] bool place_flat_targets(fused_core<T> const &c, fused_scratch<T> &b) {
+  std::size_t const na = c.in.size();
+  for (std::size_t a = 0; a < na; ++a)
+    if (!b.temp[a] && !c.in[a]->grad.is_contiguous())
+      return false;
+  index_t const len = c.s.size();
+  for (std::size_t a = 0; a < na; ++a) {
+    if (!b.temp[a]) {
+      T *const g = c.in[a]->grad.raw_data();
+      flat_interval const rg = flat_interval_of<T>(g, len);
+      bool overlapping = false;
+      for (std::size_t o = 0; o < a; ++o)
+        overlapping |= !b.temp[o] & intervals_meet(flat_interval_of<T>(b.flat_target[o], len), rg);
+      if (overlapping)
+        b.temp[a] = true, b.add[a] = false;
+      else
+        b.flat_target[a] = g;
+    }
+    if (b.temp[a]) {
+      b.temp_tensor[a] = tensor<T>::empty(c.s, c.dev);
+      b.flat_target[a] = b.temp_tensor[a].raw_data();
+    }
+  }
+  return true;
+}
+// A flat node's output cotangents as pointers with their strides: 1, or 0 for a missing one (a
+// broadcast zero). false: one is laid out otherwise.
+template <class T>
+[[gnu::noinline]] bool flat_ybar(fused_core<T> const &c, fused_scratch<T> const &b,
+                                 T const **y, index_t *stride) {
+  for (std::size_t k = 0; k < c.out.size(); ++k) {
+    tensor<T> const &t = b.ybar[k];
+    if (!(t.dims() == c.s))
+      return false;
+    bool const zero_strided = [&] {
+      for (int d = 0; d < t.rank(); ++d)
+        if (t.stride(d) != 0)
+          return false;
+      return true;
+    }();
+    if (t.is_contiguous())
+      stride[k] = 1;
+    else if (zero_strided)
+      stride[k] = 0;
+    else
+      return false;
+    y[k] = t.data();
+  }
+  return true;
 }
 // Backward's last step: the temporaries added to their gradients.
 template <class T>

@@ -20,42 +20,110 @@
 
 namespace dualcast::detail {
 
+// Whether a node is flat: every array argument and output contiguous with the call's shape s
+// (broadcast.hpp's apply_flat / vjp_flat then run it on pointers).
+template <class T, std::size_t N, std::size_t K>
+bool is_flat(array_args<T, N> const &ins, std::array<tensor<T>, K> const &outs, shape const &s) {
+  for (auto const &v : ins.views)
+    if (!(v.dims() == s) || !v.is_contiguous())
+      return false;
+  for (auto const &o : outs)
+    if (!(o.dims() == s) || !o.is_contiguous())
+      return false;
+  return true;
+}
+
+// Backward of a recompute node: the gradients' targets made ready, the kernel re-evaluated on
+// duals in one VJP pass into them (on pointers when the node and its cotangents are flat), the
+// temporaries added to their gradients. The arguments: a flat node's pointers (flat_in), else
+// their views (ins).
+template <int K, class Active, class Layout, class Ex, class F, bool S, class T, std::size_t N,
+          class Scalars>
+void recompute_backward(Ex const &ex, kernel<F, S> const &k, fused_core<T> const &c,
+                        array_args<T, N> const *ins, std::array<T const *, N> const *flat_in,
+                        Scalars const &scalars) {
+  constexpr int NA = Active::count;
+  fused_backward<T> const b(c);
+  gather_ybar(c, *b);
+  claim_targets(c, *b);
+  std::array<T const *, K> yp;
+  index_t ys[K];
+  if (flat_in && flat_ybar(c, *b, yp.data(), ys) && place_flat_targets(c, *b)) {
+    std::array<T *, NA> xv;
+    bool add[NA > 0 ? NA : 1];
+    for (int a = 0; a < NA; ++a) {
+      xv[std::size_t(a)] = b->flat_target[std::size_t(a)];
+      add[a] = b->add[std::size_t(a)] != 0;
+    }
+    vjp_flat<S, F, Layout, K, Active>(ex, k, *flat_in, scalars, xv, add, yp, ys, c.s.size());
+  } else {
+    array_args<T, N> rebuilt; // (a flat node whose gradients or cotangents are not)
+    if (!ins) {
+      for (std::size_t i = 0; i < N; ++i)
+        rebuilt.views[i] = view<T const>((*flat_in)[i], c.s),
+        rebuilt.pos[i] = Layout::array_positions[i];
+      ins = &rebuilt;
+    }
+    place_targets(c, *b);
+    std::array<view<T>, NA> xv;
+    bool add[NA > 0 ? NA : 1];
+    for (int a = 0; a < NA; ++a) {
+      xv[std::size_t(a)] = b->target[std::size_t(a)];
+      add[a] = b->add[std::size_t(a)] != 0;
+    }
+    std::array<view<T const>, K> yv;
+    for (int i = 0; i < K; ++i)
+      yv[std::size_t(i)] = b->ybar[std::size_t(i)].cview();
+    vjp_arrays<S, F, Layout, K, Active>(ex, k, *ins, scalars, xv, add, yv);
+  }
+  finish_targets(c, *b);
+}
+
 // Forward and recording of a recompute node: `args` are the kernel's arguments (views and
 // scalars), `outs` the output values, `core` the node's state (its `keep`: the array inputs,
-// version-checked and kept alive for the re-evaluation).
+// version-checked and kept alive for the re-evaluation). A flat node keeps its arguments as
+// pointers (its views are rebuilt from them, with the call's shape, if backward needs them).
 template <class T, int K, class Active, class Ex, class F, bool S, class Args>
 void recompute_node(Ex const &ex, tape &tp, kernel<F, S> const &k, Args const &args,
                     std::array<tensor<T>, K> const &outs, fused_core<T> &&core) {
-  constexpr int NA = Active::count;
   using Layout = typename layout_of<Args>::type;
+  using values = values_op<F, Layout, K>;
   auto ins = std::apply([](auto const &...x) { return collect_arrays<T>(x...); }, args);
+  constexpr std::size_t N = decltype(ins)::size;
   auto scalars = std::apply([](auto const &...x) { return scalar_table<F>(x...); }, args);
-  std::array<view<T>, K> ov;
-  for (int i = 0; i < K; ++i)
-    ov[std::size_t(i)] = outs[std::size_t(i)].raw_view();
-  apply_arrays<values_op<F, Layout, K>, S>(ex, values_op<F, Layout, K>{{k.f, scalars}}, ins, ov,
-                                           std::array<bool, K>{}, K, "");
-  auto saves = saves_of(tp.node_memory(), core, "argument");
   std::array<slot_ptr<T>, K> out_slots;
   for (int i = 0; i < K; ++i)
     out_slots[std::size_t(i)] = core.out[std::size_t(i)];
+  char const *name = "fused elementwise (recompute)";
+  if (is_flat(ins, outs, core.s)) {
+    std::array<T const *, N> in;
+    std::array<T *, K> ov;
+    for (std::size_t i = 0; i < N; ++i)
+      in[i] = ins.views[i].data();
+    for (int i = 0; i < K; ++i)
+      ov[std::size_t(i)] = outs[std::size_t(i)].raw_data();
+    apply_flat<values, S>(ex, values{{k.f, scalars}}, in, Layout::array_positions.data(), ov,
+                          core.s.size());
+    auto saves = saves_of(tp.node_memory(), core, "argument");
+    tp.record<T, K>(
+        name, out_slots,
+        [ex, k, in, scalars, c = std::move(core)]() {
+          recompute_backward<K, Active, Layout>(ex, k, c, static_cast<array_args<T, N> const *>(nullptr),
+                                                &in, scalars);
+        },
+        saves.data(), saves.size());
+    return;
+  }
+  std::array<view<T>, K> ov;
+  for (int i = 0; i < K; ++i)
+    ov[std::size_t(i)] = outs[std::size_t(i)].raw_view();
+  apply_arrays<values, S>(ex, values{{k.f, scalars}}, ins, ov, std::array<bool, K>{}, K, "");
+  auto saves = saves_of(tp.node_memory(), core, "argument");
   tp.record<T, K>(
-      "fused elementwise (recompute)", out_slots,
-      [ex, k, ins, scalars, c = std::move(core)]() mutable {
-        fused_backward<T> const b(c);
-        gather_ybar(c, *b);
-        prepare_targets(c, *b);
-        std::array<view<T>, NA> xv;
-        bool add[Active::count > 0 ? Active::count : 1]; // (clang 14: NA here would need a capture)
-        for (int a = 0; a < NA; ++a) {
-          xv[std::size_t(a)] = b->target[std::size_t(a)];
-          add[a] = b->add[std::size_t(a)] != 0;
-        }
-        std::array<view<T const>, K> yv;
-        for (int i = 0; i < K; ++i)
-          yv[std::size_t(i)] = b->ybar[std::size_t(i)].cview();
-        vjp_arrays<S, F, Layout, K, Active>(ex, k, ins, scalars, xv, add, yv);
-        finish_targets(c, *b);
+      name, out_slots,
+      [ex, k, ins, scalars, c = std::move(core)]() {
+        recompute_backward<K, Active, Layout>(
+            ex, k, c, &ins, static_cast<std::array<T const *, N> const *>(nullptr), scalars);
       },
       saves.data(), saves.size());
 }
