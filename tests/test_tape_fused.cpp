@@ -166,6 +166,134 @@ constexpr auto lstm_cell = dc::kernel([](auto i, auto f, auto g, auto o, auto c)
 });
 }
 
+// ---- flat nodes: every array argument contiguous with the call's shape ------------------------
+// (ops/fused/recompute_node.hpp: checked and run on pointers, not views.) Their gradients are the
+// bits the view path gives for the same values laid out with strides, and central differences'.
+namespace {
+constexpr auto two_out = dc::kernel(
+    [](auto a, auto b, auto c) { return dc::outputs(dc::tanh(a * b + c), a * dc::exp(b) - c); });
+// x's elements at the even columns of a tensor twice as wide: the same values, strided.
+T64 spread(T64 const &x) {
+  T64 w = random_tensor({x.dims()[0], 2 * x.dims()[1]}, 99);
+  for (dc::index_t i = 0; i < x.dims()[0]; ++i)
+    for (dc::index_t j = 0; j < x.dims()[1]; ++j)
+      w(i, 2 * j) = double(x(i, j));
+  return w;
+}
+// A chain of recompute nodes: a variable passed twice, an output nobody uses (a zero cotangent),
+// a variable used by several nodes (its gradient added to), a constant.
+V64 flat_chain(std::vector<V64> const &v, T64 const &constant) {
+  auto [h, c] = dc::fused(dc::policy::recompute, two_out, v[0], v[1], v[2]);
+  auto [h2, unused] = dc::fused(dc::policy::recompute, two_out, h, c, v[0]);
+  auto [h3, c3] = dc::fused(dc::policy::recompute, two_out, h2, h2, constant);
+  (void)unused;
+  return weigh(h3 * c3 + v[1]);
+}
+} // namespace
+
+TEST_CASE("fused: flat nodes give the strided path's bits and central differences' gradients") {
+  auto x = random_tensor({3, 5}, 41), y = random_tensor({3, 5}, 42), z = random_tensor({3, 5}, 43),
+       k = random_tensor({3, 5}, 44);
+  check_gradients([&](auto const &v) { return flat_chain(v, k); }, {x, y, z});
+  auto grads = [&](bool strided) {
+    dc::tape tp;
+    std::vector<V64> vars, args;
+    for (auto const &t : {x, y, z}) {
+      vars.push_back(tp.variable(strided ? spread(t) : t.clone()));
+      args.push_back(strided ? dc::slice(vars.back(), 1, 0, 10, 2) : vars.back());
+    }
+    tp.backward(flat_chain(args, k));
+    std::vector<double> g;
+    for (auto const &v : vars) {
+      T64 gv = strided ? v.grad().slice(1, 0, 10, 2).contiguous() : v.grad();
+      auto e = gv.to_vector();
+      g.insert(g.end(), e.begin(), e.end());
+    }
+    return g;
+  };
+  auto flat = grads(false), strided = grads(true);
+  CHECK(flat.size() == 45);
+  CHECK(same_bits(flat, strided));
+}
+
+TEST_CASE("fused: a flat node whose gradient is strided, and one whose input is a gradient") {
+  // A column of a transposed variable is contiguous, its gradient (a column of a row-major
+  // gradient) is not: the node is flat, its backward takes the view path.
+  auto base = random_tensor({3, 4}, 45), y = random_tensor({4, 1}, 46);
+  check_gradients(
+      [](auto const &v) {
+        auto col = dc::slice(dc::transpose(v[0]), 1, 1, 2); // (4, 1), contiguous
+        auto [h, c] = dc::fused(dc::policy::recompute, two_out, col, v[1], v[1]);
+        return h * c;
+      },
+      {base, y});
+}
+
+TEST_CASE("fused: the flat checks reject what the view checks reject, with their messages") {
+  // (A tape's backward gives each node fresh or accumulated gradients, never its inputs' memory;
+  // the checks guard the seam all the same, so they are tested on it directly.)
+  std::vector<double> buf(12, 1.0);
+  double *p = buf.data();
+  double const *in[2] = {p, p + 6};
+  int const pos[2] = {0, 2};
+  dc::index_t const len = 4;
+  auto messages = [&](double *const *xv, std::size_t nx, double const *const *yv,
+                      dc::index_t const *ys, std::size_t k) {
+    std::string flat, views;
+    try {
+      dc::detail::check_flat_vjp("op", in, pos, 2, xv, nx, yv, ys, k, len);
+    } catch (dc::aliasing_error const &e) {
+      flat = e.what();
+    }
+    std::vector<dc::view<double const>> iv{{in[0], {len}}, {in[1], {len}}};
+    std::vector<dc::view<double>> xvv;
+    std::vector<dc::view<double const>> yvv;
+    for (std::size_t i = 0; i < nx; ++i)
+      xvv.emplace_back(xv[i], dc::shape{len});
+    for (std::size_t j = 0; j < k; ++j)
+      yvv.push_back(ys[j] == 1 ? dc::view<double const>(yv[j], {len})
+                               : dc::view<double const>(yv[j], {len}, {0}));
+    int const active[2] = {0, 2};
+    bool direct[2];
+    try {
+      dc::detail::check_vjp("op", iv.data(), pos, 2, active, xvv.data(), nx, yvv.data(), k, direct);
+    } catch (dc::aliasing_error const &e) {
+      views = e.what();
+    }
+    CHECK(flat == views);
+    return flat;
+  };
+  std::vector<double> other(12);
+  double *q = other.data();
+  dc::index_t const one[1] = {1}, zero_stride[1] = {0};
+  double const *y_ok[1] = {q + 8};
+  double *fine[2] = {q, q + 4};
+  CHECK(messages(fine, 2, y_ok, one, 1).empty());
+  double *same_as_input[2] = {p, q}; // in place: the same elements
+  CHECK(messages(same_as_input, 2, y_ok, one, 1).empty());
+  double *shifted[2] = {q, p + 1}; // overlaps argument 0 shifted by one
+  CHECK(messages(shifted, 2, y_ok, one, 1).find("overlaps argument 0") != std::string::npos);
+  double *each_other[2] = {q, q + 2};
+  CHECK(messages(each_other, 2, y_ok, one, 1).find("overlaps input cotangent 0") !=
+        std::string::npos);
+  double const *y_zero[1] = {q + 5}; // a broadcast zero inside input cotangent 1
+  double *over_y[2] = {q, q + 4};
+  CHECK(messages(over_y, 2, y_zero, zero_stride, 1).find("overlaps output cotangent 0") !=
+        std::string::npos);
+  // outputs of a flat call
+  double *outs_bad[2] = {q, p + 7};
+  std::string msg;
+  try {
+    dc::detail::check_flat_call("op", in, pos, 2, outs_bad, 2, len);
+  } catch (dc::aliasing_error const &e) {
+    msg = e.what();
+  }
+  CHECK(msg == "op: output 1 overlaps argument 2 without being the same elements; write to "
+               "separate memory");
+  double *outs_ok[2] = {q, p + 6};
+  CHECK_NOTHROW(dc::detail::check_flat_call("op", in, pos, 2, outs_ok, 2, len));
+}
+
 TEST_CASE("an LSTM cell step with matmuls: all variants match finite differences") {
   const dc::index_t B = 3, I = 4, H = 2;
   auto X = random_tensor({B, I}, 121), H0 = random_tensor({B, H}, 122),

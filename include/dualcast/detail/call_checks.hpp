@@ -233,7 +233,9 @@ template <class T> flat_interval flat_interval_of(T const *p, index_t len, index
   auto lo = reinterpret_cast<std::uintptr_t>(p);
   return {lo, lo + std::uintptr_t(len == 0 ? 0 : stride == 0 ? 1 : len) * sizeof(T)};
 }
-inline bool intervals_meet(flat_interval a, flat_interval b) { return (a.lo < b.hi) & (b.lo < a.hi); }
+inline bool intervals_meet(flat_interval a, flat_interval b) {
+  return (a.lo < b.hi) & (b.lo < a.hi);
+}
 
 // check_call's aliasing rules for a flat call: outputs distinct from each other, and from every
 // input unless they are that input.

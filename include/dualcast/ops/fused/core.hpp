@@ -148,7 +148,7 @@ template <class T>
 // from node to node (a fused node's backward never runs another's). The guard empties it after
 // each node, also when backward throws, so it holds no memory in between.
 template <class T> struct fused_scratch {
-  std::vector<view<T>> target; // the gradients' views (their slots keep them alive) or temp's
+  std::vector<view<T>> target;  // the gradients' views (their slots keep them alive) or temp's
   std::vector<T *> flat_target; // the same as pointers, for a flat node
   std::vector<tensor<T>> temp_tensor, ybar;
   std::vector<char> add, temp;
@@ -195,7 +195,8 @@ template <class T> [[gnu::noinline]] void gather_ybar(fused_core<T> const &c, fu
 // gradient afterwards (finish_targets). In two steps: claim_targets makes each gradient ready, in
 // argument order (what it does to one slot can depend on the slots before it); place_targets or,
 // for a flat node, place_flat_targets then decides where each is written.
-template <class T> [[gnu::noinline]] void claim_targets(fused_core<T> const &c, fused_scratch<T> &b) {
+template <class T>
+[[gnu::noinline]] void claim_targets(fused_core<T> const &c, fused_scratch<T> &b) {
   std::size_t const na = c.in.size();
   for (std::size_t a = 0; a < na; ++a) {
     auto const &sl = c.in[a];
@@ -206,7 +207,8 @@ template <class T> [[gnu::noinline]] void claim_targets(fused_core<T> const &c, 
     b.add[a] = !b.temp[a] && grad_target_in(*sl); // (true: add to what the gradient holds)
   }
 }
-template <class T> [[gnu::noinline]] void place_targets(fused_core<T> const &c, fused_scratch<T> &b) {
+template <class T>
+[[gnu::noinline]] void place_targets(fused_core<T> const &c, fused_scratch<T> &b) {
   std::size_t const na = c.in.size();
   // The targets' address ranges, each computed once: most targets are distinct gradients (or
   // disjoint slices of one), which two comparisons settle; the exact test runs where ranges meet.
@@ -274,8 +276,8 @@ template <class T>
 // A flat node's output cotangents as pointers with their strides: 1, or 0 for a missing one (a
 // broadcast zero). false: one is laid out otherwise.
 template <class T>
-[[gnu::noinline]] bool flat_ybar(fused_core<T> const &c, fused_scratch<T> const &b,
-                                 T const **y, index_t *stride) {
+[[gnu::noinline]] bool flat_ybar(fused_core<T> const &c, fused_scratch<T> const &b, T const **y,
+                                 index_t *stride) {
   for (std::size_t k = 0; k < c.out.size(); ++k) {
     tensor<T> const &t = b.ybar[k];
     if (!(t.dims() == c.s))

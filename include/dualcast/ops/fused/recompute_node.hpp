@@ -108,8 +108,8 @@ void recompute_node(Ex const &ex, tape &tp, kernel<F, S> const &k, Args const &a
     tp.record<T, K>(
         name, out_slots,
         [ex, k, in, scalars, c = std::move(core)]() {
-          recompute_backward<K, Active, Layout>(ex, k, c, static_cast<array_args<T, N> const *>(nullptr),
-                                                &in, scalars);
+          recompute_backward<K, Active, Layout>(
+              ex, k, c, static_cast<array_args<T, N> const *>(nullptr), &in, scalars);
         },
         saves.data(), saves.size());
     return;
