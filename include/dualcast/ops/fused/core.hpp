@@ -259,8 +259,10 @@ template <class T>
       T *const g = c.in[a]->grad.raw_data();
       flat_interval const rg = flat_interval_of<T>(g, len);
       bool overlapping = false;
-      for (std::size_t o = 0; o < a; ++o)
-        overlapping |= !b.temp[o] & intervals_meet(flat_interval_of<T>(b.flat_target[o], len), rg);
+      for (std::size_t o = 0; o < a; ++o) {
+        bool const meets = intervals_meet(flat_interval_of<T>(b.flat_target[o], len), rg);
+        overlapping |= meets & !b.temp[o];
+      }
       if (overlapping)
         b.temp[a] = true, b.add[a] = false;
       else
