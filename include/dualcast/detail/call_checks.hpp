@@ -237,76 +237,61 @@ inline bool intervals_meet(flat_interval a, flat_interval b) {
   return (a.lo < b.hi) & (b.lo < a.hi);
 }
 
-// check_call's aliasing rules for a flat call: outputs distinct from each other, and from every
-// input unless they are that input.
+// The aliasing rules of a flat call's writes w (named `role`: outputs, input cotangents): no w
+// overlaps another, nor an input (v) or a read cotangent (yv, stride ystride[j]: 0 or 1) unless
+// it is that array. One branch-free pass answers whether any rule is broken (the usual answer:
+// no); only then does the pass that names the culprit, with check_call's / check_vjp's message.
 template <class T>
-[[gnu::noinline]] void check_flat_call(char const *op, T const *const *v, int const *pos,
-                                       std::size_t n, T *const *outs, std::size_t n_out,
-                                       index_t len) {
-  bool broken = false; // (as in check_flat_vjp)
-  for (std::size_t i = 0; i < n_out; ++i) {
-    flat_interval const r = flat_interval_of<T>(outs[i], len);
-    for (std::size_t j = 0; j < i; ++j)
-      broken |= intervals_meet(r, flat_interval_of<T>(outs[j], len));
-    for (std::size_t a = 0; a < n; ++a)
-      broken |= intervals_meet(r, flat_interval_of(v[a], len)) & (v[a] != outs[i]);
-  }
-  if (!broken) [[likely]]
-    return;
-  for (std::size_t i = 0; i < n_out; ++i) {
-    flat_interval const r = flat_interval_of<T>(outs[i], len);
-    for (std::size_t j = 0; j < i; ++j)
-      if (intervals_meet(r, flat_interval_of<T>(outs[j], len)))
-        throw aliasing_error(std::string(op) + ": " + role_name("output", int(i)) + " overlaps " +
-                             role_name("output", int(j)));
-    for (std::size_t a = 0; a < n; ++a)
-      if (intervals_meet(r, flat_interval_of(v[a], len)) && v[a] != outs[i])
-        throw aliasing_error(std::string(op) + ": " + role_name("output", int(i)) +
-                             " overlaps argument " + std::to_string(pos[a]) +
-                             " without being the same elements; write to separate memory");
-  }
-}
-
-// check_vjp's aliasing rules for a flat call (output cotangent j with stride ystride[j], 0 or 1):
-// no input cotangent overlaps another, an input it is not, or an output cotangent it is not. One
-// branch-free pass answers whether any rule is broken (the usual answer: no); only then does the
-// pass that names the culprit run.
-template <class T>
-[[gnu::noinline]] void check_flat_vjp(char const *op, T const *const *v, int const *pos,
-                                      std::size_t n, T *const *xv, std::size_t n_active,
-                                      T const *const *yv, index_t const *ystride, std::size_t k,
-                                      index_t len) {
+[[gnu::noinline]] void check_flat_writes(char const *op, char const *role, T const *const *v,
+                                         int const *pos, std::size_t n, T *const *w,
+                                         std::size_t n_w, T const *const *yv,
+                                         index_t const *ystride, std::size_t k, index_t len) {
+  auto walk = [&](auto const &rule) {
+    for (std::size_t i = 0; i < n_w; ++i) {
+      flat_interval const r = flat_interval_of<T>(w[i], len);
+      for (std::size_t j = 0; j < i; ++j)
+        rule(
+            intervals_meet(r, flat_interval_of<T>(w[j], len)),
+            [&] { return " overlaps " + role_name(role, int(j)); }, i);
+      for (std::size_t a = 0; a < n; ++a)
+        rule(
+            intervals_meet(r, flat_interval_of(v[a], len)) & (v[a] != w[i]),
+            [&] {
+              return " overlaps argument " + std::to_string(pos[a]) +
+                     " without being the same elements; write to separate memory";
+            },
+            i);
+      for (std::size_t j = 0; j < k; ++j)
+        rule(
+            intervals_meet(r, flat_interval_of(yv[j], len, ystride[j])) &
+                !((yv[j] == w[i]) & (ystride[j] == 1)),
+            [&] {
+              return " overlaps output cotangent " + std::to_string(j) +
+                     " without being the same elements; write to separate memory";
+            },
+            i);
+    }
+  };
   bool broken = false;
-  for (std::size_t i = 0; i < n_active; ++i) {
-    flat_interval const r = flat_interval_of<T>(xv[i], len);
-    for (std::size_t j = 0; j < i; ++j)
-      broken |= intervals_meet(r, flat_interval_of<T>(xv[j], len));
-    for (std::size_t a = 0; a < n; ++a)
-      broken |= intervals_meet(r, flat_interval_of(v[a], len)) & (v[a] != xv[i]);
-    for (std::size_t j = 0; j < k; ++j)
-      broken |= intervals_meet(r, flat_interval_of(yv[j], len, ystride[j])) &
-                !((yv[j] == xv[i]) & (ystride[j] == 1));
-  }
+  walk([&](bool b, auto const &, std::size_t) { broken |= b; });
   if (!broken) [[likely]]
     return;
-  for (std::size_t i = 0; i < n_active; ++i) {
-    flat_interval const r = flat_interval_of<T>(xv[i], len);
-    for (std::size_t j = 0; j < i; ++j)
-      if (intervals_meet(r, flat_interval_of<T>(xv[j], len)))
-        throw aliasing_error(std::string(op) + ": " + role_name("input cotangent", int(i)) +
-                             " overlaps " + role_name("input cotangent", int(j)));
-    for (std::size_t a = 0; a < n; ++a)
-      if (intervals_meet(r, flat_interval_of(v[a], len)) && v[a] != xv[i])
-        throw aliasing_error(std::string(op) + ": " + role_name("input cotangent", int(i)) +
-                             " overlaps argument " + std::to_string(pos[a]) +
-                             " without being the same elements; write to separate memory");
-    for (std::size_t j = 0; j < k; ++j)
-      if (intervals_meet(r, flat_interval_of(yv[j], len, ystride[j])) &&
-          !(yv[j] == xv[i] && ystride[j] == 1))
-        throw aliasing_error(std::string(op) + ": input cotangent " + std::to_string(i) +
-                             " overlaps output cotangent " + std::to_string(j) +
-                             " without being the same elements; write to separate memory");
-  }
+  walk([&](bool b, auto const &what, std::size_t i) {
+    if (b)
+      throw aliasing_error(std::string(op) + ": " + role_name(role, int(i)) + what());
+  });
+}
+// check_call's aliasing rules for a flat call, and check_vjp's.
+template <class T>
+void check_flat_call(char const *op, T const *const *v, int const *pos, std::size_t n,
+                     T *const *outs, std::size_t n_out, index_t len) {
+  check_flat_writes<T>(op, "output", v, pos, n, outs, n_out, nullptr, nullptr, 0, len);
+}
+template <class T>
+void check_flat_vjp(char const *op, T const *const *v, int const *pos, std::size_t n, T *const *xv,
+                    std::size_t n_active, T const *const *yv, index_t const *ystride, std::size_t k,
+                    index_t len) {
+  check_flat_writes<T>(op, "input cotangent", v, pos, n, xv, n_active, yv, ystride, k, len);
 }
 
 template <class T, std::size_t N>
