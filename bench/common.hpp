@@ -1,7 +1,7 @@
 // bench/common.hpp: what every benchmark here shares -- the command line (--quick, --threads N,
 // --reps N, --only NAME, --memory NAME), the thread count given to OpenMP and OpenBLAS, medians,
-// interleaved repetitions with paired comparisons, the one-sided sign test, and the memory a run
-// adds.
+// interleaved repetitions (timed on the host or by a given timer) with paired comparisons, the
+// one-sided sign test, and the memory a run adds.
 #pragma once
 
 #include <algorithm>
@@ -106,22 +106,46 @@ inline double ms_since(std::chrono::steady_clock::time_point t0) {
   return std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
 }
 
+// How long one run takes, in ms: the host's clock by default; a GPU benchmark times with events.
+using run_timer = std::function<double(std::function<void()> const &)>;
+inline double host_ms(std::function<void()> const &run) {
+  auto const t0 = std::chrono::steady_clock::now();
+  run();
+  return ms_since(t0);
+}
+
 // Times of `reps` repetitions of every variant, interleaved: each repetition runs all variants in
 // a rotating order, so that drifts of the machine hit all of them alike. run(v) runs variant v
 // once. times[v][r] is variant v in repetition r (paired across variants).
 inline std::vector<std::vector<double>> interleaved(int variants, int reps,
-                                                    std::function<void(int)> const &run) {
+                                                    std::function<void(int)> const &run,
+                                                    run_timer const &time = host_ms) {
   std::vector<std::vector<double>> t(static_cast<std::size_t>(variants));
   for (auto &tv : t)
     tv.resize(std::size_t(reps));
   for (int r = 0; r < reps; ++r)
     for (int k = 0; k < variants; ++k) {
       int const v = (r + k) % variants;
-      auto const t0 = std::chrono::steady_clock::now();
-      run(v);
-      t[std::size_t(v)][std::size_t(r)] = ms_since(t0);
+      t[std::size_t(v)][std::size_t(r)] = time([&] { run(v); });
     }
   return t;
+}
+// The same over a list of variants, each run once untimed first (a warm-up).
+inline std::vector<std::vector<double>>
+interleaved(std::vector<std::function<void()>> const &variants, int reps,
+            run_timer const &time = host_ms) {
+  for (auto const &v : variants)
+    v();
+  return interleaved(
+      int(variants.size()), reps, [&](int v) { variants[std::size_t(v)](); }, time);
+}
+
+// The median over paired repetitions of a[r] / b[r]: a variant's time relative to a baseline's.
+inline double paired_ratio(std::vector<double> const &a, std::vector<double> const &b) {
+  std::vector<double> q(a.size());
+  for (std::size_t r = 0; r < a.size(); ++r)
+    q[r] = a[r] / b[r];
+  return median(q);
 }
 
 // A variant against a baseline over paired repetitions: the median of (baseline - variant), the

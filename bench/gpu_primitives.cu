@@ -17,6 +17,8 @@
 #include <dualcast/autodiff.hpp>
 #include <dualcast/cuda.cuh>
 
+#include "common.hpp"
+
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
@@ -49,42 +51,31 @@ F32 random_tensor(dc::index_t n, unsigned seed, float lo, float hi) {
   return F32::from({n}, h).to(dc::device::cuda(0));
 }
 
-double median(std::vector<double> v) {
-  std::sort(v.begin(), v.end());
-  std::size_t const m = v.size() / 2;
-  return v.size() % 2 ? v[m] : 0.5 * (v[m - 1] + v[m]);
-}
+using bench::median;
+using bench::paired_ratio;
 
-// Runs each variant `reps` times interleaved (rotating order) after a warm-up each; CUDA events on
-// the default stream (the tape's stream here). Returns every variant's times in ms.
+// Runs each variant `reps` times interleaved (rotating order) after a warm-up each, timed by CUDA
+// events on the default stream (the tape's stream here). Returns every variant's times in ms.
 std::vector<std::vector<double>> interleaved(std::vector<std::function<void()>> const &fs,
                                              int reps) {
   cudaEvent_t a, b;
   check(cudaEventCreate(&a), "event"), check(cudaEventCreate(&b), "event");
+  auto events = [&](std::function<void()> const &run) {
+    check(cudaEventRecord(a), "record");
+    run();
+    check(cudaEventRecord(b), "record");
+    check(cudaEventSynchronize(b), "run");
+    float ms = 0;
+    check(cudaEventElapsedTime(&ms, a, b), "elapsed");
+    return double(ms);
+  };
   for (auto const &f : fs)
     f();
   check(cudaDeviceSynchronize(), "warm-up");
-  std::vector<std::vector<double>> t(fs.size());
-  for (int r = 0; r < reps; ++r)
-    for (std::size_t k = 0; k < fs.size(); ++k) {
-      std::size_t const v = (std::size_t(r) + k) % fs.size();
-      check(cudaEventRecord(a), "record");
-      fs[v]();
-      check(cudaEventRecord(b), "record");
-      check(cudaEventSynchronize(b), "run");
-      float ms = 0;
-      check(cudaEventElapsedTime(&ms, a, b), "elapsed");
-      t[v].push_back(double(ms));
-    }
+  auto t = bench::interleaved(
+      int(fs.size()), reps, [&](int v) { fs[std::size_t(v)](); }, events);
   cudaEventDestroy(a), cudaEventDestroy(b);
   return t;
-}
-
-double paired_ratio(std::vector<double> const &a, std::vector<double> const &b) {
-  std::vector<double> q(a.size());
-  for (std::size_t r = 0; r < a.size(); ++r)
-    q[r] = a[r] / b[r];
-  return median(q);
 }
 
 // The stencils of bench/primitives.cpp, for the GPU (DUALCAST_HD: nvcc cannot run generic host

@@ -28,6 +28,8 @@
 // one repetition of the four stencil variants takes seconds).
 #include <dualcast/autodiff.hpp>
 
+#include "common.hpp"
+
 #include <algorithm>
 #include <atomic>
 #include <chrono>
@@ -42,8 +44,6 @@
 #if defined(_OPENMP)
 #include <omp.h>
 #endif
-
-extern "C" void openblas_set_num_threads(int) __attribute__((weak));
 
 namespace dc = dualcast;
 using F32 = dc::tensor<float>;
@@ -60,40 +60,10 @@ F32 random_tensor(dc::shape const &s, unsigned seed, float lo, float hi) {
   return t;
 }
 
-double ms_since(std::chrono::steady_clock::time_point t0) {
-  return std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
-}
-
-double median(std::vector<double> x) {
-  std::sort(x.begin(), x.end());
-  return x.empty() ? 0.0 : x[x.size() / 2];
-}
-
-// Runs the variants `reps` times interleaved (rotating order) after one warm-up each; returns
-// every variant's times.
-std::vector<std::vector<double>> interleaved(std::vector<std::function<void()>> const &variants,
-                                             int reps) {
-  std::size_t const nv = variants.size();
-  for (auto const &v : variants)
-    v();
-  std::vector<std::vector<double>> t(nv);
-  for (int r = 0; r < reps; ++r)
-    for (std::size_t k = 0; k < nv; ++k) {
-      std::size_t const v = (std::size_t(r) + k) % nv;
-      auto t0 = std::chrono::steady_clock::now();
-      variants[v]();
-      t[v].push_back(ms_since(t0));
-    }
-  return t;
-}
-
-// median over repetitions of a[r] / b[r]
-double paired_ratio(std::vector<double> const &a, std::vector<double> const &b) {
-  std::vector<double> q(a.size());
-  for (std::size_t r = 0; r < a.size(); ++r)
-    q[r] = a[r] / b[r];
-  return median(q);
-}
+using bench::interleaved;
+using bench::median;
+using bench::ms_since;
+using bench::paired_ratio;
 
 // ---- 1. gradient / primal ------------------------------------------------------------------
 
