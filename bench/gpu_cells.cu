@@ -28,6 +28,9 @@
 #include <dualcast/cells.hpp>
 #include <dualcast/cuda.cuh>
 
+#include "common.hpp"
+#include "cuda_timing.cuh"
+
 #include <algorithm>
 #include <chrono>
 #include <cmath>
@@ -42,12 +45,7 @@ namespace dc = dualcast;
 
 namespace {
 
-void check(cudaError_t e, char const *what) {
-  if (e != cudaSuccess) {
-    std::fprintf(stderr, "gpu_cells: %s: %s\n", what, cudaGetErrorString(e));
-    std::exit(1);
-  }
-}
+void check(cudaError_t e, char const *what) { bench::cuda_check("gpu_cells", e, what); }
 
 // One device array of floats, filled from the host.
 struct darray {
@@ -97,34 +95,20 @@ dc::tensor<float> random_tensor(dc::shape const &s, unsigned seed, float scale) 
   return t;
 }
 
-double median(std::vector<double> v) {
-  std::sort(v.begin(), v.end());
-  std::size_t const m = v.size() / 2;
-  return v.size() % 2 ? v[m] : 0.5 * (v[m - 1] + v[m]);
-}
+using bench::median;
 
 // Times each of `fs` `reps` times, interleaved (every repetition runs them all), after a warm-up
 // of each; CUDA events on the default stream. Returns the medians in ms.
 template <class... F> std::vector<double> interleaved(int reps, F &&...fs) {
   std::vector<std::vector<double>> t(sizeof...(F));
-  cudaEvent_t a, b;
-  check(cudaEventCreate(&a), "event"), check(cudaEventCreate(&b), "event");
+  bench::event_timer const time("gpu_cells");
   (fs(), ...);
   check(cudaDeviceSynchronize(), "warm-up");
   for (int r = 0; r < reps; ++r) {
     std::size_t k = 0;
-    auto one = [&](auto &f) {
-      check(cudaEventRecord(a), "record");
-      f();
-      check(cudaEventRecord(b), "record");
-      check(cudaEventSynchronize(b), "run");
-      float ms = 0;
-      check(cudaEventElapsedTime(&ms, a, b), "elapsed");
-      t[k++].push_back(double(ms));
-    };
+    auto one = [&](auto &f) { t[k++].push_back(time([&] { f(); })); };
     (one(fs), ...);
   }
-  cudaEventDestroy(a), cudaEventDestroy(b);
   std::vector<double> m;
   for (auto &v : t)
     m.push_back(median(v));

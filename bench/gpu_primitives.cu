@@ -18,6 +18,7 @@
 #include <dualcast/cuda.cuh>
 
 #include "common.hpp"
+#include "cuda_timing.cuh"
 
 #include <algorithm>
 #include <cmath>
@@ -35,12 +36,7 @@ using V32 = dc::var<float>;
 
 namespace {
 
-void check(cudaError_t e, char const *what) {
-  if (e != cudaSuccess) {
-    std::fprintf(stderr, "gpu_primitives: %s: %s\n", what, cudaGetErrorString(e));
-    std::exit(1);
-  }
-}
+void check(cudaError_t e, char const *what) { bench::cuda_check("gpu_primitives", e, what); }
 
 F32 random_tensor(dc::index_t n, unsigned seed, float lo, float hi) {
   std::mt19937 g(seed);
@@ -58,24 +54,12 @@ using bench::paired_ratio;
 // events on the default stream (the tape's stream here). Returns every variant's times in ms.
 std::vector<std::vector<double>> interleaved(std::vector<std::function<void()>> const &fs,
                                              int reps) {
-  cudaEvent_t a, b;
-  check(cudaEventCreate(&a), "event"), check(cudaEventCreate(&b), "event");
-  auto events = [&](std::function<void()> const &run) {
-    check(cudaEventRecord(a), "record");
-    run();
-    check(cudaEventRecord(b), "record");
-    check(cudaEventSynchronize(b), "run");
-    float ms = 0;
-    check(cudaEventElapsedTime(&ms, a, b), "elapsed");
-    return double(ms);
-  };
+  bench::event_timer const events("gpu_primitives");
   for (auto const &f : fs)
     f();
   check(cudaDeviceSynchronize(), "warm-up");
-  auto t = bench::interleaved(
-      int(fs.size()), reps, [&](int v) { fs[std::size_t(v)](); }, events);
-  cudaEventDestroy(a), cudaEventDestroy(b);
-  return t;
+  return bench::interleaved(
+      int(fs.size()), reps, [&](int v) { fs[std::size_t(v)](); }, std::cref(events));
 }
 
 // The stencils of bench/primitives.cpp, for the GPU (DUALCAST_HD: nvcc cannot run generic host
