@@ -162,8 +162,10 @@ dc::var<T> loss(problem const &p, dc::var<T> const &main, dc::var<T> const &extr
     last.push_back(h[std::size_t(l - 1)]);
   }
   auto y = dc::stack(last, 0) * prm.out_weight + prm.out_bias; // (c - 1, b)
-  auto lse = dc::log(dc::sum(dc::exp(y), {1}, true) + 2.0);    // (c - 1, 1)
-  auto total = dc::sum((y - lse) * seq.slice(0, 1, c));        // the next characters
+  // lse materialised (a var, one log per row): left lazy, it would join the (c - 1, b) expression
+  // below and its log would run b times per row, in the values pass and again in the VJP.
+  dc::var<T> lse = dc::log(dc::sum(dc::exp(y), {1}, true) + 2.0); // (c - 1, 1)
+  auto total = dc::sum((y - lse) * seq.slice(0, 1, c));           // the next characters
   return total * (T(-1) / (T(c - 1) * T(b)));
 }
 
