@@ -230,13 +230,9 @@ void run_row(Op const &op, T const *const *in, index_t const *in_stride, T *cons
   }
 }
 
-// Runs op over every element of the iteration space described by p.
+// Runs op over the iteration space of p, collapsed (collapse_dims): `total` elements.
 template <bool Simd, class T, int NI, int NO, class Op>
-void map(cpu const &ex, map_params<T, NI, NO> p, Op const &op) {
-  static_assert(Op::num_in == NI && Op::num_out == NO);
-  const index_t total = collapse_dims(p);
-  if (total == 0)
-    return;
+void map_collapsed(cpu const &ex, map_params<T, NI, NO> const &p, index_t total, Op const &op) {
   using L = typename lanes<T, Simd>::type;
 
   const int r = p.rank;
@@ -282,6 +278,23 @@ void map(cpu const &ex, map_params<T, NI, NO> p, Op const &op) {
   for (index_t t = 0; t < tasks; ++t)
     do_task(t);
 #endif
+}
+
+// Runs op over every element of the iteration space described by p. A rank-1 space (a flat call:
+// a small-array node) is already collapsed and runs from p itself: the copy that collapsing
+// needs is 1.9 KB for a 14-array call, about 4 % of the D-LSTM gradient.
+template <bool Simd, class T, int NI, int NO, class Op>
+void map(cpu const &ex, map_params<T, NI, NO> const &p, Op const &op) {
+  static_assert(Op::num_in == NI && Op::num_out == NO);
+  if (p.rank == 1 && p.ext[0] != 1) {
+    if (p.ext[0] > 0)
+      map_collapsed<Simd>(ex, p, p.ext[0], op);
+    return;
+  }
+  map_params<T, NI, NO> c = p;
+  index_t const total = collapse_dims(c);
+  if (total > 0)
+    map_collapsed<Simd>(ex, c, total, op);
 }
 
 } // namespace dualcast::detail::cpu_backend
