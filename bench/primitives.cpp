@@ -15,10 +15,11 @@
 //    partials recomputed inline) with atomic adds (std::atomic_ref), and as a scatter into one
 //    private copy of xbar per thread, summed after. paired_ratio: the variant's time over the
 //    gather's in the same repetition (median); for the scaling rows, 1-thread time over 2-thread.
-// 3. conv2d: the library's direct loops (ops/conv2d.hpp) against im2col + gemm through the
-//    library's gemm hook (BLAS), forward + all three gradients, at a deep-learning shape (N 8,
-//    C = O = 32, 64 x 64, 3 x 3, padding 1) and the deblurring example's (N 1, C = O = 1,
-//    512 x 512, 7 x 7, padding 3). paired_ratio: im2col_gemm over direct.
+// 3. conv2d: the library's two CPU algorithms, direct loops (ops/conv2d.hpp) and im2col + gemm
+//    (ops/conv2d_gemm.hpp, the BLAS), forward + all three gradients, at a deep-learning shape
+//    (N 8, C = O = 32, 64 x 64, 3 x 3, padding 1), the deblurring example's (N 1, C = O = 1,
+//    512 x 512, 7 x 7, padding 3) and four around conv2d_algorithm::automatic's threshold.
+//    paired_ratio: im2col_gemm over direct; target: what automatic picks for the shape.
 // Every section interleaves its variants (each repetition runs all of them, in a rotating order)
 // and reports medians.
 // Output: CSV benchmark,variant,size,threads,median_ms,paired_ratio,target,met on stdout
@@ -275,83 +276,11 @@ void stencil_adjoints(char const *bench, dc::shape const &s, dc::stencil_offsets
   std::fflush(stdout);
 }
 
-// ---- 3. conv2d: direct loops against im2col + gemm -------------------------------------------
+// ---- 3. conv2d: the library's direct loops against its im2col + gemm ------------------------
 
-// cols[(c KH + p) KW + q][i OW + j] = x[n, c, i s + p - pad, j s + q - pad] (0 outside).
-void im2col(dc::cpu const &ex, dc::detail::conv2d_geometry const &g, float const *x, float *cols) {
-  dc::index_t const rows = g.C * g.KH * g.KW;
-#pragma omp parallel for num_threads(ex.thread_count()) schedule(static)
-  for (dc::index_t r = 0; r < rows; ++r) {
-    dc::index_t const q = r % g.KW, p = (r / g.KW) % g.KH, c = r / (g.KW * g.KH);
-    float *out = cols + r * g.OH * g.OW;
-    for (dc::index_t i = 0; i < g.OH; ++i) {
-      dc::index_t const h = i * g.s + p - g.pad;
-      for (dc::index_t j = 0; j < g.OW; ++j) {
-        dc::index_t const v = j * g.s + q - g.pad;
-        out[i * g.OW + j] =
-            h < 0 || h >= g.H || v < 0 || v >= g.W ? 0.f : x[(c * g.H + h) * g.W + v];
-      }
-    }
-  }
-}
-// The adjoint of im2col: gx plane c gets its KH KW rows of dcols (one thread per channel).
-void col2im(dc::cpu const &ex, dc::detail::conv2d_geometry const &g, float const *dcols,
-            float *gx) {
-#pragma omp parallel for num_threads(ex.thread_count()) schedule(static)
-  for (dc::index_t c = 0; c < g.C; ++c) {
-    float *plane = gx + c * g.H * g.W;
-    std::fill(plane, plane + g.H * g.W, 0.f);
-    for (dc::index_t p = 0; p < g.KH; ++p)
-      for (dc::index_t q = 0; q < g.KW; ++q) {
-        float const *in = dcols + ((c * g.KH + p) * g.KW + q) * g.OH * g.OW;
-        for (dc::index_t i = 0; i < g.OH; ++i) {
-          dc::index_t const h = i * g.s + p - g.pad;
-          if (h < 0 || h >= g.H)
-            continue;
-          for (dc::index_t j = 0; j < g.OW; ++j) {
-            dc::index_t const v = j * g.s + q - g.pad;
-            if (v >= 0 && v < g.W)
-              plane[h * g.W + v] += in[i * g.OW + j];
-          }
-        }
-      }
-  }
-}
-
-// Forward and every gradient through im2col + gemm; returns a checksum of the results.
-double conv_im2col(dc::cpu const &ex, dc::detail::conv2d_geometry const &g, F32 const &x,
-                   F32 const &w, F32 const &b, F32 const &gy) {
-  using dc::detail::backend_gemm;
-  int const M = int(g.O), K = int(g.C * g.KH * g.KW), P = int(g.OH * g.OW);
-  std::vector<float> cols(std::size_t(g.N) * std::size_t(K) * std::size_t(P)),
-      dcols(std::size_t(K) * std::size_t(P));
-  F32 y = F32::empty({g.N, g.O, g.OH, g.OW}), gx = F32::empty(x.dims()), gw = F32::zeros(w.dims()),
-      gb = F32::zeros({g.O});
-  for (dc::index_t n = 0; n < g.N; ++n) {
-    float *cn = cols.data() + n * K * P;
-    im2col(ex, g, x.data() + n * g.C * g.H * g.W, cn);
-    float *yn = y.raw_data() + n * M * P;
-    for (int o = 0; o < M; ++o)
-      std::fill(yn + o * P, yn + (o + 1) * P, b.data()[o]);
-    backend_gemm(dc::detail::hook{}, ex, false, false, M, P, K, w.data(), K, cn, P, 1.f, yn, P);
-  }
-  for (dc::index_t n = 0; n < g.N; ++n) {
-    float const *gyn = gy.data() + n * M * P;
-    // gw += gy_n cols_n^T;  dcols = w^T gy_n;  gx_n = col2im(dcols)
-    backend_gemm(dc::detail::hook{}, ex, false, true, M, K, P, gyn, P, cols.data() + n * K * P, P,
-                 1.f, gw.raw_data(), K);
-    backend_gemm(dc::detail::hook{}, ex, true, false, K, P, M, w.data(), K, gyn, P, 0.f,
-                 dcols.data(), P);
-    col2im(ex, g, dcols.data(), gx.raw_data() + n * g.C * g.H * g.W);
-    for (int o = 0; o < M; ++o)
-      for (int k = 0; k < P; ++k)
-        gb.raw_data()[o] += gyn[o * P + k];
-  }
-  return double(y.data()[7]) + double(gx.data()[5]) + double(gw.data()[3]) + double(gb.data()[0]);
-}
-
-double conv_direct(dc::cpu const &ex, dc::detail::conv2d_geometry const &g, F32 const &x,
-                   F32 const &w, F32 const &b, F32 const &gy) {
+// Forward and every gradient by one algorithm; returns a checksum of the results.
+double conv_run(dc::cpu const &ex, dc::detail::conv2d_geometry const &g, F32 const &x, F32 const &w,
+                F32 const &b, F32 const &gy) {
   auto y = dc::detail::conv2d_run(ex, x, w, b, g);
   auto d = dc::detail::conv2d_adjoints(ex, x, w, gy, g, true, true, true);
   return double(y.data()[7]) + double(d.input.data()[5]) + double(d.weights.data()[3]) +
@@ -360,27 +289,33 @@ double conv_direct(dc::cpu const &ex, dc::detail::conv2d_geometry const &g, F32 
 
 void conv2d_variants(dc::shape const &xs, dc::shape const &ws, dc::conv2d_options opt, int threads,
                      int reps) {
-  auto const g = dc::detail::make_conv2d_geometry(xs, ws, opt);
+  auto g = dc::detail::make_conv2d_geometry(xs, ws, opt);
+  bool const automatic_gemm = dc::detail::conv2d_uses_gemm<float>(g);
   F32 const x = random_tensor(xs, 11, -1, 1), w = random_tensor(ws, 12, -0.2f, 0.2f),
             b = random_tensor({g.O}, 13, -1, 1),
             gy = random_tensor({g.N, g.O, g.OH, g.OW}, 14, -1, 1);
   dc::cpu ex;
   ex.threads = threads;
+  auto direct = g, gemm = g;
+  direct.algorithm = dc::conv2d_algorithm::direct;
+  gemm.algorithm = dc::conv2d_algorithm::im2col_gemm;
   double sums[2] = {};
-  auto t = interleaved({[&] { sums[0] = conv_direct(ex, g, x, w, b, gy); },
-                        [&] { sums[1] = conv_im2col(ex, g, x, w, b, gy); }},
+  auto t = interleaved({[&] { sums[0] = conv_run(ex, direct, x, w, b, gy); },
+                        [&] { sums[1] = conv_run(ex, gemm, x, w, b, gy); }},
                        reps);
   if (std::abs(sums[0] - sums[1]) > 1e-2 * (1 + std::abs(sums[0])))
     std::fprintf(stderr, "conv2d: im2col + gemm disagrees with the direct loops (%g vs %g)\n",
                  sums[1], sums[0]);
   char size[96];
-  std::snprintf(
-      size, sizeof size, "N%lld C%lld O%lld %lldx%lld k%lld pad%lld", static_cast<long long>(g.N),
-      static_cast<long long>(g.C), static_cast<long long>(g.O), static_cast<long long>(g.H),
-      static_cast<long long>(g.W), static_cast<long long>(g.KH), static_cast<long long>(g.pad));
-  std::printf("conv2d_fwd_bwd,direct,%s,%d,%.3f,1,,\n", size, threads, median(t[0]));
-  std::printf("conv2d_fwd_bwd,im2col_gemm,%s,%d,%.3f,%.2f,,\n", size, threads, median(t[1]),
-              paired_ratio(t[1], t[0]));
+  std::snprintf(size, sizeof size, "N%lld C%lld O%lld %lldx%lld k%lld pad%lld%s",
+                static_cast<long long>(g.N), static_cast<long long>(g.C),
+                static_cast<long long>(g.O), static_cast<long long>(g.H),
+                static_cast<long long>(g.W), static_cast<long long>(g.KH),
+                static_cast<long long>(g.pad), g.s == 2 ? " stride2" : "");
+  char const *choice = automatic_gemm ? "im2col_gemm" : "direct";
+  std::printf("conv2d_fwd_bwd,direct,%s,%d,%.3f,1,%s,\n", size, threads, median(t[0]), choice);
+  std::printf("conv2d_fwd_bwd,im2col_gemm,%s,%d,%.3f,%.2f,%s,\n", size, threads, median(t[1]),
+              paired_ratio(t[1], t[0]), choice);
   std::fflush(stdout);
 }
 
@@ -426,6 +361,11 @@ int main(int argc, char **argv) {
   if (part("conv2d")) {
     conv2d_variants({8, 32, 64, 64}, {32, 32, 3, 3}, {1, 1}, threads, reps);
     conv2d_variants({1, 1, 512, 512}, {1, 1, 7, 7}, {1, 3}, threads, reps);
+    // around automatic's threshold (ops/conv2d_gemm.hpp: O >= 8 and C KH KW >= 8)
+    conv2d_variants({8, 1, 64, 64}, {8, 1, 3, 3}, {1, 1}, threads, reps);
+    conv2d_variants({8, 8, 64, 64}, {8, 8, 3, 3}, {1, 1}, threads, reps);
+    conv2d_variants({8, 16, 64, 64}, {4, 16, 3, 3}, {1, 1}, threads, reps);
+    conv2d_variants({8, 3, 64, 64}, {16, 3, 5, 5}, {2, 2}, threads, reps);
   }
   return 0;
 }

@@ -224,8 +224,14 @@ def primitives_section():
                              ("forward", "gather", "scatter_atomic", "scatter_copies")])
     tgt = [[r["benchmark"][-2:].upper(), r["variant"], r["paired_ratio"], r["target"], r["met"]]
            for r in rs if r["benchmark"].startswith("stencil") and r["target"]]
-    conv = [[r["size"], r["variant"], fmt(float(r["median_ms"]))] for r in rs
-            if r["benchmark"] == "conv2d_fwd_bwd"]
+    conv = []
+    for size in dict.fromkeys(r["size"] for r in rs if r["benchmark"] == "conv2d_fwd_bwd"):
+        sub = [r for r in rs if r["benchmark"] == "conv2d_fwd_bwd" and r["size"] == size]
+        d, g = ms(sub, variant="direct"), ms(sub, variant="im2col_gemm")
+        gemm = [r for r in sub if r["variant"] == "im2col_gemm"]
+        ratio = gemm[0]["paired_ratio"] if gemm and gemm[0]["paired_ratio"] else None
+        conv.append([size, fmt(d), fmt(g), fmt(1 / float(ratio)) if ratio else "?",
+                     sub[0]["target"] or "?"])
     m = machine()
     return "\n\n".join([
         f"Measured {m.get('primitives_date', m.get('date', '?'))} ({m.get('cpu', '?')}, "
@@ -236,7 +242,8 @@ def primitives_section():
         table(["stencil", "size", "threads", "forward (ms)", "gather adjoint", "scatter, atomic",
                "scatter, per-thread copies"], sten),
         table(["stencil", "what", "measured", "target", "met"], tgt),
-        table(["conv2d forward + backward", "variant", "ms"], conv),
+        table(["conv2d forward + backward (2 threads)", "direct (ms)", "im2col + gemm (ms)",
+               "direct / gemm (paired)", "automatic picks"], conv),
     ])
 
 

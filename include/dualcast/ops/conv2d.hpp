@@ -19,9 +19,11 @@
 //   bias    bbar[o] = the sum of ybar over n, i, j, one thread per o.
 // Every sum runs in a fixed order, so results are the same bits at any number of threads.
 //
-// Direct loops rather than im2col + BLAS gemm: on the CPU this keeps the thread-count-independent
-// bits and no im2col buffer (KH KW times the input); bench/primitives.cpp measures both (the
-// README's "Reductions, scans, histograms and stencils" section has the figures).
+// These direct loops need no buffer and win with few channels (one channel and a 7 x 7 kernel:
+// 28x faster than im2col + gemm). With many channels the CPU takes im2col + gemm instead
+// (ops/conv2d_gemm.hpp; conv2d_options::algorithm chooses, automatic by shape); CUDA tensors always
+// take these kernels. bench/primitives.cpp measures both (the README's "Reductions, scans,
+// histograms and stencils" section has the figures).
 //
 // On tensors: conv2d(x, w[, b], options) gives the value and conv2d_vjp(x, w, ybar, options) the
 // three gradients (input, weights, bias), on the tensors' device.
@@ -30,6 +32,8 @@
 #include <dualcast/custom_op.hpp>
 #include <dualcast/detail/device_dispatch.hpp>
 #include <dualcast/errors.hpp>
+#include <dualcast/ops/conv2d_gemm.hpp>
+#include <dualcast/ops/conv2d_geometry.hpp>
 #include <dualcast/tape.hpp>
 #include <dualcast/tensor.hpp>
 
@@ -38,61 +42,7 @@
 
 namespace dualcast {
 
-// Stride (1, 2, ...) and zero padding, the same along both image axes.
-struct conv2d_options {
-  index_t stride = 1;
-  index_t padding = 0;
-};
-
-// The gradients conv2d_vjp gives: of the input, the weights and the bias (shape [O]).
-template <class T> struct conv2d_grads { tensor<T> input, weights, bias; };
-
 namespace detail {
-
-struct conv2d_geometry {
-  index_t N, C, H, W, O, KH, KW, OH, OW, s, pad;
-
-  // The outputs j in [0, count) whose input coordinate j*s + offset lies in [0, n), as the range
-  // [lo, hi) (the loops below never test a coordinate per element).
-  DUALCAST_HD static void valid(index_t offset, index_t s, index_t n, index_t count, index_t &lo,
-                                index_t &hi) {
-    // smallest j with j*s + offset >= 0, and one past the largest with j*s + offset <= n - 1
-    lo = offset >= 0 ? 0 : (-offset + s - 1) / s;
-    index_t const top = n - 1 - offset;
-    hi = top < 0 ? 0 : top / s + 1;
-    hi = hi > count ? count : hi;
-    lo = lo > hi ? hi : lo;
-  }
-};
-
-inline conv2d_geometry make_conv2d_geometry(shape const &x, shape const &w, conv2d_options o) {
-  auto fail = [&](std::string const &why) {
-    throw shape_error("dualcast::conv2d: input " + to_string(x) + ", weights " + to_string(w) +
-                      ", stride " + std::to_string(o.stride) + ", padding " +
-                      std::to_string(o.padding) + ": " + why);
-  };
-  if (x.rank != 4 || w.rank != 4)
-    fail("the input must be [N, C, H, W] and the weights [O, C, KH, KW]");
-  if (x.ext[1] != w.ext[1])
-    fail("the input and the weights have different channel counts");
-  if (o.stride < 1 || o.padding < 0)
-    fail("the stride must be >= 1 and the padding >= 0");
-  conv2d_geometry g{};
-  g.N = x.ext[0], g.C = x.ext[1], g.H = x.ext[2], g.W = x.ext[3];
-  g.O = w.ext[0], g.KH = w.ext[2], g.KW = w.ext[3];
-  g.s = o.stride, g.pad = o.padding;
-  if (g.KH < 1 || g.KW < 1 || g.H + 2 * g.pad < g.KH || g.W + 2 * g.pad < g.KW)
-    fail("the kernel is larger than the padded image");
-  g.OH = (g.H + 2 * g.pad - g.KH) / g.s + 1;
-  g.OW = (g.W + 2 * g.pad - g.KW) / g.s + 1;
-  return g;
-}
-
-inline void check_conv2d_bias(shape const &b, conv2d_geometry const &g) {
-  if (b.rank != 1 || b.ext[0] != g.O)
-    throw shape_error("dualcast::conv2d: the bias has shape " + to_string(b) + ", expected [" +
-                      std::to_string(g.O) + "]");
-}
 
 // Each kernel below is a row operation (detail::parallel_for_rows): on the CPU a row runs on one
 // thread with the loops ordered for the vectoriser (a weight times a shifted input row); on CUDA a
@@ -276,6 +226,9 @@ template <class T> struct conv2d_bias_adjoint {
 template <class Ex, class T>
 tensor<T> conv2d_run(Ex const &ex, tensor<T> const &x, tensor<T> const &w, tensor<T> const &b,
                      conv2d_geometry const &g) {
+  if constexpr (std::is_same_v<Ex, cpu>)
+    if (conv2d_uses_gemm<T>(g))
+      return conv2d_gemm_run(ex, x, w, b, g);
   auto y = tensor<T>::empty({g.N, g.O, g.OH, g.OW}, x.dev());
   if (y.size() > 0)
     parallel_for_rows(
@@ -291,6 +244,12 @@ conv2d_grads<T> conv2d_adjoints(Ex const &ex, tensor<T> const &x, tensor<T> cons
                                 bool want_w, bool want_b) {
   conv2d_grads<T> r;
   device const dev = x.dev();
+  if constexpr (std::is_same_v<Ex, cpu>)
+    if ((want_x || want_w) && conv2d_uses_gemm<T>(g)) {
+      conv2d_gemm_adjoints(ex, x, w, gy, g, want_x ? &r.input : nullptr,
+                           want_w ? &r.weights : nullptr);
+      want_x = want_w = false; // (the bias below as always)
+    }
   if (want_x) {
     r.input = tensor<T>::zeros(x.dims(), dev);
     if (x.size() > 0 && gy.size() > 0)
