@@ -229,8 +229,8 @@ def primitives_section():
         sub = [r for r in rs if r["benchmark"] == "conv2d_fwd_bwd" and r["size"] == size]
         d, g = ms(sub, variant="direct"), ms(sub, variant="im2col_gemm")
         gemm = [r for r in sub if r["variant"] == "im2col_gemm"]
-        ratio = gemm[0]["paired_ratio"] if gemm and gemm[0]["paired_ratio"] else None
-        conv.append([size, fmt(d), fmt(g), fmt(1 / float(ratio)) if ratio else "?",
+        paired = gemm[0]["paired_ratio"] if gemm and gemm[0]["paired_ratio"] else None
+        conv.append([size, fmt(d), fmt(g), fmt(1 / float(paired)) if paired else "?",
                      sub[0]["target"] or "?"])
     m = machine()
     return "\n\n".join([

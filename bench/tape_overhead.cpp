@@ -9,8 +9,8 @@
 //   and 4, c = 1024: the objective (constants: nothing recorded), the objective and its gradient,
 //   the same gradient on the unfused tape (every operation of the cell its own node), and a plain
 //   double-precision C++ objective, interleaved in each repetition (but the unfused gradient,
-//   timed in a loop of its own after the others: see below), each timed run right after an
-//   untimed run of the same variant. (Peers: bench/peers/dlstm.py.)
+//   timed in a loop of its own at the end: see main), each timed run right after an untimed run
+//   of the same variant. (Peers: bench/peers/dlstm.py.)
 // Output: CSV rows benchmark,variant,size,threads,median_ms,us_per_node,nodes,ratio_to_plain.
 //   tape_overhead [--reps N] [--threads N] [--quick] [--data DIR]
 #include "common.hpp"
@@ -75,10 +75,11 @@ int main(int argc, char **argv) {
   std::printf("benchmark,variant,size,threads,median_ms,us_per_node,nodes,ratio_to_plain\n");
 
   // ---- the D-LSTM ---------------------------------------------------------------------------
-  // First, before anything runs an unfused tape: its 12x more nodes leave the allocators' free
-  // lists holding blocks scattered over 12x the memory, and the fused gradient after it, even
-  // after an untimed run, took 5.5-7.4 ms instead of 5.0 (l = 2) -- a cost of alternating with a
-  // 12x larger tape (README, "Small arrays"), not of a loop running one model.
+  // The fused D-LSTM first, then the node chains, the unfused D-LSTM last: an unfused tape's 12x
+  // more nodes leave the allocators' free lists holding blocks scattered over 12x the memory. The
+  // fused gradient after one, even after an untimed run, took 5.5-7.4 ms instead of 5.0 (l = 2),
+  // and a 14-element chain node 0.95 us instead of 0.75 -- a cost of alternating with a much
+  // larger tape (README, "Small arrays"), not of a loop running one model.
   struct dlstm_case {
     dlstm::problem p;
     dc::tensor<double> M, E;
@@ -133,29 +134,6 @@ int main(int argc, char **argv) {
                 1e3 * mg / double(nodes), nodes, mg / mp);
     std::fflush(stdout);
   }
-  // The same gradients on the unfused tape (ratios to the plain objective measured above).
-  for (std::size_t i = 0; i < cases.size(); ++i) {
-    auto const &[p, M, E] = cases[i];
-    std::vector<double> unfused;
-    auto run_unfused = [&] {
-      dc::tape tp;
-      tp.ex = dc::cpu{threads};
-      tp.fused = false;
-      auto m = tp.variable(M), e = tp.variable(E);
-      tp.backward(dlstm::loss(p, m, e));
-      sink += m.grad().data()[0];
-    };
-    for (int r = 0; r < reps; ++r)
-      timed(run_unfused, unfused);
-    std::string size = "l" + std::to_string(p.l) + "_c" + std::to_string(p.c);
-    double const mu = median(unfused);
-    std::printf("dlstm,unfused_gradient,%s,%d,%.4f,,,%.2f\n", size.c_str(), threads, mu,
-                mu / plain_ms[i]);
-    std::fflush(stdout);
-  }
-  if (sink == 12345.678)
-    std::printf("#\n");
-
   // ---- node chains --------------------------------------------------------------------------
   char const *names[] = {"fused", "lazy", "unfused"};
   for (dc::index_t n : {dc::index_t(14), dc::index_t(256), dc::index_t(4096), dc::index_t(65536)}) {
@@ -182,4 +160,27 @@ int main(int argc, char **argv) {
       std::fflush(stdout);
     }
   }
+
+  // The same gradients on the unfused tape (ratios to the plain objective measured above).
+  for (std::size_t i = 0; i < cases.size(); ++i) {
+    auto const &[p, M, E] = cases[i];
+    std::vector<double> unfused;
+    auto run_unfused = [&] {
+      dc::tape tp;
+      tp.ex = dc::cpu{threads};
+      tp.fused = false;
+      auto m = tp.variable(M), e = tp.variable(E);
+      tp.backward(dlstm::loss(p, m, e));
+      sink += m.grad().data()[0];
+    };
+    for (int r = 0; r < reps; ++r)
+      timed(run_unfused, unfused);
+    std::string size = "l" + std::to_string(p.l) + "_c" + std::to_string(p.c);
+    double const mu = median(unfused);
+    std::printf("dlstm,unfused_gradient,%s,%d,%.4f,,,%.2f\n", size.c_str(), threads, mu,
+                mu / plain_ms[i]);
+    std::fflush(stdout);
+  }
+  if (sink == 12345.678)
+    std::printf("#\n");
 }
