@@ -12,9 +12,11 @@
 #include <dualcast/dual.hpp>
 #include <dualcast/kernel.hpp>
 #include <dualcast/math.hpp>
+#include <dualcast/simd.hpp>
 #include <dualcast/view.hpp>
 
 #include <array>
+#include <cstdint>
 #include <type_traits>
 #include <utility>
 
@@ -98,17 +100,52 @@ DUALCAST_HD bool results_finite(R const &r, std::index_sequence<k...>) {
   return (partials_finite_of(get<k>(r)) && ...);
 }
 
-// The slow path of a SIMD batch whose partials came out inf or NaN somewhere: the operation runs
-// again on each lane as plain numbers, whose chain rule applies the zero-wins rule at every step
-// (dual.hpp, checks_each_step), and the lanes are written back. A batch only takes it where a
-// derivative is infinite or undefined (log or sqrt at 0, overflow, NaN data), so the hot path
-// pays one test per result instead of one per chain-rule step. `run(in, out)` runs the operation
-// on plain-number lanes: NIn inputs, NOut results (all copied, so that results the operation does
-// not write keep their values).
+// The lanes (bit i: lane i) of a SIMD batch that are inf or NaN.
+template <class L> std::uint32_t nonfinite_lanes(L const &v) {
+  auto const finite = (v - v) == L(0); // NOLINT(misc-redundant-expression): see all_finite
+  return ~finite.bits() & decltype(finite)::all_bits;
+}
+template <class X> std::uint32_t nonfinite_partial_lanes(X const &) { return 0; } // (a value)
+template <class T, int N> std::uint32_t nonfinite_partial_lanes(dual<T, N> const &x) {
+  if constexpr (is_dual_v<T>) { // nested: as partials_finite
+    return 0;
+  } else {
+    T s = x.d[0]; // (one sum, as partials_finite)
+    for (int i = 1; i < N; ++i)
+      s += x.d[i];
+    return nonfinite_lanes(s);
+  }
+}
+template <class R, std::size_t... k>
+std::uint32_t results_nonfinite_lanes(R const &r, std::index_sequence<k...>) {
+  return (0u | ... | nonfinite_partial_lanes(get<k>(r)));
+}
+// The lanes of the path being evaluated (detail::lane_paths): a divergent batch is evaluated once
+// per path with every lane computing (backend/cpu/map.hpp, eval_batch), and the lanes of the
+// other paths -- log of a negative x under `if (x > 0)` -- are blended away afterwards: their
+// partials must not send the batch down the slow path (a guarded log ran 8x slower divergent than
+// uniform when they did).
+template <class L> std::uint32_t running_path_lanes() {
+  using M = decltype(L{} < L{});
+  lane_paths const &p = current_lane_paths();
+  return p.active ? p.lanes : M::all_bits;
+}
+
+// The slow path of a SIMD batch whose partials came out inf or NaN in some lanes of the running
+// path: the operation runs again on those lanes as plain numbers, whose chain rule applies the
+// zero-wins rule at every step (dual.hpp, checks_each_step), and they are written back. A lane
+// only takes it where a derivative is infinite or undefined (log or sqrt at 0, overflow, NaN
+// data), so the hot path pays one test per result instead of one per chain-rule step; the other
+// lanes keep their results, which the zero-wins rule could not have changed (a partial it
+// changes is non-finite without it), so a lane's results do not depend on its neighbours' data.
+// `run(in, out)` runs the operation on plain-number lanes: NIn inputs, NOut results (all copied,
+// so that results the operation does not write keep their values); `lanes`: bit j, lane j.
 template <int NIn, int NOut, class L, class Run>
-DUALCAST_SEPARATE void rerun_lanes(L const *in, L *out, Run const &run) {
+DUALCAST_SEPARATE void rerun_lanes(L const *in, L *out, Run const &run, std::uint32_t lanes) {
   using S = typename L::value_type;
   for (int j = 0; j < L::size; ++j) {
+    if (!((lanes >> j) & 1u))
+      continue;
     std::array<S, std::size_t(NIn)> lin{};
     std::array<S, std::size_t(NOut)> lout{};
     for (int p = 0; p < NIn; ++p)
@@ -202,7 +239,8 @@ template <class F, class Layout, int K, class Active> struct partials_op : op_ba
     if constexpr (!std::is_arithmetic_v<L>) {
       if (!results_finite(r, std::make_index_sequence<K>{})) [[unlikely]]
         rerun_lanes<num_in, num_out>(
-            in, out, [this](auto const *li, auto *lo) { this->template chunk<Begin>(li, lo); });
+            in, out, [this](auto const *li, auto *lo) { this->template chunk<Begin>(li, lo); },
+            results_nonfinite_lanes(r, std::make_index_sequence<K>{}) & running_path_lanes<L>());
     }
   }
   // Several chunks: each a function of its own on the host (config.hpp, DUALCAST_SEPARATE).
@@ -238,8 +276,9 @@ template <class F, class Layout, int K, class Active> struct jvp_op : op_base<F,
     store(r, out, std::make_index_sequence<K>{});
     if constexpr (!std::is_arithmetic_v<L>) {
       if (!results_finite(r, std::make_index_sequence<K>{})) [[unlikely]] // see rerun_lanes
-        rerun_lanes<num_in, num_out>(in, out,
-                                     [this](auto const *li, auto *lo) { (*this)(li, lo); });
+        rerun_lanes<num_in, num_out>(
+            in, out, [this](auto const *li, auto *lo) { (*this)(li, lo); },
+            results_nonfinite_lanes(r, std::make_index_sequence<K>{}) & running_path_lanes<L>());
     }
   }
   template <int P, class L> DUALCAST_HD auto arg(L const *in, L const *tangents) const {
@@ -299,8 +338,12 @@ template <class F, class Layout, int K, class Active> struct vjp_op : op_base<F,
         for (int q = 0; q < width; ++q)
           out[Begin + q] = contract<true>(r, ybar, q, std::make_index_sequence<K>{});
       } else { // a SIMD batch: its partials too, lane by lane (see rerun_lanes)
+        std::uint32_t lanes = 0;
+        for (int q = 0; q < width; ++q)
+          lanes |= nonfinite_lanes(out[Begin + q]);
         rerun_lanes<num_in, num_out>(
-            in, out, [this](auto const *li, auto *lo) { this->template chunk<Begin>(li, lo); });
+            in, out, [this](auto const *li, auto *lo) { this->template chunk<Begin>(li, lo); },
+            lanes & running_path_lanes<L>());
       }
     }
 #endif
