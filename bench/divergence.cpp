@@ -16,6 +16,8 @@
 //                      the result chosen with dc::select (no divergence, three times the math)
 //   separate_partials  all branches in separate passes, then a selecting pass (TF / XLA style:
 //                      FLUSH and UPDATE values + partials into temporaries, then a select)
+// guarded_log (after them): y = log(x) * w where x > 0, else w + w, 1024 x 1024 floats, x all
+//   positive (uniform) or every third one negative (divergent), values + partials and VJP.
 // Output: CSV rows benchmark,variant,size,threads,median_ms,mask_layout,ratio_to_uniform.
 //   divergence [--reps N] [--threads N] [--quick]
 #include "common.hpp"
@@ -136,6 +138,49 @@ void run(int variant, problem &p, dc::cpu const &ex) {
   }
 }
 
+// A guarded domain: y = log(x) * w where x > 0, else w + w, n x n floats, with every x positive
+// (uniform) or every third x along the rows negative (divergent: each batch takes both paths,
+// and the log path's other lanes compute log of a negative x, NaN, blended away). Values + the
+// two partials, and the VJP; the divergent variant over the uniform one in the same repetition.
+constexpr auto guarded_log = dc::kernel([](auto x, auto w) {
+  if (x > 0)
+    return dc::log(x) * w;
+  return w + w;
+});
+
+void guarded_log_rows(dc::index_t n, int reps, dc::cpu const &ex) {
+  dc::shape const s{n, n};
+  std::size_t const e = s.size();
+  std::mt19937 gen(7);
+  std::uniform_real_distribution<float> u(0.1f, 3.f);
+  std::vector<float> xu(e), xd(e), w(e), ybar(e), out[5];
+  for (std::size_t j = 0; j < e; ++j)
+    xu[j] = u(gen), w[j] = u(gen), ybar[j] = u(gen), xd[j] = j % 3 == 0 ? -xu[j] : xu[j];
+  for (auto &o : out)
+    o.assign(e, 0.f);
+  auto mv = [&](std::vector<float> &v) { return dc::view<float>(v.data(), s); };
+  auto cv = [&](std::vector<float> const &v) { return dc::view<float const>(v.data(), s); };
+  auto partials = [&](std::vector<float> const &x) {
+    dc::apply(ex, guarded_log, dc::active<0, 1>, dc::out(mv(out[0])),
+              dc::out(mv(out[1]), mv(out[2])), cv(x), cv(w));
+  };
+  auto vjp = [&](std::vector<float> const &x) {
+    dc::vjp(ex, guarded_log, dc::active<0, 1>, dc::out(mv(out[3]), mv(out[4])),
+            dc::in(cv(x), cv(w)), dc::in(cv(ybar)));
+  };
+  auto t = bench::interleaved(
+      {[&] { partials(xu); }, [&] { partials(xd); }, [&] { vjp(xu); }, [&] { vjp(xd); }}, reps);
+  char const *variant[] = {"fused_partials", "fused_vjp"};
+  for (int v = 0; v < 2; ++v) {
+    auto const &uniform = t[std::size_t(2 * v)], &divergent = t[std::size_t(2 * v + 1)];
+    std::printf("guarded_log,%s,%ld,%d,%.4f,uniform,1.00\n", variant[v], long(n), ex.thread_count(),
+                median(uniform));
+    std::printf("guarded_log,%s,%ld,%d,%.4f,divergent,%.2f\n", variant[v], long(n),
+                ex.thread_count(), median(divergent), bench::paired_ratio(divergent, uniform));
+  }
+  std::fflush(stdout);
+}
+
 } // namespace
 
 int main(int argc, char **argv) {
@@ -174,4 +219,5 @@ int main(int argc, char **argv) {
     }
     std::fflush(stdout);
   }
+  guarded_log_rows(quick ? 512 : 1024, reps, ex);
 }

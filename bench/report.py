@@ -144,13 +144,20 @@ def steps_table():
 
 
 def hmlstm_table():
-    rs = rows("divergence")
+    rs = [r for r in rows("divergence") if r["benchmark"] == "divergence"]
     vs = variants_of(rs)
     body = []
     for n in sizes_of(rs, "divergence"):
         for layout in ("n_x_1", "1_x_n", "n_x_n"):
             body.append([n, layout] + [fmt(ms(rs, variant=v, size=n, mask_layout=layout)) for v in vs])
     return table(["n", "masks"] + [f"{v} (ms)" for v in vs], body)
+
+
+def guarded_log_table():
+    rs = [r for r in rows("divergence") if r["benchmark"] == "guarded_log"]
+    body = [[r["size"], r["variant"], r["mask_layout"], fmt(float(r["median_ms"])),
+             r["ratio_to_uniform"]] for r in rs]
+    return table(["n (n x n floats)", "variant", "x", "ms", "over uniform (paired)"], body)
 
 
 def arity_table():
@@ -259,6 +266,8 @@ def readme_section():
         "**Steps with their matmuls** (`lstm_step.csv`, `char_lstm_step.csv`):\n\n" + steps_table(),
         "**HM-LSTM cell update: values and the four Jacobian diagonals** (`divergence.csv`):\n\n"
         + hmlstm_table(),
+        "**A guarded domain, `if (x > 0) return log(x) * w; return w + w;`** (`divergence.csv`, "
+        "`guarded_log` rows):\n\n" + guarded_log_table(),
         "**Arity sweep** `prod_k tanh(+-x_k)`, forward + backward on the tape (`arity.csv`):\n\n"
         + arity_table(),
         "**D-LSTM (ADBench data, float64): objective and gradient** (`tape_overhead.csv`):\n\n"

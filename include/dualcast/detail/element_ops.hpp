@@ -141,7 +141,7 @@ template <class L> std::uint32_t running_path_lanes() {
 // `run(in, out)` runs the operation on plain-number lanes: NIn inputs, NOut results (all copied,
 // so that results the operation does not write keep their values); `lanes`: bit j, lane j.
 template <int NIn, int NOut, class L, class Run>
-DUALCAST_SEPARATE void rerun_lanes(L const *in, L *out, Run const &run, std::uint32_t lanes) {
+DUALCAST_SEPARATE void rerun_some_lanes(L const *in, L *out, Run const &run, std::uint32_t lanes) {
   using S = typename L::value_type;
   for (int j = 0; j < L::size; ++j) {
     if (!((lanes >> j) & 1u))
@@ -156,6 +156,12 @@ DUALCAST_SEPARATE void rerun_lanes(L const *in, L *out, Run const &run, std::uin
     for (int q = 0; q < NOut; ++q)
       out[q].set(j, lout[std::size_t(q)]);
   }
+}
+// (No lanes -- a divergent path whose other lanes alone were non-finite: no call.)
+template <int NIn, int NOut, class L, class Run>
+DUALCAST_FORCEINLINE void rerun_lanes(L const *in, L *out, Run const &run, std::uint32_t lanes) {
+  if (lanes != 0)
+    rerun_some_lanes<NIn, NOut>(in, out, run, lanes);
 }
 
 // Evaluates f with each argument built by `make(p)`. Flattened itself: the backend's flattened
