@@ -17,6 +17,7 @@
 #pragma once
 
 #include <dualcast/broadcast.hpp>
+#include <dualcast/detail/call_checks.hpp>
 #include <dualcast/detail/device_dispatch.hpp>
 #include <dualcast/errors.hpp>
 #include <dualcast/kernel.hpp>
@@ -24,7 +25,6 @@
 #include <dualcast/shape.hpp>
 #include <dualcast/view.hpp>
 
-#include <cstdint>
 #include <cstring>
 #include <initializer_list>
 #include <limits>
@@ -324,11 +324,11 @@ public:
     if (!st_ || !src.st_ || !dev().is_host() || !(src.dims() == dims()) || nbytes() > small ||
         !is_contiguous() || !src.is_contiguous())
       return false;
-    auto const to = reinterpret_cast<std::uintptr_t>(raw_data()),
-               from = reinterpret_cast<std::uintptr_t>(src.data());
-    if (to == from)
+    auto const to = detail::flat_interval_of<T>(raw_data(), size()),
+               from = detail::flat_interval_of<T>(src.data(), size());
+    if (to.lo == from.lo)
       return true; // the same elements: nothing to copy
-    if (to < from + nbytes() && from < to + nbytes())
+    if (detail::intervals_meet(to, from))
       return false;
     if (nbytes() != 0)
       std::memcpy(raw_data(), src.data(), nbytes());

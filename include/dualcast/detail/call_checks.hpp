@@ -236,11 +236,17 @@ template <class T> flat_interval flat_interval_of(T const *p, index_t len, index
 inline bool intervals_meet(flat_interval a, flat_interval b) {
   return (a.lo < b.hi) & (b.lo < a.hi);
 }
+// The rule a flat write w breaks against an array r: they share an element and r is not an array
+// the write may be (same_ok: 1 where r may be the very elements written, starting at w's address).
+// Branch-free, on integers: the first pass below runs it over arrays, vectorised.
+inline std::uintptr_t flat_write_breaks(flat_interval w, flat_interval r, std::uintptr_t same_ok) {
+  return std::uintptr_t(intervals_meet(w, r)) & (std::uintptr_t(r.lo != w.lo) | (same_ok ^ 1));
+}
 
 // Whether any of check_flat_writes' rules may be broken, as one branch-free loop per write over the
 // intervals before it (arguments, read cotangents, earlier writes) in flat arrays that the
 // compiler vectorises: a node of the D-LSTM checks about 300 pairs, and as pairs of structs this
-// pass took 6 % of its gradient. An interval may meet a write it starts with if `same_ok`.
+// pass took 6 % of its gradient.
 template <class T>
 bool flat_writes_meet(T const *const *v, std::size_t n, T *const *w, std::size_t n_w,
                       T const *const *yv, index_t const *ystride, std::size_t k, index_t len) {
@@ -261,8 +267,7 @@ bool flat_writes_meet(T const *const *v, std::size_t n, T *const *w, std::size_t
   for (std::size_t i = 0; i < n_w; ++i) {
     flat_interval const r = flat_interval_of<T>(w[i], len);
     for (std::size_t j = 0; j < m; ++j)
-      met |= std::uintptr_t(r.lo < hi[j]) & std::uintptr_t(lo[j] < r.hi) &
-             (std::uintptr_t(lo[j] != r.lo) | (same_ok[j] ^ 1));
+      met |= flat_write_breaks(r, {lo[j], hi[j]}, same_ok[j]);
     add(r, false);
   }
   return met != 0;
@@ -286,15 +291,14 @@ template <class T>
   for (std::size_t i = 0; i < n_w; ++i) {
     flat_interval const r = flat_interval_of<T>(w[i], len);
     for (std::size_t j = 0; j < i; ++j)
-      if (intervals_meet(r, flat_interval_of<T>(w[j], len)))
+      if (flat_write_breaks(r, flat_interval_of<T>(w[j], len), 0))
         fail(i, " overlaps " + role_name(role, int(j)));
     for (std::size_t a = 0; a < n; ++a)
-      if (intervals_meet(r, flat_interval_of(v[a], len)) && v[a] != w[i])
+      if (flat_write_breaks(r, flat_interval_of(v[a], len), 1))
         fail(i, " overlaps argument " + std::to_string(pos[a]) +
                     " without being the same elements; write to separate memory");
     for (std::size_t j = 0; j < k; ++j)
-      if (intervals_meet(r, flat_interval_of(yv[j], len, ystride[j])) &&
-          !(yv[j] == w[i] && ystride[j] == 1))
+      if (flat_write_breaks(r, flat_interval_of(yv[j], len, ystride[j]), ystride[j] == 1))
         fail(i, " overlaps output cotangent " + std::to_string(j) +
                     " without being the same elements; write to separate memory");
   }
