@@ -121,10 +121,13 @@ DUALCAST_FORCEINLINE void eval_batch(Op const &op, L const *in, L *out,
 #endif
 
 // n elements (a multiple of the batch width) of operands that are contiguous: plain vector loads
-// and stores, the kernel's body inlined (flattened) into the loop.
+// and stores, the kernel's body inlined (flattened) into the loop. Input k's batch at i is read at
+// in[k] + (i & in_mask[k]): a mask of all ones for a contiguous input, 0 for a broadcast one (one
+// value, its first batch filled with it), so broadcast inputs need neither a packing pass nor an
+// instantiation of their own.
 template <class L, class T, class Op>
-DUALCAST_FLATTEN inline void run_batches(Op const &op, T const *const *in, T *const *out,
-                                         index_t n) {
+DUALCAST_FLATTEN inline void run_batches(Op const &op, T const *const *in, index_t const *in_mask,
+                                         T *const *out, index_t n) {
   constexpr int NI = Op::num_in, NO = Op::num_out;
   constexpr int W = lane_count<L>;
   // The staging area is larger than the operands need: GCC inlines a large kernel body only
@@ -142,7 +145,7 @@ DUALCAST_FLATTEN inline void run_batches(Op const &op, T const *const *in, T *co
 #endif
   for (index_t i = 0; i + W <= n; i += W) {
     for (int k = 0; k < NI; ++k)
-      in_l[k] = load_lanes<L>(in[k] + i, 1, W);
+      in_l[k] = load_lanes<L>(in[k] + (i & in_mask[k]), 1, W);
     eval_batch(op, in_l, out_l, paths);
     for (int k = 0; k < NO; ++k)
       store_lanes(out_l[k], out[k] + i, 1, W);
@@ -153,9 +156,10 @@ DUALCAST_FLATTEN inline void run_batches(Op const &op, T const *const *in, T *co
 // Elements per packed chunk of a row that is strided (or of a row's partial last batch).
 inline constexpr index_t pack_elements = 64;
 
-// One run of n elements along the innermost dimension. The full batches of a row whose operands
-// are all contiguous and overwritten run in place. Everything else -- strided or broadcast
-// operands, the partial last batch, outputs that are added to -- goes in chunks through
+// One run of n elements along the innermost dimension. The full batches of a row whose inputs
+// are contiguous or broadcast (stride 0) and whose outputs are contiguous and overwritten run in
+// place. Everything else -- strided operands, the partial last batch, outputs that are added to
+// -- goes in chunks through
 // contiguous buffers: inputs packed (and padded to whole batches with the last element), results
 // unpacked or added to the outputs afterwards, so that the loop over batches has no branch and
 // the add reads and writes each output once. Both go through the one call of run_batches below:
@@ -178,28 +182,40 @@ void run_row(Op const &op, T const *const *in, index_t const *in_stride, T *cons
       }
     }
   } else {
-    bool in_place = true; // contiguous and overwritten
+    bool in_place = true; // contiguous or broadcast inputs, contiguous and overwritten outputs
     for (int k = 0; k < NI; ++k)
-      in_place = in_place && in_stride[k] == 1;
+      in_place = in_place && (in_stride[k] == 1 || in_stride[k] == 0);
     for (int k = 0; k < NO; ++k)
       in_place = in_place && out_stride[k] == 1 && !add[k];
     alignas(64) T in_buf[NI > 0 ? NI : 1][pack_elements];
     alignas(64) T out_buf[NO][pack_elements];
     T const *ip[NI > 0 ? NI : 1];
+    index_t in_mask[NI > 0 ? NI : 1];
     T *op_out[NO];
+    for (int k = 0; k < NI; ++k) { // a broadcast input: one batch of its value, read again
+      in_mask[k] = in_stride[k] == 0 ? 0 : ~index_t(0);
+      if (in_stride[k] == 0) {
+        for (int j = 0; j < W; ++j)
+          in_buf[k][j] = in[k][0];
+        ip[k] = in_buf[k];
+      }
+    }
     for (index_t done = 0; done < n;) {
       index_t m, mp;
       bool chunked = !in_place || n - done < W;
       if (!chunked) { // every full batch left in the row
         m = mp = (n - done) / W * W;
         for (int k = 0; k < NI; ++k)
-          ip[k] = in[k] + done;
+          if (in_stride[k] != 0)
+            ip[k] = in[k] + done;
         for (int k = 0; k < NO; ++k)
           op_out[k] = out[k] + done;
       } else {
         m = std::min(pack_elements, n - done);
         mp = (m + W - 1) / W * W;
         for (int k = 0; k < NI; ++k) {
+          if (in_stride[k] == 0)
+            continue; // its batch, filled above
           if (in_stride[k] == 1 && m == mp) {
             ip[k] = in[k] + done;
           } else {
@@ -211,7 +227,7 @@ void run_row(Op const &op, T const *const *in, index_t const *in_stride, T *cons
         for (int k = 0; k < NO; ++k)
           op_out[k] = out_stride[k] == 1 && m == mp && !add[k] ? out[k] + done : out_buf[k];
       }
-      run_batches<L>(op, ip, op_out, mp);
+      run_batches<L>(op, ip, in_mask, op_out, mp);
       if (chunked)
         for (int k = 0; k < NO; ++k) {
           if (op_out[k] != out_buf[k])
