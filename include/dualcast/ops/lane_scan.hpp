@@ -10,6 +10,9 @@
 #include <dualcast/ops/groups.hpp>
 #include <dualcast/shape.hpp>
 
+#include <type_traits>
+#include <utility>
+
 namespace dualcast::detail {
 
 // + and * as function objects for device code (lanes.reduce, lane_scan).
@@ -54,17 +57,78 @@ struct one_lane {
   template <class T> DUALCAST_HD T broadcast(T x, int) const { return x; }
   DUALCAST_HD static constexpr void sync() {}
 };
-// Runs f(k, lanes) for the pieces k < n: as row operations when `rows_op`, else one thread each.
+// On the CPU a thread walks several pieces at once (a pass's group(k0, count) with its
+// group_size, below): step i of each in turn, so that their independent dependency chains -- an
+// add's, a compare's or a multiply's latency per element, one piece alone -- overlap in the core.
+// Each piece does exactly what it does alone: the same bits. 8 walks suit a step of one add or
+// multiply; a step with compares or several loads runs out of registers beyond 4 (cumsum,
+// cumprod, cummin on 10^7 floats, 2 threads: forward 8.7 / 8.9 / 11.0 ms one piece at a time,
+// 4.0 / 3.6 / 7.7 with 8 walks, 3.9 / 5.1 / 6.3 with 4; backward 11.8 / 21.7 / 22.2, 8.6 / 13.0 /
+// 16.7, 7.9 / 10.7 / 14.7).
+inline constexpr int lockstep_wide = 8, lockstep_narrow = 4;
+// Steps of one element between neighbouring walks over contiguous pieces (lockstep, below).
+inline constexpr index_t lockstep_skew = 16;
+
+// f(std::integral_constant<int, g>{}) for g = 0 .. G - 1, unrolled: a grouped pass indexes its
+// per-piece arrays by constants only, so the compiler keeps them in registers.
+template <int G, class F> inline void each_of(F &&f) {
+  [&]<int... g>(std::integer_sequence<int, g...>) { (f(std::integral_constant<int, g>{}), ...); }
+  (std::make_integer_sequence<int, G>{});
+}
+// step(g, i) for the walks g < count (<= G) and their steps i in [first, steps[g]), each walk's in
+// order of i: all walks interleaved while each has steps left, then each walk's remaining ones.
+// With skew > 0 walk g runs (G - 1 - g) * skew steps ahead alone first, so that walks over pieces
+// a multiple of 4 KiB apart do not touch addresses with the same low 12 bits at once (which the
+// core takes for a store-to-load dependency: "4K aliasing").
+template <int G, class Step>
+inline void lockstep(index_t first, index_t const (&steps)[G], index_t count, index_t skew,
+                     Step &&step) {
+  index_t at[G]; // the next step of each walk
+  each_of<G>([&](auto g) {
+    index_t const ahead = first + (G - 1 - g) * skew;
+    at[g] = g < count ? (ahead < steps[g] ? ahead : steps[g]) : 0;
+    if (g < count)
+      for (index_t i = first; i < at[g]; ++i)
+        step(g, i);
+  });
+  if (count == G) {
+    index_t m = steps[0] - at[0];
+    each_of<G>([&](auto g) { m = steps[g] - at[g] < m ? steps[g] - at[g] : m; });
+    for (index_t t = 0; t < m; ++t)
+      each_of<G>([&](auto g) { step(g, at[g] + t); });
+    each_of<G>([&](auto g) { at[g] += m > 0 ? m : 0; });
+  }
+  each_of<G>([&](auto g) {
+    if (g < count)
+      for (index_t i = at[g]; i < steps[g]; ++i)
+        step(g, i);
+  });
+}
+
+// Runs f(k, lanes) for the pieces k < n: as row operations when `rows_op`, else one thread each;
+// on the CPU, a pass that has group(k0, count) runs group_size pieces per call.
 template <class F> struct with_one_lane {
   F f;
   DUALCAST_HD void operator()(index_t k) const { f(k, one_lane{}); }
 };
+template <class F> struct piece_groups {
+  F f;
+  index_t n;
+  void operator()(index_t q) const {
+    index_t const k0 = q * F::group_size;
+    f.group(k0, n - k0 < F::group_size ? n - k0 : F::group_size);
+  }
+};
 template <class Ex, class F>
 void for_each_piece(Ex const &ex, bool rows_op, index_t n, index_t cost, F const &f) {
-  if (rows_op)
+  if constexpr (std::is_same_v<Ex, cpu> && requires { f.group(index_t(0), index_t(0)); }) {
+    parallel_for(ex, (n + F::group_size - 1) / F::group_size, cost * F::group_size,
+                 piece_groups<F>{f, n});
+  } else if (rows_op) {
     parallel_for_rows(ex, n, cost, f);
-  else
+  } else {
     parallel_for(ex, n, cost, with_one_lane<F>{f});
+  }
 }
 
 // Elements j0 .. j1 - 1 of a sequence combined in order, lanes.count() at a time: running value
