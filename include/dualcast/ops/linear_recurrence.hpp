@@ -13,7 +13,10 @@
 //
 // Work: forward and backward one pass each (a fused multiply-add per element). Rows (positions of
 // the other axes) run in parallel, each row sequentially; fewer than 16 rows longer than 8192
-// elements are split into pieces that run in parallel too (two passes each way, see below).
+// elements are split into pieces that run in parallel too (two passes each way, see below). On
+// the CPU a thread walks 8 (forward) or 4 (backward) rows or pieces in lockstep, each exactly as
+// alone (lane_scan.hpp): forward + backward, float, 2 threads: (1000, 64, 128) along axis 0
+// 376 -> 113 ms, (64, 1000, 128) along axis 1 127 -> 59 ms, 10^7 elements 36 -> 22 ms.
 #pragma once
 
 #include <dualcast/custom_op.hpp>
@@ -70,6 +73,28 @@ template <class T> struct recurrence_forward {
       }
     }
   }
+  // The CPU's pieces k0 .. k0 + count - 1 at once (lane_scan.hpp, lockstep): the loop above each.
+  static constexpr int group_size = lockstep_wide;
+  DUALCAST_FLATTEN void group(index_t k0, index_t count) const {
+    constexpr int G = group_size;
+    index_t const s = rows.inner, skew = s == 1 ? lockstep_skew : 0;
+    T const *ap[G], *bp[G];
+    T *hp[G];
+    index_t steps[G];
+    T acc[G];
+    each_of<G>([&](auto g) {
+      index_t const k = k0 + (g < count ? g : 0);
+      scan_piece const p = piece_of(rows, rows.n, blocks, k);
+      index_t const e0 = p.base + p.j0 * s;
+      ap[g] = a + e0, bp[g] = b + e0, hp[g] = h + e0;
+      steps[g] = p.j1 - p.j0;
+      acc[g] = blocks > 1 ? carry[k] : (h0 ? h0[p.r] : T(0));
+    });
+    lockstep<G>(0, steps, count, skew, [&](auto g, index_t i) {
+      acc[g] = ap[g][i * s] * acc[g] + bp[g][i * s];
+      hp[g][i * s] = acc[g];
+    });
+  }
 };
 // Forward, pass 1 of a split row: piece k as h_out = A[k] h_in + B[k].
 template <class T> struct recurrence_piece_map {
@@ -97,6 +122,31 @@ template <class T> struct recurrence_piece_map {
     }
     if (lanes.lane() == 0)
       A[k] = f.a, B[k] = f.b;
+  }
+  // The CPU's pieces k0 .. k0 + count - 1 at once (lane_scan.hpp, lockstep): the loop above each.
+  static constexpr int group_size = lockstep_wide;
+  DUALCAST_FLATTEN void group(index_t k0, index_t count) const {
+    constexpr int G = group_size;
+    index_t const s = rows.inner, skew = s == 1 ? lockstep_skew : 0;
+    T const *ap[G], *bp[G];
+    index_t steps[G];
+    T fa[G], fb[G];
+    each_of<G>([&](auto g) {
+      scan_piece const p = piece_of(rows, rows.n, blocks, k0 + (g < count ? g : 0));
+      index_t const e0 = p.base + p.j0 * s;
+      ap[g] = a + e0, bp[g] = b + e0;
+      steps[g] = p.j1 - p.j0;
+      fa[g] = T(1), fb[g] = T(0);
+    });
+    lockstep<G>(0, steps, count, skew, [&](auto g, index_t i) {
+      T const ai = ap[g][i * s];
+      fa[g] = ai * fa[g];
+      fb[g] = ai * fb[g] + bp[g][i * s];
+    });
+    each_of<G>([&](auto g) {
+      if (g < count)
+        A[k0 + g] = fa[g], B[k0 + g] = fb[g];
+    });
   }
 };
 // Forward, pass 2, row r: A[k] becomes the h entering piece k (h0, or 0, for the first).
@@ -166,6 +216,30 @@ template <class T> struct recurrence_adjoint {
     if (gh0 && blocks == 1 && lanes.lane() == 0)
       gh0[p.r] = carry;
   }
+  // The CPU's pieces k0 .. k0 + count - 1 at once (lane_scan.hpp, lockstep): the loop above
+  // each; step i is element j1 - 1 - i.
+  static constexpr int group_size = lockstep_narrow;
+  DUALCAST_FLATTEN void group(index_t k0, index_t count) const {
+    constexpr int G = group_size;
+    index_t const s = rows.inner, skew = s == 1 ? lockstep_skew : 0;
+    scan_piece p[G];
+    index_t steps[G];
+    T carry[G];
+    each_of<G>([&](auto g) {
+      index_t const k = k0 + (g < count ? g : 0);
+      p[g] = piece_of(rows, rows.n, blocks, k);
+      steps[g] = p[g].j1 - p[g].j0;
+      carry[g] = blocks > 1 ? carry_in[k] : T(0);
+    });
+    lockstep<G>(0, steps, count, skew, [&](auto g, index_t i) {
+      index_t const j = p[g].j1 - 1 - i;
+      carry[g] = times_cotangent(element(p[g], j, carry[g]), a[p[g].base + j * s]);
+    });
+    each_of<G>([&](auto g) {
+      if (gh0 && blocks == 1 && g < count)
+        gh0[p[g].r] = carry[g];
+    });
+  }
 };
 // Backward, pass 1 of a split row: piece k as carry_out = A[k] carry_in + B[k].
 template <class T> struct recurrence_piece_adjoint_map {
@@ -194,6 +268,32 @@ template <class T> struct recurrence_piece_adjoint_map {
     }
     if (lanes.lane() == 0)
       A[k] = f.a, B[k] = f.b;
+  }
+  // The CPU's pieces k0 .. k0 + count - 1 at once (lane_scan.hpp, lockstep): the loop above
+  // each; step i is element j1 - 1 - i.
+  static constexpr int group_size = lockstep_narrow;
+  DUALCAST_FLATTEN void group(index_t k0, index_t count) const {
+    constexpr int G = group_size;
+    index_t const s = rows.inner, skew = s == 1 ? lockstep_skew : 0;
+    T const *ap[G], *gp[G];
+    index_t steps[G];
+    T fa[G], fb[G];
+    each_of<G>([&](auto g) {
+      scan_piece const p = piece_of(rows, rows.n, blocks, k0 + (g < count ? g : 0));
+      index_t const e1 = p.base + (p.j1 - 1) * s; // the walk's first element
+      ap[g] = a + e1, gp[g] = gh + e1;
+      steps[g] = p.j1 - p.j0;
+      fa[g] = T(1), fb[g] = T(0);
+    });
+    lockstep<G>(0, steps, count, skew, [&](auto g, index_t i) {
+      T const ai = ap[g][-i * s];
+      fa[g] = ai * fa[g];
+      fb[g] = times_cotangent(gp[g][-i * s] + fb[g], ai);
+    });
+    each_of<G>([&](auto g) {
+      if (g < count)
+        A[k0 + g] = fa[g], B[k0 + g] = fb[g];
+    });
   }
 };
 // Backward, pass 2, row r, right to left: A[k] becomes the carry entering piece k from the
