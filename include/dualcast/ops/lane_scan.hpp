@@ -105,6 +105,16 @@ inline void lockstep(index_t first, index_t const (&steps)[G], index_t count, in
   });
 }
 
+// The skew for walks along rows of these shapes: contiguous pieces only (lockstep, above).
+inline index_t lockstep_skew_of(scan_rows const &rows) {
+  return rows.inner == 1 ? lockstep_skew : 0;
+}
+// Walk g of the group of `count` pieces from k0: piece k0 + g, or past the count piece k0 again
+// (set up, never walked: its results unused).
+inline index_t group_piece(index_t k0, index_t g, index_t count) {
+  return k0 + (g < count ? g : 0);
+}
+
 // Runs f(k, lanes) for the pieces k < n: as row operations when `rows_op`, else one thread each;
 // on the CPU, a pass that has group(k0, count) runs group_size pieces per call.
 template <class F> struct with_one_lane {

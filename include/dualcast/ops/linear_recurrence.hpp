@@ -77,13 +77,13 @@ template <class T> struct recurrence_forward {
   static constexpr int group_size = lockstep_wide;
   DUALCAST_FLATTEN void group(index_t k0, index_t count) const {
     constexpr int G = group_size;
-    index_t const s = rows.inner, skew = s == 1 ? lockstep_skew : 0;
+    index_t const s = rows.inner, skew = lockstep_skew_of(rows);
     T const *ap[G], *bp[G];
     T *hp[G];
     index_t steps[G];
     T acc[G];
     each_of<G>([&](auto g) {
-      index_t const k = k0 + (g < count ? g : 0);
+      index_t const k = group_piece(k0, g, count);
       scan_piece const p = piece_of(rows, rows.n, blocks, k);
       index_t const e0 = p.base + p.j0 * s;
       ap[g] = a + e0, bp[g] = b + e0, hp[g] = h + e0;
@@ -127,12 +127,12 @@ template <class T> struct recurrence_piece_map {
   static constexpr int group_size = lockstep_wide;
   DUALCAST_FLATTEN void group(index_t k0, index_t count) const {
     constexpr int G = group_size;
-    index_t const s = rows.inner, skew = s == 1 ? lockstep_skew : 0;
+    index_t const s = rows.inner, skew = lockstep_skew_of(rows);
     T const *ap[G], *bp[G];
     index_t steps[G];
     T fa[G], fb[G];
     each_of<G>([&](auto g) {
-      scan_piece const p = piece_of(rows, rows.n, blocks, k0 + (g < count ? g : 0));
+      scan_piece const p = piece_of(rows, rows.n, blocks, group_piece(k0, g, count));
       index_t const e0 = p.base + p.j0 * s;
       ap[g] = a + e0, bp[g] = b + e0;
       steps[g] = p.j1 - p.j0;
@@ -221,12 +221,12 @@ template <class T> struct recurrence_adjoint {
   static constexpr int group_size = lockstep_narrow;
   DUALCAST_FLATTEN void group(index_t k0, index_t count) const {
     constexpr int G = group_size;
-    index_t const s = rows.inner, skew = s == 1 ? lockstep_skew : 0;
+    index_t const s = rows.inner, skew = lockstep_skew_of(rows);
     scan_piece p[G];
     index_t steps[G];
     T carry[G];
     each_of<G>([&](auto g) {
-      index_t const k = k0 + (g < count ? g : 0);
+      index_t const k = group_piece(k0, g, count);
       p[g] = piece_of(rows, rows.n, blocks, k);
       steps[g] = p[g].j1 - p[g].j0;
       carry[g] = blocks > 1 ? carry_in[k] : T(0);
@@ -274,12 +274,12 @@ template <class T> struct recurrence_piece_adjoint_map {
   static constexpr int group_size = lockstep_narrow;
   DUALCAST_FLATTEN void group(index_t k0, index_t count) const {
     constexpr int G = group_size;
-    index_t const s = rows.inner, skew = s == 1 ? lockstep_skew : 0;
+    index_t const s = rows.inner, skew = lockstep_skew_of(rows);
     T const *ap[G], *gp[G];
     index_t steps[G];
     T fa[G], fb[G];
     each_of<G>([&](auto g) {
-      scan_piece const p = piece_of(rows, rows.n, blocks, k0 + (g < count ? g : 0));
+      scan_piece const p = piece_of(rows, rows.n, blocks, group_piece(k0, g, count));
       index_t const e1 = p.base + (p.j1 - 1) * s; // the walk's first element
       ap[g] = a + e1, gp[g] = gh + e1;
       steps[g] = p.j1 - p.j0;

@@ -124,13 +124,13 @@ template <class T, class Op> struct scan_piece_reduce {
   static constexpr int group_size = Op::forward_walks;
   DUALCAST_FLATTEN void group(index_t k0, index_t count) const {
     constexpr int G = group_size;
-    index_t const skew = rows.inner == 1 ? lockstep_skew : 0; // contiguous pieces
+    index_t const skew = lockstep_skew_of(rows);
     index_t const s = rows.inner;
     T const *xr[G];
     index_t steps[G];
     T acc[G];
     each_of<G>([&](auto g) {
-      scan_piece const p = piece_of(rows, rows.n, blocks, k0 + (g < count ? g : 0));
+      scan_piece const p = piece_of(rows, rows.n, blocks, group_piece(k0, g, count));
       xr[g] = x + p.base + p.j0 * s;
       steps[g] = p.j1 - p.j0; // >= 1: pieces only split rows longer than 2 blocks
       acc[g] = xr[g][0];
@@ -187,14 +187,14 @@ template <class T, class Op> struct scan_piece_forward {
   static constexpr int group_size = Op::forward_walks;
   DUALCAST_FLATTEN void group(index_t k0, index_t count) const {
     constexpr int G = group_size;
-    index_t const skew = rows.inner == 1 ? lockstep_skew : 0; // contiguous pieces
+    index_t const skew = lockstep_skew_of(rows);
     index_t const s = rows.inner;
     T const *xr[G];
     T *yr[G];
     index_t steps[G];
     T acc[G];
     each_of<G>([&](auto g) {
-      index_t const k = k0 + (g < count ? g : 0);
+      index_t const k = group_piece(k0, g, count);
       scan_piece const p = piece_of(rows, rows.n, blocks, k);
       xr[g] = x + p.base + p.j0 * s;
       yr[g] = y + p.base + p.j0 * s;
@@ -287,12 +287,12 @@ template <class T, class Op> struct scan_piece_summary {
   static constexpr int group_size = lockstep_narrow;
   DUALCAST_FLATTEN void group(index_t k0, index_t count) const {
     constexpr int G = group_size;
-    index_t const skew = a.rows.inner == 1 ? lockstep_skew : 0; // contiguous pieces
+    index_t const skew = lockstep_skew_of(a.rows);
     scan_piece p[G];
     index_t steps[G];
     T ca[G], cb[G];
     each_of<G>([&](auto g) {
-      p[g] = piece_of(a.rows, a.m, a.blocks, k0 + (g < count ? g : 0));
+      p[g] = piece_of(a.rows, a.m, a.blocks, group_piece(k0, g, count));
       steps[g] = p[g].j1 - (p[g].j0 > 1 ? p[g].j0 : 1);
       steps[g] = steps[g] > 0 ? steps[g] : 0;
       ca[g] = T(1), cb[g] = T(0);
@@ -394,12 +394,12 @@ template <class T, class Op> struct scan_piece_adjoint {
   static constexpr int group_size = lockstep_narrow;
   DUALCAST_FLATTEN void group(index_t k0, index_t count) const {
     constexpr int G = group_size;
-    index_t const skew = a.rows.inner == 1 ? lockstep_skew : 0; // contiguous pieces
+    index_t const skew = lockstep_skew_of(a.rows);
     scan_piece p[G];
     index_t steps[G];
     T c[G];
     each_of<G>([&](auto g) {
-      index_t const k = k0 + (g < count ? g : 0);
+      index_t const k = group_piece(k0, g, count);
       p[g] = piece_of(a.rows, a.m, a.blocks, k);
       if (g < count && a.exclusive && p[g].b + 1 == a.blocks)
         gx[a.at(p[g], a.rows.n - 1)] = T(0);
