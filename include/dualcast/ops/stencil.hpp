@@ -152,6 +152,15 @@ template <class R, class V, class F, std::size_t... I>
 DUALCAST_HD DUALCAST_FORCEINLINE R stencil_call(F const &f, V const *v, std::index_sequence<I...>) {
   return R(f(v[I]...));
 }
+// f on the dual numbers of an interior point's neighbours x[flat[k]], slot k seeded with partial
+// k, made in the call itself: an array of them on the stack (K duals of K + 1 numbers) was not
+// broken up into registers by g++, and its mixed-width stores and loads stalled the partials
+// pass (3-D, 7 slots).
+template <class D, class T, class F, std::size_t... I>
+DUALCAST_HD DUALCAST_FORCEINLINE D stencil_call_seeded(F const &f, T const *x, index_t const *flat,
+                                                       std::index_sequence<I...>) {
+  return D(f(D::variable(x[flat[I]], int(I))...));
+}
 
 // Row r of a pass (the last axis at fixed leading coordinates; its interior from the box
 // [lo, hi)): one lane runs the rim before the interior, the interior as one loop (it vectorizes
@@ -245,10 +254,10 @@ template <class T, int K, class F> struct stencil_partials {
       zero(j);
       return;
     }
-    D v[K];
+    D const res =
+        stencil_call_seeded<D>(f, x + j, geo.flat, std::make_index_sequence<std::size_t(K)>{});
     for (int k = 0; k < K; ++k)
-      v[k] = D::variable(x[j + geo.flat[k]], k);
-    store(j, ybar, v);
+      c[j * K + k] = times_cotangent(ybar, res.d[k]);
   }
   template <class Lanes> DUALCAST_HD void operator()(index_t r, Lanes const &lanes) const {
     stencil_row(*this, r, lanes, geo.in_lo, geo.in_hi);
