@@ -284,17 +284,25 @@ template <class T, int K> struct stencil_gather {
     stencil_row(*this, r, lanes, geo.g_lo, geo.g_hi);
   }
   DUALCAST_HD void rim(index_t r, index_t i0, index_t i1, index_t from, index_t to) const {
+    index_t const plane = geo.points();
     for (index_t i2 = from; i2 < to; ++i2) {
       T acc = T(0);
-      for (int k = 0; k < K; ++k) {
+      T const *ck = c; // slot k's plane
+                       // (not unrolled on CUDA: with the planes' offsets ptxas spilled the 3-D rim)
+#if defined(__CUDA_ARCH__)
+#pragma unroll 1
+#endif
+      for (int k = 0; k < K; ++k, ck += plane) {
         index_t lo0, hi0, lo1, hi1, lo2, hi2;
         stencil_sources(i0, geo.off[k][0], geo.ext[0], geo.b, lo0, hi0);
         stencil_sources(i1, geo.off[k][1], geo.ext[1], geo.b, lo1, hi1);
         stencil_sources(i2, geo.off[k][2], geo.ext[2], geo.b, lo2, hi2);
         for (index_t j0 = lo0; j0 <= hi0; ++j0)
-          for (index_t j1 = lo1; j1 <= hi1; ++j1)
+          for (index_t j1 = lo1; j1 <= hi1; ++j1) {
+            T const *line = ck + (j0 * geo.ext[1] + j1) * geo.ext[2];
             for (index_t j2 = lo2; j2 <= hi2; ++j2)
-              acc += c[k * geo.points() + (j0 * geo.ext[1] + j1) * geo.ext[2] + j2];
+              acc += line[j2];
+          }
       }
       gx[r * geo.ext[2] + i2] = acc;
     }
