@@ -154,14 +154,14 @@ template <class R, class V, class F, std::size_t... I>
 DUALCAST_HD DUALCAST_FORCEINLINE R stencil_call(F const &f, V const *v, std::index_sequence<I...>) {
   return R(f(v[I]...));
 }
-// f on the dual numbers of an interior point's neighbours x[flat[k]], slot k seeded with partial
-// k, made in the call itself: an array of them on the stack (K duals of K + 1 numbers) was not
-// broken up into registers by g++, and its mixed-width stores and loads stalled the partials
-// pass (3-D, 7 slots).
-template <class D, class T, class F, std::size_t... I>
-DUALCAST_HD DUALCAST_FORCEINLINE D stencil_call_seeded(F const &f, T const *x, index_t const *flat,
-                                                       std::index_sequence<I...>) {
-  return D(f(D::variable(x[flat[I]], int(I))...));
+// f on the dual numbers slot(0), ..., slot(K - 1) (a neighbour's value, slot k seeded with
+// partial k), made in the call itself: an array of them on the stack (K duals of K + 1 numbers)
+// was not broken up into registers by g++, and its mixed-width stores and loads stalled the
+// partials pass (3-D, 7 slots: interior and rim).
+template <class D, class F, class Slot, std::size_t... I>
+DUALCAST_HD DUALCAST_FORCEINLINE D stencil_call_slots(F const &f, Slot const &slot,
+                                                      std::index_sequence<I...>) {
+  return D(f(slot(int(I))...));
 }
 
 // Row r of a pass (the last axis at fixed leading coordinates; its interior from the box
@@ -227,9 +227,10 @@ template <class T, int K, class F> struct stencil_partials {
   stencil_geometry<K> geo;
   F f;
   using D = dual<T, K>;
-  // The partials of point j from its neighbourhood v.
-  DUALCAST_HD void store(index_t j, T ybar, D const *v) const {
-    D const res = stencil_call<D>(f, v, std::make_index_sequence<std::size_t(K)>{});
+  // The partials of point j: f on its slots' duals (slot(k), stencil_call_slots), times ybar.
+  template <class Slot>
+  DUALCAST_HD DUALCAST_FORCEINLINE void store(index_t j, T ybar, Slot const &slot) const {
+    D const res = stencil_call_slots<D>(f, slot, std::make_index_sequence<std::size_t(K)>{});
     for (int k = 0; k < K; ++k)
       c[k * geo.points() + j] = times_cotangent(ybar, res.d[k]);
   }
@@ -245,12 +246,10 @@ template <class T, int K, class F> struct stencil_partials {
         zero(j);
         continue;
       }
-      D v[K];
-      for (int k = 0; k < K; ++k) {
+      store(j, ybar, [&](int k) {
         index_t const q = geo.neighbour(p0, p1, p2, k);
-        v[k] = q < 0 ? D(T(0)) : D::variable(x[q], k);
-      }
-      store(j, ybar, v);
+        return q < 0 ? D(T(0)) : D::variable(x[q], k);
+      });
     }
   }
   DUALCAST_HD DUALCAST_FORCEINLINE void interior(index_t j) const {
@@ -259,10 +258,7 @@ template <class T, int K, class F> struct stencil_partials {
       zero(j);
       return;
     }
-    D const res =
-        stencil_call_seeded<D>(f, x + j, geo.flat, std::make_index_sequence<std::size_t(K)>{});
-    for (int k = 0; k < K; ++k)
-      c[k * geo.points() + j] = times_cotangent(ybar, res.d[k]);
+    store(j, ybar, [&](int k) { return D::variable(x[j + geo.flat[k]], k); });
   }
   template <class Lanes> DUALCAST_HD void operator()(index_t r, Lanes const &lanes) const {
     stencil_row(*this, r, lanes, geo.in_lo, geo.in_hi);
