@@ -45,6 +45,13 @@ inline std::vector<int> kept_then_reduced(std::vector<bool> const &mask) {
       p.push_back(i);
   return p;
 }
+// Whether p leaves every axis in place (the reduced axes are the last ones already).
+inline bool is_identity_perm(std::vector<int> const &p) {
+  for (std::size_t i = 0; i < p.size(); ++i)
+    if (p[i] != int(i))
+      return false;
+  return true;
+}
 inline std::vector<int> inverse_perm(std::vector<int> const &p) {
   std::vector<int> q(p.size());
   for (std::size_t i = 0; i < p.size(); ++i)

@@ -209,9 +209,7 @@ auto prod(X const &x, std::vector<int> const &axes = {}, bool keepdims = false) 
                                     gr.blocks};
         // Reduced axes last and a contiguous gradient: written (or added to) in place; else
         // through a temporary in the permuted order.
-        bool in_order = true;
-        for (std::size_t d = 0; d < gr.perm.size(); ++d)
-          in_order = in_order && gr.perm[d] == int(d);
+        bool const in_order = detail::is_identity_perm(gr.perm);
         auto [t, acc] = in_order ? g.target(0) : std::pair<tensor<T>, bool>{};
         if (in_order && t.is_contiguous()) {
           adj.gx = t.raw_data();

@@ -246,10 +246,7 @@ auto extremum(char const *op, X const &x, std::vector<int> const &axes, bool kee
         if (!g.needs(0))
           return;
         tensor<T> gy = g.out(0).contiguous();
-        bool identity = true; // the reduced axes are the last ones already
-        for (std::size_t i = 0; i < perm.size(); ++i)
-          identity = identity && perm[i] == int(i);
-        if (identity) { // straight into the gradient: no zero array and no pass adding it
+        if (is_identity_perm(perm)) { // straight into the gradient: no zero array, no add pass
           tensor<T> gx = g.zeroed(0);
           if (gx.is_contiguous()) {
             parallel_for(ex, n_out, 1,

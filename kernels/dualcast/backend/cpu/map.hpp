@@ -159,12 +159,11 @@ inline constexpr index_t pack_elements = 64;
 // One run of n elements along the innermost dimension. The full batches of a row whose inputs
 // are contiguous or broadcast (stride 0) and whose outputs are contiguous and overwritten run in
 // place. Everything else -- strided operands, the partial last batch, outputs that are added to
-// -- goes in chunks through
-// contiguous buffers: inputs packed (and padded to whole batches with the last element), results
-// unpacked or added to the outputs afterwards, so that the loop over batches has no branch and
-// the add reads and writes each output once. Both go through the one call of run_batches below:
-// the kernel's body is compiled once per element operation (which keeps wide kernels quick to
-// compile), and every element goes through the same instructions.
+// -- goes in chunks through contiguous buffers: inputs packed (and padded to whole batches with
+// the last element), results unpacked or added to the outputs afterwards, so that the loop over
+// batches has no branch and the add reads and writes each output once. Both go through the one
+// call of run_batches below: the kernel's body is compiled once per element operation (which
+// keeps wide kernels quick to compile), and every element goes through the same instructions.
 template <class L, class T, class Op>
 void run_row(Op const &op, T const *const *in, index_t const *in_stride, T *const *out,
              index_t const *out_stride, bool const *add, index_t n) {
