@@ -287,6 +287,40 @@ TEST_CASE("tape: backward twice, keep_graph, accumulation, zero_grad, seeds") {
   CHECK_THROWS_AS(x * other.variable(X), dc::tape_error);
 }
 
+TEST_CASE("tape: backward reads the seeds and never writes them") {
+  auto X = random_tensor({3, 5}, 92);
+  auto Sz = random_tensor({3, 5}, 93), Sy1 = random_tensor({3, 5}, 94),
+       Sy2 = random_tensor({3, 5}, 95);
+  auto const z0 = Sz.to_vector(), y10 = Sy1.to_vector(), y20 = Sy2.to_vector();
+  // The reference: one scalar loss sum(Sz exp(y) + (Sy1 + Sy2) y), y = sin(x) x.
+  dc::tape ref;
+  auto xr = ref.variable(X);
+  auto yr = dc::sin(xr) * xr;
+  ref.backward(
+      dc::sum(ref.constant(Sz) * dc::exp(yr) + (ref.constant(Sy1) + ref.constant(Sy2)) * yr));
+  // y is an output twice and feeds z, whose node adds into y's gradient after the seeds.
+  dc::tape tp;
+  auto x = tp.variable(X);
+  V64 y = dc::sin(x) * x; // (a var: a lazy expression would fuse into z)
+  V64 z = dc::exp(y);
+  tp.backward(std::vector<V64>{z, y, y}, std::vector<T64>{Sz, Sy1, Sy2});
+  check_close(x.grad().to_vector(), xr.grad().to_vector());
+  CHECK(Sz.to_vector() == z0);
+  CHECK(Sy1.to_vector() == y10);
+  CHECK(Sy2.to_vector() == y20);
+  // A kept gradient and a leaf's outlive backward: theirs are copies of the seed.
+  tp.clear();
+  V64 w = dc::sin(x) * x;
+  w.retain_grad();
+  tp.zero_grad();
+  tp.backward(std::vector<V64>{w, x}, std::vector<T64>{Sy1, Sy2});
+  CHECK(w.grad().data() != Sy1.data());
+  CHECK(w.grad().to_vector() == y10);
+  CHECK(x.grad().data() != Sy2.data());
+  Sy1.fill_(0.0);
+  CHECK(w.grad().to_vector() == y10);
+}
+
 TEST_CASE("value_and_grad and grad") {
   auto X = random_tensor({3, 2}, 101), W = random_tensor({2, 4}, 102);
   auto f = [](auto const &x, auto const &w) { return dc::sum(dc::tanh(dc::matmul(x, w))); };

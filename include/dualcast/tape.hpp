@@ -282,7 +282,7 @@ public:
     each_leaf(detail::leaf_step::stash);
     try {
       for (std::size_t i = 0; i < outputs.size(); ++i)
-        detail::accumulate_grad(*outputs[i].slot(), seeds[i], ex);
+        detail::seed_grad(*outputs[i].slot(), seeds[i], ex);
       for (auto it = nodes_.rbegin(); it != nodes_.rend(); ++it)
         run_node(**it, keep_graph);
     } catch (...) {

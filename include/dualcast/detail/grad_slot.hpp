@@ -32,6 +32,8 @@ template <class T> struct grad_slot {
   tensor<T> grad;
   bool is_leaf = true;
   bool retain = false; // keep an intermediate's gradient after backward
+  // grad is a seed given to backward, shared with the caller: read-only until own_grad copies it.
+  bool borrowed = false;
   // A view variable: its gradient is base->grad.slice(region).
   std::shared_ptr<grad_slot> base;
   struct slice_of_base {
@@ -49,12 +51,22 @@ template <class T> std::shared_ptr<grad_slot<T>> make_slot() {
   return std::allocate_shared<grad_slot<T>>(recycling_allocator<grad_slot<T>>{});
 }
 
+// Makes a borrowed gradient (a seed, tape::backward) the slot's own before anything writes it.
+template <class T> void own_grad(grad_slot<T> &s) {
+  if (s.borrowed) {
+    s.grad = s.grad.clone();
+    s.borrowed = false;
+  }
+}
+
 // Creates s's gradient if it has none: zeros, or for a view the view of its base's gradient
 // (created the same way). true: it was created now, holds zeros and no other view of the same
 // base shares an element with it (so that its first writer may overwrite it).
 template <class T> bool ensure_grad(grad_slot<T> &s) {
-  if (s.grad.defined())
+  if (s.grad.defined()) {
+    own_grad(s);
     return false;
+  }
   if (!s.base) {
     s.grad = tensor<T>::zeros(s.dims, s.dev);
     s.zeros_outside_views = true;
@@ -83,8 +95,10 @@ template <class T> bool ensure_grad(grad_slot<T> &s) {
 template <class T> bool grad_target_in(grad_slot<T> &s) {
   if (!s.base) {
     s.zeros_outside_views = false; // written everywhere now
-    if (s.grad.defined())
+    if (s.grad.defined()) {
+      own_grad(s);
       return true;
+    }
     s.grad = tensor<T>::empty(s.dims, s.dev);
     return false;
   }
@@ -126,6 +140,21 @@ template <class T> void accumulate_grad(grad_slot<T> &s, tensor<T> const &g, cpu
     backend_reduce(hook{}, ex, gc.dims(), static_cast<T const *>(gc.data()),
                    target.first.raw_view(), target.second);
   });
+}
+
+// The seed of backward for output slot s: an intermediate's gradient that backward frees after
+// its node ran borrows the seed's storage (its nodes only read it; a writer copies it first,
+// own_grad) instead of a copy -- 1.4 ms of a 10^7-element cumsum's 8.7 ms backward. A leaf's or a
+// kept gradient outlives backward and is the caller's to change, so it gets a copy.
+template <class T> void seed_grad(grad_slot<T> &s, tensor<T> const &seed, cpu const &host) {
+  if (!s.is_leaf && !s.retain && !s.base && !s.grad.defined() && seed.dims() == s.dims &&
+      seed.dev() == s.dev && seed.is_contiguous()) {
+    s.grad = seed;
+    s.borrowed = true;
+    s.zeros_outside_views = false;
+    return;
+  }
+  accumulate_grad(s, seed, host);
 }
 
 // grad += g for a temporary the caller gives up (custom_op's g.add with an rvalue): a fresh whole

@@ -92,8 +92,10 @@ public:
   }
   void clear_outputs(bool kept_too) override {
     for (auto const &s : outs_)
-      if (s && (kept_too || !s->retain))
+      if (s && (kept_too || !s->retain)) {
         s->grad = tensor<T>{};
+        s->borrowed = false;
+      }
   }
   saved_tensor const *saved_begin() const override { return saved_; }
   saved_tensor const *saved_end() const override { return saved_ + n_saved_; }
