@@ -211,6 +211,27 @@ TEST_CASE("reduce_by_index: values, empty bins, out-of-range indices") {
   CHECK_THROWS_AS(dc::reduce_by_index(x, idx, -1, dc::bin_op::plus), dc::shape_error);
 }
 
+TEST_CASE("reduce_by_index: the privatized plus in chunks of a GPU's size, on the CPU") {
+  // The chunks a CUDA device takes (detail::bin_chunk_rows): 1024 rows, here 5 of them and a
+  // partial one; integer values, so that any order of the additions gives the naive loop's sum.
+  dc::index_t const n = 5 * 1024 + 300, inner = 3, bins = 7;
+  auto idx = random_indices(std::size_t(n), -2, bins + 1, 41);
+  auto x = T64::empty({n, inner});
+  std::mt19937 g(42);
+  for (dc::index_t e = 0; e < x.size(); ++e)
+    x.mutable_data()[e] = double(std::uniform_int_distribution<int>(-50, 50)(g));
+  REQUIRE(dc::detail::bin_chunk_rows(dc::device::cuda(0)) == 1024);
+  dc::detail::bin_rows br;
+  br.idx = dc::detail::upload_indices("test", idx, dc::device::host());
+  br.n = n, br.bins = bins, br.chunk = 1024;
+  REQUIRE(dc::detail::bins_privatized(dc::bin_op::plus, n, bins, br.chunk));
+  for (int threads : {1, 2}) {
+    auto y = dc::detail::bins_forward_run(dc::cpu{threads}, x, br, dc::bin_op::plus, inner);
+    CHECK(y.dims() == shape{bins, inner});
+    CHECK(y.to_vector() == naive_bins(x.to_vector(), idx, bins, inner, dc::bin_op::plus));
+  }
+}
+
 TEST_CASE("reduce_by_index: gradients against central differences") {
   auto x = random_tensor({30}, 21, 0.5, 1.5);
   auto idx = random_indices(30, -1, 7, 22); // 7: out of range for 7 bins; some bins empty

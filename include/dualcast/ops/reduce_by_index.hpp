@@ -55,25 +55,30 @@ enum class bin_op { plus, times, min, max };
 namespace detail {
 
 // The rows of each bin: order[start[b] .. start[b + 1]) are bin b's rows, increasing; idx the
-// indices themselves. All on the values' device.
+// indices themselves. All on the values' device. chunk: rows per chunk of the privatized plus.
 struct bin_rows {
   std::shared_ptr<storage> start, order, idx;
-  index_t n = 0, bins = 0;
+  index_t n = 0, bins = 0, chunk = 0;
 };
 
 // Rows per chunk of the privatized `plus` forward: chunk c adds its rows into a histogram of its
 // own, the chunks' histograms are then added in order. Used where the chunks' histograms take no
 // more room than the values (chunks * bins <= n); elsewhere the rows are sorted by bin. A
-// decision on the shape alone: the same bits at any number of threads.
-inline constexpr index_t bin_chunk_rows = 65536;
-inline index_t bin_chunks(index_t n) { return (n + bin_chunk_rows - 1) / bin_chunk_rows; }
-inline bool bins_privatized(bin_op op, index_t n, index_t bins) {
-  return op == bin_op::plus && bins > 0 && n > 0 && bin_chunks(n) * bins <= n;
+// decision on the shape and device alone: the same bits at any number of threads. A CPU thread
+// takes a chunk of 65536 rows at a time (two threads: 153 chunks for 10^7 rows); a GPU needs
+// thousands of chunks in flight -- with 65536 its 153 threads took 147 ms for 10^7 rows into
+// 1000 bins on an H100 (bench/results/gpu_primitives.csv) -- so there a chunk is 1024 rows, and
+// the privatized form serves up to 1024 bins.
+inline index_t bin_chunk_rows(device const &dev) { return dev.is_host() ? 65536 : 1024; }
+inline index_t bin_chunks(index_t n, index_t chunk) { return (n + chunk - 1) / chunk; }
+inline bool bins_privatized(bin_op op, index_t n, index_t bins, index_t chunk) {
+  return op == bin_op::plus && bins > 0 && n > 0 && bin_chunks(n, chunk) * bins <= n;
 }
 
-// The indices on dev, and unless `sort` is false (the privatized `plus`) the rows by bin.
+// The indices on dev, and unless the privatized `plus` serves op (bins_privatized) the rows by
+// bin.
 inline bin_rows sort_by_bin(char const *op, std::vector<index_t> const &indices, index_t n,
-                            index_t bins, device const &dev, bool sort = true) {
+                            index_t bins, bin_op bop, device const &dev) {
   if (bins < 0)
     throw shape_error(std::string(op) + ": negative number of bins " + std::to_string(bins));
   if (index_t(indices.size()) != n)
@@ -83,7 +88,8 @@ inline bin_rows sort_by_bin(char const *op, std::vector<index_t> const &indices,
   r.idx = upload_indices(op, indices, dev);
   r.n = n;
   r.bins = bins;
-  if (!sort)
+  r.chunk = bin_chunk_rows(dev);
+  if (bins_privatized(bop, n, bins, r.chunk))
     return r;
   std::vector<index_t> start(std::size_t(bins) + 1, 0), order;
   for (index_t k : indices)
@@ -157,22 +163,22 @@ template <class T> struct bins_chunk_sums {
   T const *x;
   T *part;
   index_t const *idx;
-  index_t n, inner, bins;
+  index_t n, inner, bins, chunk;
   DUALCAST_HD void operator()(index_t c) const {
     T *p = part + c * bins * inner;
     for (index_t t = 0; t < bins * inner; ++t)
       p[t] = T(0);
-    index_t const i1 = n - c * bin_chunk_rows < bin_chunk_rows ? n : (c + 1) * bin_chunk_rows;
+    index_t const i1 = n - c * chunk < chunk ? n : (c + 1) * chunk;
     if (inner == 1) { // one value per row, without the loop over the row (10^7 rows into 1000
       // bins, 2 CPU threads: the forward 29 -> 19 ms)
-      for (index_t i = c * bin_chunk_rows; i < i1; ++i) {
+      for (index_t i = c * chunk; i < i1; ++i) {
         index_t const k = idx[i];
         if (k >= 0 && k < bins)
           p[k] += x[i];
       }
       return;
     }
-    for (index_t i = c * bin_chunk_rows; i < i1; ++i) {
+    for (index_t i = c * chunk; i < i1; ++i) {
       index_t const k = idx[i];
       if (k >= 0 && k < bins)
         for (index_t e = 0; e < inner; ++e)
@@ -268,12 +274,12 @@ tensor<T> bins_forward_run(Ex const &ex, tensor<T> const &xc, bin_rows const &br
                            index_t inner) {
   auto y = tensor<T>::empty(bins_shape(xc.dims(), br.bins), xc.dev());
   if (!br.order) { // the privatized plus (bins_privatized)
-    index_t const chunks = bin_chunks(br.n), size = br.bins * inner;
+    index_t const chunks = bin_chunks(br.n, br.chunk), size = br.bins * inner;
     auto part = tensor<T>::empty({chunks * size}, xc.dev());
-    parallel_for(ex, chunks, bin_chunk_rows * inner,
+    parallel_for(ex, chunks, br.chunk * inner,
                  bins_chunk_sums<T>{xc.data(), part.raw_data(),
                                     static_cast<index_t const *>(br.idx->data()), br.n, inner,
-                                    br.bins});
+                                    br.bins, br.chunk});
     parallel_for(ex, size, chunks, bins_chunk_total<T>{part.data(), y.raw_data(), chunks, size});
     return y;
   }
@@ -299,8 +305,7 @@ tensor<T> reduce_by_index(tensor<T> const &values, std::vector<index_t> const &i
   char const *name = "dualcast::reduce_by_index";
   index_t const inner = detail::trailing_size(name, values.dims());
   index_t const n = values.dims().ext[0];
-  auto const br = detail::sort_by_bin(name, indices, n, bins, values.dev(),
-                                      !detail::bins_privatized(op, n, bins));
+  auto const br = detail::sort_by_bin(name, indices, n, bins, op, values.dev());
   return detail::on_device(name, values.dev(), detail::ambient_cpu(), [&](auto const &ex) {
     return detail::bins_forward_run(ex, values.contiguous(), br, op, inner);
   });
@@ -316,8 +321,7 @@ auto reduce_by_index(X const &values, std::vector<index_t> const &indices, index
   index_t const inner = detail::trailing_size(name, v.dims());
   auto const on_stream = detail::tape_stream_scope(v.owner(), v.value().dev());
   index_t const n = v.dims().ext[0];
-  auto const br = detail::sort_by_bin(name, indices, n, bins, v.value().dev(),
-                                      !detail::bins_privatized(op, n, bins));
+  auto const br = detail::sort_by_bin(name, indices, n, bins, op, v.value().dev());
   return custom_op(
       "reduce_by_index",
       [&](auto const &ex, auto &ctx, tensor<T> const &xv) {
