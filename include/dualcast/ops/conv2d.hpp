@@ -110,6 +110,11 @@ template <class T> struct conv2d_input_gather {
   T const *gy, *w;
   T *gx;
   conv2d_geometry g;
+  // Whether coordinate t >= 0 (input + pad - kernel offset) is a multiple of the stride, and the
+  // output coordinate it then is. In 32 bits (coordinates within one image): a 64-bit division is
+  // a call on CUDA, whose saved registers ptxas reported as spills in the float gather.
+  DUALCAST_HD bool fed(index_t t) const { return int(t) % int(g.s) == 0; }
+  DUALCAST_HD index_t fed_at(index_t t) const { return int(t) / int(g.s); }
   // f(yr, wr) for each (o, p) in order where input row h fed output row i = (h + pad - p) / s
   // (divisible, in range): yr that row of ybar, wr the weights (o, c, p, 0..KW).
   template <class F>
@@ -117,8 +122,8 @@ template <class T> struct conv2d_input_gather {
     for (index_t o = 0; o < g.O; ++o)
       for (index_t p = 0; p < g.KH; ++p) {
         index_t const t = h + g.pad - p;
-        if (t >= 0 && t % g.s == 0 && t / g.s < g.OH)
-          f(gy + ((n * g.O + o) * g.OH + t / g.s) * g.OW, w + ((o * g.C + c) * g.KH + p) * g.KW);
+        if (t >= 0 && fed(t) && fed_at(t) < g.OH)
+          f(gy + ((n * g.O + o) * g.OH + fed_at(t)) * g.OW, w + ((o * g.C + c) * g.KH + p) * g.KW);
       }
   }
   template <class L> DUALCAST_HD void operator()(index_t r, L const &lanes) const {
@@ -131,8 +136,8 @@ template <class T> struct conv2d_input_gather {
         for_each_fed_row(n, c, h, [&](T const *yr, T const *wr) {
           for (index_t q = 0; q < g.KW; ++q) {
             index_t const u = v + g.pad - q;
-            if (u >= 0 && u % g.s == 0 && u / g.s < g.OW)
-              acc += wr[q] * yr[u / g.s];
+            if (u >= 0 && fed(u) && fed_at(u) < g.OW)
+              acc += wr[q] * yr[fed_at(u)];
           }
         });
         xr[v] = acc;
