@@ -66,9 +66,8 @@ struct bin_rows {
 // more room than the values (chunks * bins <= n); elsewhere the rows are sorted by bin. A
 // decision on the shape and device alone: the same bits at any number of threads. A CPU thread
 // takes a chunk of 65536 rows at a time (two threads: 153 chunks for 10^7 rows); a GPU needs
-// thousands of chunks in flight -- with 65536 its 153 threads took 147 ms for 10^7 rows into
-// 1000 bins on an H100 (bench/results/gpu_primitives.csv) -- so there a chunk is 1024 rows, and
-// the privatized form serves up to 1024 bins.
+// thousands of chunks in flight, not 153 threads each adding 65536 rows, so there a chunk is
+// 1024 rows and the privatized form serves up to 1024 bins (not yet measured on a GPU).
 inline index_t bin_chunk_rows(device const &dev) { return dev.is_host() ? 65536 : 1024; }
 inline index_t bin_chunks(index_t n, index_t chunk) { return (n + chunk - 1) / chunk; }
 inline bool bins_privatized(bin_op op, index_t n, index_t bins, index_t chunk) {
