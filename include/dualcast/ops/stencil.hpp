@@ -110,7 +110,8 @@ DUALCAST_HD inline index_t stencil_map(index_t c, index_t n, boundary b) {
 DUALCAST_HD inline void stencil_sources(index_t i, index_t o, index_t n, boundary b, index_t &lo,
                                         index_t &hi) {
   if (b == boundary::periodic) {
-    lo = hi = stencil_wrap(i - o, n);
+    index_t j = (i - o) % n; // (a modulo here: stencil_wrap's loops made ptxas spill the gather)
+    lo = hi = j < 0 ? j + n : j;
     return;
   }
   lo = hi = i - o;
