@@ -179,9 +179,13 @@ void check_stencil(shape const &s, dc::stencil_offsets<D, K> const &o, F f, dc::
   auto v = tp.variable(x.clone());
   auto y = dc::stencil(v, o, f, b);
   check_close(y.value().to_vector(), y_ref, 1e-15);
-  // The gather adjoint against the scatter.
+  // The gather adjoint against the scatter, with the partials stored and recomputed.
   tp.backward(weigh(y));
   check_close(grads_of(v), xbar_ref, 1e-14);
+  dc::tape tr;
+  auto vr = tr.variable(x.clone());
+  tr.backward(weigh(dc::stencil(vr, o, f, b, dc::policy::recompute)));
+  check_close(grads_of(vr), xbar_ref, 1e-14);
   // Central differences.
   check_gradients([o, f, b](auto const &vs) { return dc::stencil(vs[0], o, f, b); }, {x});
 }
@@ -343,6 +347,11 @@ TEST_CASE("stencil: 1 thread and 2 threads give the same bits") {
     auto [y2, d2] = run_threads(2, x2, g2);
     CHECK(same_bits(y1, y2));
     CHECK(same_bits(d1, d2));
+    auto r2 = [b](V64 const &v) { return dc::stencil(v, offs2, f2{}, b, dc::policy::recompute); };
+    auto [yr1, dr1] = run_threads(1, x2, r2);
+    auto [yr2, dr2] = run_threads(2, x2, r2);
+    CHECK(same_bits(dr1, dr2));
+    check_close(dr1, d1, 1e-14);
   }
   auto x3 = random_tensor({20, 30, 40}, 72);
   auto g3 = [](V64 const &v) { return dc::stencil(v, offs3, f3{}, dc::boundary::clamp); };
@@ -365,8 +374,10 @@ void check_interior_path(shape const &s, dc::stencil_offsets<D, K> const &o, F f
   auto const x = random_tensor(s, 91), gy = random_tensor(s, 92);
   auto fast = dc::detail::make_stencil_geometry(s, o, b);
   auto rim_only = fast;
-  for (int a = 0; a < 3; ++a)
+  for (int a = 0; a < 3; ++a) {
     rim_only.in_hi[a] = rim_only.in_lo[a], rim_only.g_hi[a] = rim_only.g_lo[a];
+    rim_only.r_hi[a] = rim_only.r_lo[a];
+  }
   dc::cpu const ex{};
   dc::index_t const rows = fast.ext[0] * fast.ext[1];
   auto run = [&](dc::detail::stencil_geometry<K> const &g) {
@@ -375,14 +386,19 @@ void check_interior_path(shape const &s, dc::stencil_offsets<D, K> const &o, F f
     dc::detail::parallel_for_rows(
         ex, rows, 1,
         dc::detail::stencil_partials<double, K, F>{x.data(), gy.data(), c.raw_data(), g, f});
-    auto gx = T64::empty(s);
+    auto gx = T64::empty(s), gr = T64::empty(s);
     dc::detail::parallel_for_rows(
         ex, rows, 1, dc::detail::stencil_gather<double, K>{c.data(), gx.raw_data(), g});
-    return std::array<std::vector<double>, 3>{y.to_vector(), c.to_vector(), gx.to_vector()};
+    dc::detail::parallel_for_rows(ex, rows, 1,
+                                  dc::detail::stencil_gather_recompute<double, K, F>{
+                                      x.data(), gy.data(), gr.raw_data(), g, f});
+    return std::array<std::vector<double>, 4>{y.to_vector(), c.to_vector(), gx.to_vector(),
+                                              gr.to_vector()};
   };
   auto const a = run(fast), r = run(rim_only);
-  for (std::size_t i = 0; i < 3; ++i)
+  for (std::size_t i = 0; i < 4; ++i)
     CHECK(same_bits(a[i], r[i]));
+  check_close(a[3], a[2], 1e-14); // recomputed partials: the stored ones' gradient
 }
 
 TEST_CASE("stencil: the interior's flat offsets give the rim path's bits") {
