@@ -13,8 +13,10 @@
 //    dual numbers stored, then the GATHER with the mirrored stencil, ops/stencil.hpp) and two
 //    baselines written here: the same adjoint as a SCATTER (xbar[p + o_k] += ybar[p] d_k f(p),
 //    partials recomputed inline) with atomic adds (std::atomic_ref), and as a scatter into one
-//    private copy of xbar per thread, summed after. paired_ratio: the variant's time over the
-//    gather's in the same repetition (median); for the scaling rows, 1-thread time over 2-thread.
+//    private copy of xbar per thread, summed after; and gather_recompute, the adjoint of
+//    policy::recompute (the partials evaluated in the gather, nothing stored). paired_ratio: the
+//    variant's time over the gather's in the same repetition (median); for the scaling rows,
+//    1-thread time over 2-thread.
 // 3. conv2d: the library's two CPU algorithms, direct loops (ops/conv2d.hpp) and im2col + gemm
 //    (ops/conv2d_gemm.hpp, the BLAS), forward + all three gradients, at a deep-learning shape
 //    (N 8, C = O = 32, 64 x 64, 3 x 3, padding 1), the deblurring example's (N 1, C = O = 1,
@@ -226,7 +228,8 @@ void stencil_adjoints(char const *bench, dc::shape const &s, dc::stencil_offsets
   else
     std::snprintf(size, sizeof size, "%lldx%lldx%lld", static_cast<long long>(s.ext[0]),
                   static_cast<long long>(s.ext[1]), static_cast<long long>(s.ext[2]));
-  char const *names[] = {"forward", "gather", "scatter_atomic", "scatter_copies"};
+  char const *names[] = {"forward", "gather", "scatter_atomic", "scatter_copies",
+                         "gather_recompute"};
   std::vector<std::vector<double>> times[3];
   for (int threads : {1, 2}) {
     dc::cpu ex;
@@ -251,6 +254,12 @@ void stencil_adjoints(char const *bench, dc::shape const &s, dc::stencil_offsets
           scatter_adjoint(geo, f, x.data(), gy.data(), gx_scatter.raw_data(), threads, false,
                           copies);
         },
+        [&] { // policy::recompute's backward: one pass, the partials evaluated in the gather
+          auto gx = F32::empty(s);
+          dc::detail::parallel_for_rows(ex, rows, geo.ext[2] * K * K * 4,
+                                        dc::detail::stencil_gather_recompute<float, K, F>{
+                                            x.data(), gy.data(), gx.raw_data(), geo, f});
+        },
     };
     times[threads] = interleaved(v, reps);
     copies.clear();
@@ -270,7 +279,7 @@ void stencil_adjoints(char const *bench, dc::shape const &s, dc::stencil_offsets
   std::printf("%s,scaling_forward,%s,1->2,,%.2f,,\n", bench, size, fwd);
   std::printf("%s,scaling_gather,%s,1->2,,%.2f,>= forward's (%.2f),%s\n", bench, size, gat, fwd,
               gat >= 0.95 * fwd ? "yes" : "no");
-  for (int k = 2; k < 4; ++k)
+  for (int k = 2; k < 5; ++k)
     std::printf("%s,scaling_%s,%s,1->2,,%.2f,,\n", bench, names[k], size,
                 median(times[1][std::size_t(k)]) / median(times[2][std::size_t(k)]));
   std::fflush(stdout);

@@ -228,7 +228,8 @@ def primitives_section():
             if sub:
                 sten.append([bench[-2:].upper(), sub[0]["size"], th] +
                             [fmt(ms(sub, variant=v)) for v in
-                             ("forward", "gather", "scatter_atomic", "scatter_copies")])
+                             ("forward", "gather", "scatter_atomic", "scatter_copies",
+                              "gather_recompute")])
     tgt = [[r["benchmark"][-2:].upper(), r["variant"], r["paired_ratio"], r["target"], r["met"]]
            for r in rs if r["benchmark"].startswith("stencil") and r["target"]]
     conv = []
@@ -247,7 +248,7 @@ def primitives_section():
         table(["primitive (10^7 float32)", "gradient / primal", "backward / primal",
                "Futhark (A100)", "met"], ratio),
         table(["stencil", "size", "threads", "forward (ms)", "gather adjoint", "scatter, atomic",
-               "scatter, per-thread copies"], sten),
+               "scatter, per-thread copies", "gather, partials recomputed"], sten),
         table(["stencil", "what", "measured", "target", "met"], tgt),
         table(["conv2d forward + backward (2 threads)", "direct (ms)", "im2col + gemm (ms)",
                "direct / gemm (paired)", "automatic picks"], conv),
