@@ -321,9 +321,10 @@ template <class T, int K> struct stencil_gather {
 // Backward in one pass, the partials recomputed (policy::recompute): the gather above with each
 // stored partial c[k][j] = ybar[j] * d f(neighbourhood of j) / d slot k evaluated where it is
 // read, on dual<T, 1> seeded in slot k alone -- K evaluations of f per point instead of one on
-// dual<T, K>, and no N * K array of partials written and read back. A dual number's partials
-// are computed each on its own, so each term has the stored one's bits, and the sums run in the
-// same order: the same gradient.
+// dual<T, K>, and no N * K array of partials written and read back. The same terms summed in the
+// same order as the stored gather; a term can still differ from the stored one by an ulp where
+// the compiler contracts a * b + c into a fused multiply-add in one form and not in the other
+// (g++ does at -O3 with -march=native).
 template <class T, int K, class F> struct stencil_gather_recompute {
   T const *x, *gy;
   T *gx;
