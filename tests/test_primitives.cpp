@@ -14,6 +14,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstring>
+#include <functional>
 #include <limits>
 #include <random>
 #include <vector>
@@ -378,6 +379,61 @@ TEST_CASE("scans: few long rows run in blocks of 4096, like one sequential row")
   auto y = random_tensor({n, 3}, 129, 0.999, 1.001);
   check_gradients_at([](auto const &v) { return dc::cumprod(v[0], 0); }, {y},
                      {0, 2, 3 * 4096 + 1, 3 * 8192, 3 * n - 1}, 1e-4);
+}
+
+// The CPU's backward walks groups of contiguous pieces in the lanes of a vector (vector_walks.hpp);
+// along the first axis of an (n, 2) array the same pieces walk one per scalar register. Both are
+// the sequential loop per piece: the same bits, in float and double, with ties, zeros and a NaN.
+template <class T> void check_vector_walks() {
+  using TT = dc::tensor<T>;
+  dc::index_t const n =
+      40 * 4096 + 123; // full groups of pieces, a short last piece, a partial group
+  std::mt19937 gen(131);
+  std::uniform_int_distribution<int> level(0, 6); // ties
+  std::uniform_real_distribution<double> u(0.999, 1.001), w(-1, 1);
+  TT x = TT::empty({n}), x2 = TT::empty({n, 2}), seed = TT::empty({n}), seed2 = TT::empty({n, 2});
+  for (dc::index_t i = 0; i < n; ++i) {
+    double const v = i % 3 ? u(gen) : 0.9 + 0.05 * level(gen);
+    double const s = w(gen);
+    x.mutable_data()[i] = x2.mutable_data()[2 * i] = x2.mutable_data()[2 * i + 1] = T(v);
+    seed.mutable_data()[i] = seed2.mutable_data()[2 * i] = T(s);
+    seed2.mutable_data()[2 * i + 1] = T(0.5 * s);
+  }
+  for (dc::index_t i : {dc::index_t(4096 * 7 + 5), dc::index_t(4096 * 21)}) // zeros
+    x.mutable_data()[i] = x2.mutable_data()[2 * i] = x2.mutable_data()[2 * i + 1] = T(0);
+  seed.mutable_data()[4096 * 9] = seed2.mutable_data()[2 * 4096 * 9] = T(0);
+  std::vector<std::function<dc::var<T>(dc::var<T> const &, bool)>> ops = {
+      [](dc::var<T> const &v, bool ex) { return dc::cumsum(v, 0, ex); },
+      [](dc::var<T> const &v, bool ex) { return dc::cumprod(v, 0, ex); },
+      [](dc::var<T> const &v, bool ex) { return dc::cummax(v, 0, ex); },
+      [](dc::var<T> const &v, bool ex) { return dc::cummin(v, 0, ex); },
+  };
+  for (bool nan : {false, true}) {
+    if (nan) // (a NaN wins the extrema from there on; the gradient follows it)
+      x.mutable_data()[4096 * 30 + 7] = x2.mutable_data()[2 * (4096 * 30 + 7)] =
+          x2.mutable_data()[2 * (4096 * 30 + 7) + 1] = std::numeric_limits<T>::quiet_NaN();
+    for (std::size_t k = 0; k < ops.size(); ++k)
+      for (bool ex : {false, true}) {
+        INFO("operation " << k << " exclusive " << ex << " NaN " << nan << " bytes " << sizeof(T));
+        dc::tape tp;
+        auto a = tp.variable(x.clone()), b = tp.variable(x2.clone());
+        tp.backward(std::vector<dc::var<T>>{ops[k](a, ex), ops[k](b, ex)},
+                    std::vector<TT>{seed, seed2});
+        auto ga = a.grad(), gb = b.grad();
+        std::size_t differ = 0, nonzero = 0;
+        for (dc::index_t i = 0; i < n; ++i) {
+          T const p = ga.data()[i], q = gb.data()[2 * i]; // (NaNs: any payload)
+          differ += !(p != p && q != q) && std::memcmp(&p, &q, sizeof(T)) != 0;
+          nonzero += ga.data()[i] != 0;
+        }
+        CHECK(differ == 0);
+        CHECK(nonzero > 0);
+      }
+  }
+}
+TEST_CASE("scans: the backward's vector walks give the bits of scalar walks (float, double)") {
+  check_vector_walks<float>();
+  check_vector_walks<double>();
 }
 
 // ---- linear recurrence -------------------------------------------------------------------------

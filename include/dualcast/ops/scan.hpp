@@ -44,6 +44,7 @@
 #include <dualcast/math.hpp>
 #include <dualcast/ops/groups.hpp>
 #include <dualcast/ops/lane_scan.hpp>
+#include <dualcast/ops/vector_walks.hpp>
 #include <dualcast/tape.hpp>
 #include <dualcast/tensor.hpp>
 
@@ -59,8 +60,11 @@ namespace detail {
 // The operators of a scan: the value op(y_prev, x), and the partials of op(y_prev, x) with
 // respect to y_prev and x. uses_values: whether the partials depend on the values (cumsum's do
 // not: its backward reads no saved tensor, and runs as plain reverse running sums).
+// lanes_partials: the partials on vectors of walks (vector_walks.hpp), lane for lane the same
+// numbers; the built-in operators have it, and their backward passes walk pieces in lanes.
 template <class T> struct scan_plus {
   static constexpr bool uses_values = false;
+  static constexpr bool walks_in_lanes = true, dprev_reads_prev = false;
   static constexpr int forward_walks = lockstep_wide; // pieces a CPU thread scans at once
   DUALCAST_HD T operator()(T a, T b) const { return a + b; }
   DUALCAST_HD void partials(T, T, T &dprev, T &dx) const { dprev = dx = T(1); }
@@ -70,6 +74,10 @@ template <class T> struct scan_times {
   static constexpr int forward_walks = lockstep_wide;
   DUALCAST_HD T operator()(T a, T b) const { return a * b; }
   DUALCAST_HD void partials(T prev, T x, T &dprev, T &dx) const { dprev = x, dx = prev; }
+  static constexpr bool walks_in_lanes = true, dprev_reads_prev = false;
+  template <class V> static void lanes_partials(V prev, V x, V &dprev, V &dx) {
+    dprev = x, dx = prev;
+  }
 };
 template <class T, bool Max> struct scan_extremum {
   static constexpr bool uses_values = true;
@@ -84,10 +92,19 @@ template <class T, bool Max> struct scan_extremum {
     dprev = t ? T(0) : T(1);
     dx = t ? T(1) : T(0);
   }
+  static constexpr bool walks_in_lanes = true, dprev_reads_prev = true;
+  template <class V> static void lanes_partials(V prev, V x, V &dprev, V &dx) {
+    auto const beyond = Max ? x > prev : x < prev;
+    auto const t = beyond | ((x != x) & (prev == prev));
+    dprev = t ? V{} : V{} + T(1);
+    dx = t ? V{} + T(1) : V{};
+  }
 };
 // A user operator: the partials by one evaluation on dual numbers with two partials.
 template <class T, class Op> struct scan_user {
   static constexpr bool uses_values = true;
+  static constexpr bool walks_in_lanes = false, // (op may branch: one piece per scalar walk)
+      dprev_reads_prev = true;
   static constexpr int forward_walks = lockstep_narrow;
   Op op;
   DUALCAST_HD T operator()(T a, T b) const { return T(op(a, b)); }
@@ -240,6 +257,38 @@ template <class T, class Op> struct scan_adjoint_args {
   }
 };
 
+// The CPU's backward passes take this many pieces per call: W = walks_in_vector (16 floats for
+// cumsum, which reads and writes an array per walk, 8 for the others, which read two more) when
+// the operator's partials run on vectors (then W contiguous pieces of one length walk in the
+// lanes of one vector, vector_walks.hpp), else 4 (lockstep, lane_scan.hpp).
+template <class T, class Op> constexpr int backward_group_size() {
+#if DUALCAST_HAS_SIMD
+  constexpr int W = Op::uses_values ? walks_in_vector<T, 4> : walks_in_vector<T, 2>;
+  if constexpr (Op::walks_in_lanes && W > lockstep_narrow)
+    return W;
+#endif
+  return lockstep_narrow;
+}
+// Whether walks p[0 .. W) of `count`, each `steps[g]` steps long, walk in the lanes of a vector:
+// W contiguous pieces of one length, at least a vector's worth.
+template <int W, class T, class Op>
+bool walk_in_lanes(scan_adjoint_args<T, Op> const &a, index_t count, index_t const (&steps)[W]) {
+  if (backward_group_size<T, Op>() != W || W == lockstep_narrow || count != W ||
+      a.rows.inner != 1 || steps[0] < W)
+    return false;
+  for (int g = 1; g < W; ++g)
+    if (steps[g] != steps[0])
+      return false;
+  return true;
+}
+// ... and lie one after another along one row, scan_block elements apart.
+template <int W> bool pieces_in_step(scan_piece const (&p)[W]) {
+  for (int g = 1; g < W; ++g)
+    if (p[g].base + p[g].j1 != p[0].base + p[0].j1 + g * scan_block)
+      return false;
+  return true;
+}
+
 // On a warp the backward recurrence runs as a scan of affine maps of the carry (lane_scan.hpp):
 // element j's c -> J_j (zbar_j + c), composed in walking order (from the right). One lane keeps
 // the sequential loops below, bit for bit as before.
@@ -282,37 +331,110 @@ template <class T, class Op> struct scan_piece_summary {
     if (lanes.lane() == 0)
       A[k] = ca, B[k] = cb;
   }
-  // The CPU's pieces k0 .. k0 + count - 1 at once (lane_scan.hpp, lockstep): the one-lane loops
-  // above each; step i is element j1 - 1 - i.
-  static constexpr int group_size = lockstep_narrow;
+  // The CPU's one-lane loop above, one element (j >= 1).
+  void step(scan_piece const &p, index_t j, T &ca, T &cb) const {
+    if constexpr (!Op::uses_values) {
+      cb = a.zbar(p, j) + cb;
+    } else {
+      T dprev, dx;
+      a.partials(p, j, dprev, dx);
+      cb = times_cotangent(a.zbar(p, j) + cb, dprev);
+      ca = ca * dprev;
+    }
+  }
+  // The CPU's pieces k0 .. k0 + count - 1: in the lanes of a vector (below) or 4 at a time in
+  // lockstep (lane_scan.hpp), each as the one-lane loop above; step i is element j1 - 1 - i.
+  static constexpr int group_size = backward_group_size<T, Op>();
   DUALCAST_FLATTEN void group(index_t k0, index_t count) const {
     constexpr int G = group_size;
-    index_t const skew = lockstep_skew_of(a.rows);
     scan_piece p[G];
     index_t steps[G];
-    T ca[G], cb[G];
-    each_of<G>([&](auto g) {
+    for (int g = 0; g < G; ++g) {
       p[g] = piece_of(a.rows, a.m, a.blocks, group_piece(k0, g, count));
       steps[g] = p[g].j1 - (p[g].j0 > 1 ? p[g].j0 : 1);
       steps[g] = steps[g] > 0 ? steps[g] : 0;
+    }
+#if DUALCAST_HAS_SIMD
+    if constexpr (G != lockstep_narrow)
+      if (walk_in_lanes<G>(a, count, steps) && pieces_in_step(p))
+        return lanes_group(k0, p, steps[0]);
+#endif
+    for (index_t s = 0; s < count; s += lockstep_narrow)
+      lockstep_group(k0 + s, count - s < lockstep_narrow ? count - s : lockstep_narrow, p + s,
+                     steps + s);
+  }
+  void lockstep_group(index_t k0, index_t count, scan_piece const *p,
+                      index_t const *steps_at) const {
+    constexpr int G = lockstep_narrow;
+    index_t steps[G];
+    T ca[G], cb[G];
+    each_of<G>([&](auto g) {
+      steps[g] = g < count ? steps_at[g] : 0;
       ca[g] = T(1), cb[g] = T(0);
     });
-    if constexpr (!Op::uses_values)
-      lockstep<G>(0, steps, count, skew,
-                  [&](auto g, index_t i) { cb[g] = a.zbar(p[g], p[g].j1 - 1 - i) + cb[g]; });
-    else
-      lockstep<G>(0, steps, count, skew, [&](auto g, index_t i) {
-        index_t const j = p[g].j1 - 1 - i;
-        T dprev, dx;
-        a.partials(p[g], j, dprev, dx);
-        cb[g] = times_cotangent(a.zbar(p[g], j) + cb[g], dprev);
-        ca[g] = ca[g] * dprev;
-      });
+    lockstep<G>(0, steps, count, lockstep_skew_of(a.rows),
+                [&](auto g, index_t i) { step(p[g], p[g].j1 - 1 - i, ca[g], cb[g]); });
     each_of<G>([&](auto g) {
       if (g < count)
         A[k0 + g] = ca[g], B[k0 + g] = cb[g];
     });
   }
+#if DUALCAST_HAS_SIMD
+  // W contiguous pieces of `steps` steps each, piece g in lane g: W elements of every piece per
+  // round, loaded and transposed (vector_walks.hpp); the last steps % W lane by lane.
+  template <int W> void lanes_group(index_t k0, scan_piece const (&p)[W], index_t steps) const {
+    using V = walk_vector<T, W>;
+    index_t const ex = a.exclusive ? 1 : 0;
+    // piece 0's last W elements; piece g's lie g * scan_block further (walk_in_lanes)
+    index_t const last = p[0].base + p[0].j1 - W;
+    T const *gz = a.gy + last + ex, *yp = nullptr, *xp = nullptr;
+    if constexpr (Op::uses_values)
+      yp = a.y + last - 1 + ex, xp = a.x + last;
+    V ca = V{} + T(1), cb = V{};
+    index_t const rounds = steps / W;
+    for (index_t t = 0; t < rounds; ++t) {
+      index_t const o = -t * W;
+      V z[W], yv[W], xv[W];
+      index_t const f = o - prefetch_ahead<T>; // (prefetched while within the pieces)
+      for (int g = 0; g < W; ++g) {
+        if (f >= W - steps) {
+          __builtin_prefetch(gz + g * scan_block + f);
+          if constexpr (Op::uses_values)
+            __builtin_prefetch(xp + g * scan_block + f);
+          if constexpr (Op::uses_values && Op::dprev_reads_prev)
+            __builtin_prefetch(yp + g * scan_block + f);
+        }
+        z[g] = load_walk<W>(gz + g * scan_block + o);
+      }
+      transpose_walks<W>(z);
+      if constexpr (!Op::uses_values) {
+        for (int e = W - 1; e >= 0; --e)
+          cb = z[e] + cb;
+      } else {
+        for (int g = 0; g < W; ++g)
+          xv[g] = load_walk<W>(xp + g * scan_block + o);
+        transpose_walks<W>(xv);
+        if constexpr (Op::dprev_reads_prev) {
+          for (int g = 0; g < W; ++g)
+            yv[g] = load_walk<W>(yp + g * scan_block + o);
+          transpose_walks<W>(yv);
+        }
+        for (int e = W - 1; e >= 0; --e) {
+          V dprev, dx; // (dx unused; y unread unless dprev needs it)
+          Op::lanes_partials(Op::dprev_reads_prev ? yv[e] : xv[e], xv[e], dprev, dx);
+          cb = times_cotangent_lanes(z[e] + cb, dprev);
+          ca = ca * dprev;
+        }
+      }
+    }
+    for (int g = 0; g < W; ++g) {
+      T cag = ca[g], cbg = cb[g];
+      for (index_t i = rounds * W; i < steps; ++i)
+        step(p[g], p[g].j1 - 1 - i, cag, cbg);
+      A[k0 + g] = cag, B[k0 + g] = cbg;
+    }
+  }
+#endif
 };
 // Backward, pass 2 (blocks > 1 only), row r: A[k] becomes the carry entering piece k.
 template <class T> struct scan_piece_adjoint_carries {
@@ -389,16 +511,34 @@ template <class T, class Op> struct scan_piece_adjoint {
       }
     }
   }
-  // The CPU's pieces k0 .. k0 + count - 1 at once (lane_scan.hpp, lockstep): the one-lane loops
-  // above each; step i is element j1 - 1 - i, element 0 (which has no partials) after them.
-  static constexpr int group_size = lockstep_narrow;
+  // The CPU's one-lane loop above, one element (j >= 1 where the partials are used), and the
+  // element 0 that ends a row's walk.
+  void step(scan_piece const &p, index_t j, T &c) const {
+    if constexpr (!Op::uses_values) {
+      c = a.zbar(p, j) + c;
+      gx[a.at(p, j)] = c;
+    } else {
+      T const sj = a.zbar(p, j) + c;
+      T dprev, dx;
+      a.partials(p, j, dprev, dx);
+      gx[a.at(p, j)] = times_cotangent(sj, dx);
+      c = times_cotangent(sj, dprev);
+    }
+  }
+  void finish(scan_piece const &p, T c) const {
+    if (Op::uses_values && p.j0 == 0 && p.j1 > 0)
+      gx[a.at(p, 0)] = a.zbar(p, 0) + c;
+  }
+  // The CPU's pieces k0 .. k0 + count - 1: in the lanes of a vector (below) or 4 at a time in
+  // lockstep (lane_scan.hpp), each as the one-lane loop above; step i is element j1 - 1 - i,
+  // element 0 (which has no partials) after them.
+  static constexpr int group_size = backward_group_size<T, Op>();
   DUALCAST_FLATTEN void group(index_t k0, index_t count) const {
     constexpr int G = group_size;
-    index_t const skew = lockstep_skew_of(a.rows);
     scan_piece p[G];
     index_t steps[G];
     T c[G];
-    each_of<G>([&](auto g) {
+    for (int g = 0; g < G; ++g) {
       index_t const k = group_piece(k0, g, count);
       p[g] = piece_of(a.rows, a.m, a.blocks, k);
       if (g < count && a.exclusive && p[g].b + 1 == a.blocks)
@@ -406,28 +546,93 @@ template <class T, class Op> struct scan_piece_adjoint {
       index_t const last = Op::uses_values && p[g].j0 == 0 ? 1 : p[g].j0; // partials from j = 1
       steps[g] = p[g].j1 > last ? p[g].j1 - last : 0;
       c[g] = a.blocks > 1 ? carry[k] : T(0);
+    }
+#if DUALCAST_HAS_SIMD
+    if constexpr (G != lockstep_narrow)
+      if (walk_in_lanes<G>(a, count, steps) && pieces_in_step(p))
+        return lanes_group(p, steps[0], c);
+#endif
+    for (index_t s = 0; s < count; s += lockstep_narrow)
+      lockstep_group(count - s < lockstep_narrow ? count - s : lockstep_narrow, p + s, steps + s,
+                     c + s);
+  }
+  void lockstep_group(index_t count, scan_piece const *p, index_t const *steps_at,
+                      T const *c_at) const {
+    constexpr int G = lockstep_narrow;
+    index_t steps[G];
+    T c[G];
+    each_of<G>([&](auto g) {
+      steps[g] = g < count ? steps_at[g] : 0;
+      c[g] = g < count ? c_at[g] : T(0);
     });
-    if constexpr (!Op::uses_values) {
-      lockstep<G>(0, steps, count, skew, [&](auto g, index_t i) {
-        index_t const j = p[g].j1 - 1 - i;
-        c[g] = a.zbar(p[g], j) + c[g];
-        gx[a.at(p[g], j)] = c[g];
-      });
-    } else {
-      lockstep<G>(0, steps, count, skew, [&](auto g, index_t i) {
-        index_t const j = p[g].j1 - 1 - i;
-        T const sj = a.zbar(p[g], j) + c[g];
-        T dprev, dx;
-        a.partials(p[g], j, dprev, dx);
-        gx[a.at(p[g], j)] = times_cotangent(sj, dx);
-        c[g] = times_cotangent(sj, dprev);
-      });
-      each_of<G>([&](auto g) {
-        if (g < count && p[g].j0 == 0 && p[g].j1 > 0)
-          gx[a.at(p[g], 0)] = a.zbar(p[g], 0) + c[g];
-      });
+    lockstep<G>(0, steps, count, lockstep_skew_of(a.rows),
+                [&](auto g, index_t i) { step(p[g], p[g].j1 - 1 - i, c[g]); });
+    each_of<G>([&](auto g) {
+      if (g < count)
+        finish(p[g], c[g]);
+    });
+  }
+#if DUALCAST_HAS_SIMD
+  // W contiguous pieces of `steps` steps each, piece g in lane g: W elements of every piece per
+  // round, loaded and transposed (vector_walks.hpp), the adjoints transposed back and stored; the
+  // last steps % W lane by lane.
+  template <int W>
+  void lanes_group(scan_piece const (&p)[W], index_t steps, T const (&c0)[W]) const {
+    using V = walk_vector<T, W>;
+    index_t const ex = a.exclusive ? 1 : 0;
+    // piece 0's last W elements; piece g's lie g * scan_block further (walk_in_lanes)
+    index_t const last = p[0].base + p[0].j1 - W;
+    T const *gz = a.gy + last + ex, *yp = nullptr, *xp = nullptr;
+    T *gp = gx + last;
+    if constexpr (Op::uses_values)
+      yp = a.y + last - 1 + ex, xp = a.x + last;
+    V c;
+    for (int g = 0; g < W; ++g)
+      c[g] = c0[g];
+    index_t const rounds = steps / W;
+    for (index_t t = 0; t < rounds; ++t) {
+      index_t const o = -t * W;
+      V z[W], yv[W], xv[W], out[W];
+      index_t const f = o - prefetch_ahead<T>; // (prefetched while within the pieces)
+      for (int g = 0; g < W; ++g) {
+        if (f >= W - steps) {
+          __builtin_prefetch(gz + g * scan_block + f);
+          if constexpr (Op::uses_values)
+            __builtin_prefetch(yp + g * scan_block + f),
+                __builtin_prefetch(xp + g * scan_block + f);
+        }
+        z[g] = load_walk<W>(gz + g * scan_block + o);
+      }
+      transpose_walks<W>(z);
+      if constexpr (!Op::uses_values) {
+        for (int e = W - 1; e >= 0; --e)
+          out[e] = c = z[e] + c;
+      } else {
+        for (int g = 0; g < W; ++g)
+          yv[g] = load_walk<W>(yp + g * scan_block + o),
+          xv[g] = load_walk<W>(xp + g * scan_block + o);
+        transpose_walks<W>(yv);
+        transpose_walks<W>(xv);
+        for (int e = W - 1; e >= 0; --e) {
+          V const sj = z[e] + c;
+          V dprev, dx;
+          Op::lanes_partials(yv[e], xv[e], dprev, dx);
+          out[e] = times_cotangent_lanes(sj, dx);
+          c = times_cotangent_lanes(sj, dprev);
+        }
+      }
+      transpose_walks<W>(out);
+      for (int g = 0; g < W; ++g)
+        store_walk(gp + g * scan_block + o, out[g]);
+    }
+    for (int g = 0; g < W; ++g) {
+      T cg = c[g];
+      for (index_t i = rounds * W; i < steps; ++i)
+        step(p[g], p[g].j1 - 1 - i, cg);
+      finish(p[g], cg);
     }
   }
+#endif
 };
 
 template <class Ex, class T, class Op>

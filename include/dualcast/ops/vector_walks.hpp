@@ -1,0 +1,72 @@
+// dualcast/ops/vector_walks.hpp: a CPU pass of a scan walking W contiguous pieces at once, one
+// piece per lane of a vector (W = 16 floats with AVX-512). The lockstep walks of lane_scan.hpp
+// overlap 4 or 8 dependency chains in scalar registers; here each step is one vector operation
+// for W chains, and the loads and stores move W elements of a piece at a time: the pieces' next
+// W elements are loaded as W vectors and transposed in registers (log2 W rounds of W
+// shuffles), so that vector e holds element e of every piece. Every lane does what the
+// sequential loop does for its piece, in the same order: the same bits.
+#pragma once
+
+#include <dualcast/config.hpp>
+#include <dualcast/shape.hpp>
+#include <dualcast/simd.hpp>
+
+#if DUALCAST_HAS_SIMD
+
+#include <cstring>
+#include <utility>
+
+namespace dualcast::detail {
+
+// Walks per vector for a pass over `Arrays` arrays: the native width (16 floats, 8 doubles with
+// AVX-512), at most 32 streams in all. Each walk is a stream of its own per array, and the core's
+// prefetcher follows about 32: the backward of cumprod / cummin (4 arrays) with 16 walks was
+// slower than 4 scalar walks in lockstep, with 8 walks faster (vector_walks' passes in
+// ops/scan.hpp, 10^7 floats, 2 threads: 8.4-8.8 -> 12.7 / 7.4-7.6 ms).
+template <class T, int Arrays>
+inline constexpr int walks_in_vector =
+    native_width<T> < 32 / Arrays ? native_width<T> : 32 / Arrays;
+// The walks' loads run this many elements behind a software prefetch (512 bytes): 2 threads
+// walking 16 or 8 pieces each outrun the hardware's prefetcher (cumsum backward 3.9-4.2 -> 3.4 ms,
+// cummin 10.8 -> 8.6-8.9 ms with it).
+template <class T> inline constexpr index_t prefetch_ahead = 512 / sizeof(T);
+
+template <class T, int W> struct walk_vector_of {
+  typedef T type __attribute__((vector_size(sizeof(T) * W)));
+};
+template <class T, int W> using walk_vector = typename walk_vector_of<T, W>::type;
+
+template <int W, class T> inline walk_vector<T, W> load_walk(T const *p) {
+  walk_vector<T, W> v;
+  std::memcpy(&v, p, sizeof v);
+  return v;
+}
+template <class T, class V> inline void store_walk(T *p, V v) { std::memcpy(p, &v, sizeof v); }
+
+// The lanes of a and b interleaved: the lower halves (Hi false) or the upper halves.
+template <bool Hi, int W, class V, int... I>
+inline V interleave(V a, V b, std::integer_sequence<int, I...>) {
+  return __builtin_shufflevector(a, b, ((I % 2 ? W : 0) + (Hi ? W / 2 : 0) + I / 2)...);
+}
+// r[i][j] becomes r[j][i]: log2 W rounds of perfect shuffles (round: row 2i and 2i + 1 the
+// interleaved lower and upper halves of rows i and i + W / 2).
+template <int W, class V> inline void transpose_walks(V (&r)[W]) {
+  for (int round = 1; round < W; round *= 2) {
+    V t[W];
+    for (int i = 0; i < W / 2; ++i) {
+      t[2 * i] = interleave<false, W>(r[i], r[i + W / 2], std::make_integer_sequence<int, W>{});
+      t[2 * i + 1] = interleave<true, W>(r[i], r[i + W / 2], std::make_integer_sequence<int, W>{});
+    }
+    for (int i = 0; i < W; ++i)
+      r[i] = t[i];
+  }
+}
+
+// ybar * partial, 0 where ybar is 0, lane by lane (times_cotangent).
+template <class V> inline V times_cotangent_lanes(V ybar, V partial) {
+  return ybar == V{} ? V{} : ybar * partial;
+}
+
+} // namespace dualcast::detail
+
+#endif
