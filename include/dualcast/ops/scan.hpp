@@ -35,7 +35,9 @@
 // (split rows round differently from unsplit ones). On the CPU a thread walks 4 or 8 pieces (or
 // rows) in lockstep, each exactly as alone (lane_scan.hpp): 10^7 floats, 2 threads, forward +
 // backward of cumsum 20.1-20.8 -> 11.7-12.3 ms, cumprod 29.4-29.7 -> 14.1-15.4, cummin
-// 32.2-32.6 -> 20.9-21.9 (two runs each).
+// 32.2-32.6 -> 20.9-21.9 (two runs each). The backward passes of the built-in operators walk 16
+// (cumsum) or 8 contiguous pieces in the lanes of one vector instead (vector_walks.hpp; the
+// same bits): backward alone 5.5 -> 3.6, 8.9 -> 7.1, 13.7 -> 9.3 ms.
 #pragma once
 
 #include <dualcast/custom_op.hpp>

@@ -20,9 +20,9 @@ namespace dualcast::detail {
 
 // Walks per vector for a pass over `Arrays` arrays: the native width (16 floats, 8 doubles with
 // AVX-512), at most 32 streams in all. Each walk is a stream of its own per array, and the core's
-// prefetcher follows about 32: the backward of cumprod / cummin (4 arrays) with 16 walks was
-// slower than 4 scalar walks in lockstep, with 8 walks faster (vector_walks' passes in
-// ops/scan.hpp, 10^7 floats, 2 threads: 8.4-8.8 -> 12.7 / 7.4-7.6 ms).
+// prefetcher follows about 32: cumprod's backward (4 arrays) walking 16 pieces per vector took
+// 12.7 ms against 8.9 for 4 scalar walks in lockstep, 8 per vector 7.4-7.6 ms (10^7 floats, 2
+// threads; before the prefetch below and the constant piece stride of the passes in scan.hpp).
 template <class T, int Arrays>
 inline constexpr int walks_in_vector =
     native_width<T> < 32 / Arrays ? native_width<T> : 32 / Arrays;
