@@ -436,6 +436,62 @@ TEST_CASE("scans: the backward's vector walks give the bits of scalar walks (flo
   check_vector_walks<double>();
 }
 
+// Along an outer axis neighbouring rows lie side by side and walk in the lanes of vectors, 8
+// vectors per step where 8 vectors' worth of rows are side by side (scan.hpp: columns_group);
+// the same scans along the last axis of the transposed array walk one row per scalar register.
+// Shape (2, n, C) along axis 1: C = 200 leaves groups that cross from one outer index to the
+// next, and a partial group at the end.
+template <class T> void check_column_walks() {
+  using TT = dc::tensor<T>;
+  dc::index_t const n = 300, C = 200;
+  std::mt19937 gen(137);
+  std::uniform_int_distribution<int> level(0, 4);
+  std::uniform_real_distribution<double> u(0.99, 1.01), w(-1, 1);
+  TT x = TT::empty({2, n, C}), xt = TT::empty({2, C, n}), seed = TT::empty({2, n, C}),
+     seedt = TT::empty({2, C, n});
+  for (dc::index_t o = 0; o < 2; ++o)
+    for (dc::index_t j = 0; j < n; ++j)
+      for (dc::index_t c = 0; c < C; ++c) {
+        T const v = T(c % 3 ? u(gen) : 0.98 + 0.01 * level(gen)), sv = T(w(gen));
+        x.mutable_data()[(o * n + j) * C + c] = xt.mutable_data()[(o * C + c) * n + j] = v;
+        seed.mutable_data()[(o * n + j) * C + c] = seedt.mutable_data()[(o * C + c) * n + j] = sv;
+      }
+  auto set = [&](dc::index_t o, dc::index_t j, dc::index_t c, T v) {
+    x.mutable_data()[(o * n + j) * C + c] = xt.mutable_data()[(o * C + c) * n + j] = v;
+  };
+  set(0, 17, 5, T(0)), set(1, 200, 150, T(0)), set(1, 40, 199, std::numeric_limits<T>::quiet_NaN());
+  std::vector<std::function<dc::var<T>(dc::var<T> const &, int, bool)>> ops = {
+      [](dc::var<T> const &v, int ax, bool ex) { return dc::cumsum(v, ax, ex); },
+      [](dc::var<T> const &v, int ax, bool ex) { return dc::cumprod(v, ax, ex); },
+      [](dc::var<T> const &v, int ax, bool ex) { return dc::cummax(v, ax, ex); },
+      [](dc::var<T> const &v, int ax, bool ex) { return dc::cummin(v, ax, ex); },
+  };
+  auto same = [](T p, T q) { // (NaNs: any payload)
+    return (p != p && q != q) || std::memcmp(&p, &q, sizeof(T)) == 0;
+  };
+  for (std::size_t k = 0; k < ops.size(); ++k)
+    for (bool ex : {false, true}) {
+      INFO("operation " << k << " exclusive " << ex << " bytes " << sizeof(T));
+      dc::tape tp;
+      auto a = tp.variable(x.clone()), b = tp.variable(xt.clone());
+      auto ya = ops[k](a, 1, ex), yb = ops[k](b, 2, ex);
+      tp.backward(std::vector<dc::var<T>>{ya, yb}, std::vector<TT>{seed, seedt});
+      auto va = ya.value(), vb = yb.value(), ga = a.grad(), gb = b.grad();
+      std::size_t differ = 0;
+      for (dc::index_t o = 0; o < 2; ++o)
+        for (dc::index_t j = 0; j < n; ++j)
+          for (dc::index_t c = 0; c < C; ++c) {
+            dc::index_t const i = (o * n + j) * C + c, t = (o * C + c) * n + j;
+            differ += !same(va.data()[i], vb.data()[t]) + !same(ga.data()[i], gb.data()[t]);
+          }
+      CHECK(differ == 0);
+    }
+}
+TEST_CASE("scans: rows side by side walk in vector lanes, the bits of scalar walks") {
+  check_column_walks<float>();
+  check_column_walks<double>();
+}
+
 // ---- linear recurrence -------------------------------------------------------------------------
 TEST_CASE("linear_recurrence: gradients for a, b and h0 along every axis, broadcasting") {
   auto a = random_tensor({3, 5, 4}, 131), b = random_tensor({3, 5, 4}, 132);

@@ -116,24 +116,29 @@ inline index_t group_piece(index_t k0, index_t g, index_t count) {
 }
 
 // Runs f(k, lanes) for the pieces k < n: as row operations when `rows_op`, else one thread each;
-// on the CPU, a pass that has group(k0, count) runs group_size pieces per call.
+// on the CPU, a pass that has group(k0, count) runs group_size pieces per call, or
+// contiguous_group_size where it has one and the pieces are contiguous (`rows_op`: the axis is
+// the innermost; group_size then serves pieces side by side, which only other axes have).
 template <class F> struct with_one_lane {
   F f;
   DUALCAST_HD void operator()(index_t k) const { f(k, one_lane{}); }
 };
 template <class F> struct piece_groups {
   F f;
-  index_t n;
+  index_t n, size;
   void operator()(index_t q) const {
-    index_t const k0 = q * F::group_size;
-    f.group(k0, n - k0 < F::group_size ? n - k0 : F::group_size);
+    index_t const k0 = q * size;
+    f.group(k0, n - k0 < size ? n - k0 : size);
   }
 };
 template <class Ex, class F>
 void for_each_piece(Ex const &ex, bool rows_op, index_t n, index_t cost, F const &f) {
   if constexpr (std::is_same_v<Ex, cpu> && requires { f.group(index_t(0), index_t(0)); }) {
-    parallel_for(ex, (n + F::group_size - 1) / F::group_size, cost * F::group_size,
-                 piece_groups<F>{f, n});
+    index_t size = F::group_size;
+    if constexpr (requires { F::contiguous_group_size; })
+      if (rows_op)
+        size = F::contiguous_group_size;
+    parallel_for(ex, (n + size - 1) / size, cost * size, piece_groups<F>{f, n, size});
   } else if (rows_op) {
     parallel_for_rows(ex, n, cost, f);
   } else {

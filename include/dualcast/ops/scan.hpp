@@ -69,12 +69,14 @@ template <class T> struct scan_plus {
   static constexpr bool walks_in_lanes = true, dprev_reads_prev = false;
   static constexpr int forward_walks = lockstep_wide; // pieces a CPU thread scans at once
   DUALCAST_HD T operator()(T a, T b) const { return a + b; }
+  template <class V> static V lanes_op(V a, V b) { return a + b; }
   DUALCAST_HD void partials(T, T, T &dprev, T &dx) const { dprev = dx = T(1); }
 };
 template <class T> struct scan_times {
   static constexpr bool uses_values = true;
   static constexpr int forward_walks = lockstep_wide;
   DUALCAST_HD T operator()(T a, T b) const { return a * b; }
+  template <class V> static V lanes_op(V a, V b) { return a * b; }
   DUALCAST_HD void partials(T prev, T x, T &dprev, T &dx) const { dprev = x, dx = prev; }
   static constexpr bool walks_in_lanes = true, dprev_reads_prev = false;
   template <class V> static void lanes_partials(V prev, V x, V &dprev, V &dx) {
@@ -95,9 +97,13 @@ template <class T, bool Max> struct scan_extremum {
     dx = t ? T(1) : T(0);
   }
   static constexpr bool walks_in_lanes = true, dprev_reads_prev = true;
-  template <class V> static void lanes_partials(V prev, V x, V &dprev, V &dx) {
+  template <class V> static auto lanes_takes(V prev, V x) {
     auto const beyond = Max ? x > prev : x < prev;
-    auto const t = beyond | ((x != x) & (prev == prev));
+    return beyond | ((x != x) & (prev == prev));
+  }
+  template <class V> static V lanes_op(V a, V b) { return lanes_takes(a, b) ? b : a; }
+  template <class V> static void lanes_partials(V prev, V x, V &dprev, V &dx) {
+    auto const t = lanes_takes(prev, x);
     dprev = t ? V{} : V{} + T(1);
     dx = t ? V{} + T(1) : V{};
   }
@@ -117,6 +123,32 @@ template <class T, class Op> struct scan_user {
     dx = r.d[1];
   }
 };
+
+// The CPU's forward passes take this many pieces per call: columns_vectors vectors' worth when
+// the operator runs on vectors (neighbouring rows of a scan along an outer axis then walk in the
+// lanes of vectors, columns_vectors vectors per step: whole cache lines of a page, where one
+// vector per step of a walk through a (1000, 8192) array touched a new page every time), else
+// Op::forward_walks (lockstep, lane_scan.hpp).
+inline constexpr int columns_vectors = 8;
+template <class T, class Op> constexpr int forward_group_size() {
+#if DUALCAST_HAS_SIMD
+  if constexpr (Op::walks_in_lanes && (native_width<T> >= Op::forward_walks))
+    return columns_vectors * native_width<T>;
+#endif
+  return Op::forward_walks;
+}
+// Whether pieces p[0 .. count) lie side by side in memory -- element j of piece g right after
+// element j of piece g - 1 (neighbouring rows of a scan along an outer axis, each one piece) --
+// and span the same elements j0 .. j1 - 1 of their rows: then step i of W of them is one vector.
+inline bool pieces_side_by_side(scan_piece const *p, index_t count) {
+  for (index_t g = 1; g < count; ++g)
+    if (p[g].base != p[0].base + g || p[g].j0 != p[0].j0 || p[g].j1 != p[0].j1)
+      return false;
+  return true;
+}
+// Their steps are a row's length apart (rows.inner elements): a software prefetch this many steps
+// ahead.
+inline constexpr index_t columns_ahead = 8;
 
 // Each pass is a row operation over lanes (lane_scan.hpp): one lane walks its piece
 // element by element (the CPU, and CUDA where the axis is not the innermost), a warp walks it 32
@@ -201,11 +233,39 @@ template <class T, class Op> struct scan_piece_forward {
       lane_scan<false>(lanes, p.j0, p.j1, has, has ? carry[k] : neutral, op, load,
                        [&](index_t j, T, T after) { yr[j * s] = after; });
   }
-  // The CPU's pieces k0 .. k0 + count - 1 at once (lane_scan.hpp, lockstep): the loop above each,
-  // its first element (which starts the running value where no carry enters) peeled.
-  static constexpr int group_size = Op::forward_walks;
+  // The CPU's pieces k0 .. k0 + count - 1: side by side in memory (neighbouring rows of a scan
+  // along an outer axis) in the lanes of vectors (below), else Op::forward_walks at a time in
+  // lockstep (lane_scan.hpp); each as the loop above, its first element (which starts the running
+  // value where no carry enters) peeled.
+  static constexpr int group_size = forward_group_size<T, Op>();
+  static constexpr int contiguous_group_size = Op::forward_walks;
   DUALCAST_FLATTEN void group(index_t k0, index_t count) const {
-    constexpr int G = group_size;
+    constexpr int G = Op::forward_walks;
+#if DUALCAST_HAS_SIMD
+    if constexpr (group_size != G) {
+      constexpr int W = native_width<T>;
+      scan_piece p[group_size];
+      for (index_t g = 0; g < count; ++g)
+        p[g] = piece_of(rows, rows.n, blocks, k0 + g);
+      if (count == group_size && pieces_side_by_side(p, group_size))
+        return columns_group<W, columns_vectors>(k0, p);
+      for (index_t q = 0; q < count; q += W) {
+        if (q + W <= count && pieces_side_by_side(p + q, W)) {
+          columns_group<W, 1>(k0 + q, p + q);
+          continue;
+        }
+        index_t const end = q + W < count ? q + W : count;
+        for (index_t r = q; r < end; r += G)
+          lockstep_group(k0 + r, end - r < G ? end - r : G);
+      }
+      return;
+    }
+#endif
+    for (index_t q = 0; q < count; q += G)
+      lockstep_group(k0 + q, count - q < G ? count - q : G);
+  }
+  DUALCAST_FLATTEN void lockstep_group(index_t k0, index_t count) const {
+    constexpr int G = Op::forward_walks;
     index_t const skew = lockstep_skew_of(rows);
     index_t const s = rows.inner;
     T const *xr[G];
@@ -235,6 +295,45 @@ template <class T, class Op> struct scan_piece_forward {
         yr[g][i * s] = acc[g];
       });
   }
+#if DUALCAST_HAS_SIMD
+  // NV * W pieces side by side (pieces_side_by_side), piece v * W + g in lane g of vector v:
+  // step i reads NV vectors of x and writes NV of y.
+  template <int W, int NV> void columns_group(index_t k0, scan_piece const *p) const {
+    using V = walk_vector<T, W>;
+    index_t const s = rows.inner, steps = p[0].j1 - p[0].j0; // >= 1: rows are not empty here
+    T const *xr = x + p[0].base + p[0].j0 * s;
+    T *yr = y + p[0].base + p[0].j0 * s;
+    bool const has = p[0].b > 0;
+    V acc[NV];
+    for (int v = 0; v < NV; ++v) {
+      V before = V{} + neutral;
+      if (has)
+        for (int g = 0; g < W; ++g)
+          before[g] = carry[k0 + v * W + g];
+      acc[v] = load_walk<W>(xr + v * W);
+      if (has)
+        acc[v] = Op::lanes_op(before, acc[v]);
+      store_walk(yr + v * W, exclusive ? before : acc[v]);
+    }
+    for (index_t i = 1; i < steps; ++i) {
+      T const *xi = xr + i * s,
+              *ahead = xr + (i + columns_ahead < steps ? i + columns_ahead : i) * s;
+      T *yi = yr + i * s;
+      for (int v = 0; v < NV * W; v += 64 / int(sizeof(T)))
+        __builtin_prefetch(ahead + v);
+      for (int v = 0; v < NV; ++v) {
+        V const xv = load_walk<W>(xi + v * W);
+        if (exclusive) {
+          store_walk(yi + v * W, acc[v]);
+          acc[v] = Op::lanes_op(acc[v], xv);
+        } else {
+          acc[v] = Op::lanes_op(acc[v], xv);
+          store_walk(yi + v * W, acc[v]);
+        }
+      }
+    }
+  }
+#endif
 };
 
 // The adjoint: the backward linear recurrence s_j = zbar_j + J_(j+1) s_(j+1) from each row's
@@ -271,20 +370,19 @@ template <class T, class Op> constexpr int backward_group_size() {
 #endif
   return lockstep_narrow;
 }
-// Whether walks p[0 .. W) of `count`, each `steps[g]` steps long, walk in the lanes of a vector:
-// W contiguous pieces of one length, at least a vector's worth.
+// Whether W walks of steps[0 .. W) steps walk in the lanes of a vector: contiguous pieces of one
+// length, at least a vector's worth ...
 template <int W, class T, class Op>
-bool walk_in_lanes(scan_adjoint_args<T, Op> const &a, index_t count, index_t const (&steps)[W]) {
-  if (backward_group_size<T, Op>() != W || W == lockstep_narrow || count != W ||
-      a.rows.inner != 1 || steps[0] < W)
+bool walk_in_lanes(scan_adjoint_args<T, Op> const &a, index_t const *steps) {
+  if (a.rows.inner != 1 || steps[0] < W)
     return false;
   for (int g = 1; g < W; ++g)
     if (steps[g] != steps[0])
       return false;
   return true;
 }
-// ... and lie one after another along one row, scan_block elements apart.
-template <int W> bool pieces_in_step(scan_piece const (&p)[W]) {
+// ... that lie one after another along one row, scan_block elements apart.
+template <int W> bool pieces_in_step(scan_piece const *p) {
   for (int g = 1; g < W; ++g)
     if (p[g].base + p[g].j1 != p[0].base + p[0].j1 + g * scan_block)
       return false;
@@ -358,8 +456,8 @@ template <class T, class Op> struct scan_piece_summary {
     }
 #if DUALCAST_HAS_SIMD
     if constexpr (G != lockstep_narrow)
-      if (walk_in_lanes<G>(a, count, steps) && pieces_in_step(p))
-        return lanes_group(k0, p, steps[0]);
+      if (count == G && walk_in_lanes<G>(a, steps) && pieces_in_step<G>(p))
+        return lanes_group<G>(k0, p, steps[0]);
 #endif
     for (index_t s = 0; s < count; s += lockstep_narrow)
       lockstep_group(k0 + s, count - s < lockstep_narrow ? count - s : lockstep_narrow, p + s,
@@ -384,7 +482,7 @@ template <class T, class Op> struct scan_piece_summary {
 #if DUALCAST_HAS_SIMD
   // W contiguous pieces of `steps` steps each, piece g in lane g: W elements of every piece per
   // round, loaded and transposed (vector_walks.hpp); the last steps % W lane by lane.
-  template <int W> void lanes_group(index_t k0, scan_piece const (&p)[W], index_t steps) const {
+  template <int W> void lanes_group(index_t k0, scan_piece const *p, index_t steps) const {
     using V = walk_vector<T, W>;
     index_t const ex = a.exclusive ? 1 : 0;
     // piece 0's last W elements; piece g's lie g * scan_block further (walk_in_lanes)
@@ -531,32 +629,53 @@ template <class T, class Op> struct scan_piece_adjoint {
     if (Op::uses_values && p.j0 == 0 && p.j1 > 0)
       gx[a.at(p, 0)] = a.zbar(p, 0) + c;
   }
-  // The CPU's pieces k0 .. k0 + count - 1: in the lanes of a vector (below) or 4 at a time in
-  // lockstep (lane_scan.hpp), each as the one-lane loop above; step i is element j1 - 1 - i,
-  // element 0 (which has no partials) after them.
-  static constexpr int group_size = backward_group_size<T, Op>();
+  // The CPU's pieces k0 .. k0 + count - 1, each as the one-lane loop above (step i is element
+  // j1 - 1 - i, element 0, which has no partials, after them): pieces side by side in memory
+  // (neighbouring rows of a scan along an outer axis) in the lanes of columns_vectors vectors or
+  // of one, contiguous pieces of one length W per vector (transposed), the others 4 at a time in
+  // lockstep (lane_scan.hpp).
+  static constexpr int walk_lanes = backward_group_size<T, Op>();
+  static constexpr int group_size =
+      walk_lanes != lockstep_narrow ? columns_vectors * walk_lanes : walk_lanes;
+  static constexpr int contiguous_group_size = walk_lanes;
   DUALCAST_FLATTEN void group(index_t k0, index_t count) const {
     constexpr int G = group_size;
     scan_piece p[G];
     index_t steps[G];
     T c[G];
-    for (int g = 0; g < G; ++g) {
-      index_t const k = group_piece(k0, g, count);
+    for (int g = 0; g < count; ++g) { // (the walks past the count are never read)
+      index_t const k = k0 + g;
       p[g] = piece_of(a.rows, a.m, a.blocks, k);
-      if (g < count && a.exclusive && p[g].b + 1 == a.blocks)
+      if (a.exclusive && p[g].b + 1 == a.blocks)
         gx[a.at(p[g], a.rows.n - 1)] = T(0);
       index_t const last = Op::uses_values && p[g].j0 == 0 ? 1 : p[g].j0; // partials from j = 1
       steps[g] = p[g].j1 > last ? p[g].j1 - last : 0;
       c[g] = a.blocks > 1 ? carry[k] : T(0);
     }
+    constexpr index_t L = lockstep_narrow;
 #if DUALCAST_HAS_SIMD
-    if constexpr (G != lockstep_narrow)
-      if (walk_in_lanes<G>(a, count, steps) && pieces_in_step(p))
-        return lanes_group(p, steps[0], c);
+    if constexpr (G != walk_lanes) {
+      constexpr int W = walk_lanes;
+      if (count == G && pieces_side_by_side(p, G))
+        return columns_group<W, columns_vectors>(p, steps[0], c);
+      for (index_t q = 0; q < count; q += W) {
+        index_t const end = q + W < count ? q + W : count;
+        if (end - q == W && pieces_side_by_side(p + q, W)) {
+          columns_group<W, 1>(p + q, steps[q], c + q);
+          continue;
+        }
+        if (end - q == W && walk_in_lanes<W>(a, steps + q) && pieces_in_step<W>(p + q)) {
+          lanes_group<W>(p + q, steps[q], c + q);
+          continue;
+        }
+        for (index_t r = q; r < end; r += L)
+          lockstep_group(end - r < L ? end - r : L, p + r, steps + r, c + r);
+      }
+      return;
+    }
 #endif
-    for (index_t s = 0; s < count; s += lockstep_narrow)
-      lockstep_group(count - s < lockstep_narrow ? count - s : lockstep_narrow, p + s, steps + s,
-                     c + s);
+    for (index_t r = 0; r < count; r += L)
+      lockstep_group(count - r < L ? count - r : L, p + r, steps + r, c + r);
   }
   void lockstep_group(index_t count, scan_piece const *p, index_t const *steps_at,
                       T const *c_at) const {
@@ -578,8 +697,7 @@ template <class T, class Op> struct scan_piece_adjoint {
   // W contiguous pieces of `steps` steps each, piece g in lane g: W elements of every piece per
   // round, loaded and transposed (vector_walks.hpp), the adjoints transposed back and stored; the
   // last steps % W lane by lane.
-  template <int W>
-  void lanes_group(scan_piece const (&p)[W], index_t steps, T const (&c0)[W]) const {
+  template <int W> void lanes_group(scan_piece const *p, index_t steps, T const *c0) const {
     using V = walk_vector<T, W>;
     index_t const ex = a.exclusive ? 1 : 0;
     // piece 0's last W elements; piece g's lie g * scan_block further (walk_in_lanes)
@@ -633,6 +751,48 @@ template <class T, class Op> struct scan_piece_adjoint {
         step(p[g], p[g].j1 - 1 - i, cg);
       finish(p[g], cg);
     }
+  }
+  // NV * W pieces side by side (pieces_side_by_side), piece v * W + g in lane g of vector v:
+  // step i reads NV vectors of each array and writes NV of the adjoint.
+  template <int W, int NV>
+  void columns_group(scan_piece const *p, index_t steps, T const *c0) const {
+    using V = walk_vector<T, W>;
+    index_t const s = a.rows.inner, ex = a.exclusive ? 1 : 0, j1 = p[0].j1;
+    T const *gz = a.gy + p[0].base + ex * s, *yp = nullptr, *xp = nullptr;
+    T *gp = gx + p[0].base;
+    if constexpr (Op::uses_values)
+      yp = a.y + p[0].base + (ex - 1) * s, xp = a.x + p[0].base;
+    V c[NV];
+    for (int v = 0; v < NV; ++v)
+      for (int g = 0; g < W; ++g)
+        c[v][g] = c0[v * W + g];
+    constexpr int line = 64 / int(sizeof(T));
+    for (index_t i = 0; i < steps; ++i) {
+      index_t const j = j1 - 1 - i, at = j * s;
+      index_t const f = (i + columns_ahead < steps ? j - columns_ahead : j) * s;
+      for (int e = 0; e < NV * W; e += line) {
+        __builtin_prefetch(gz + f + e);
+        if constexpr (Op::uses_values)
+          __builtin_prefetch(yp + f + e), __builtin_prefetch(xp + f + e);
+      }
+      for (int v = 0; v < NV; ++v) {
+        V const z = load_walk<W>(gz + at + v * W);
+        if constexpr (!Op::uses_values) {
+          c[v] = z + c[v];
+          store_walk(gp + at + v * W, c[v]);
+        } else {
+          V const sj = z + c[v];
+          V dprev, dx;
+          Op::lanes_partials(load_walk<W>(yp + at + v * W), load_walk<W>(xp + at + v * W), dprev,
+                             dx);
+          store_walk(gp + at + v * W, times_cotangent_lanes(sj, dx));
+          c[v] = times_cotangent_lanes(sj, dprev);
+        }
+      }
+    }
+    for (int v = 0; v < NV; ++v)
+      for (int g = 0; g < W; ++g)
+        finish(p[v * W + g], c[v][g]);
   }
 #endif
 };
