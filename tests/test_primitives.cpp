@@ -492,6 +492,51 @@ TEST_CASE("scans: rows side by side walk in vector lanes, the bits of scalar wal
   check_column_walks<double>();
 }
 
+// linear_recurrence the same way, with h0: (2, n, C) along axis 1 against (2, C, n) along axis 2.
+template <class T> void check_recurrence_column_walks() {
+  using TT = dc::tensor<T>;
+  dc::index_t const n = 300, C = 200;
+  std::mt19937 gen(139);
+  std::uniform_real_distribution<double> u(-1, 1);
+  TT a = TT::empty({2, n, C}), at = TT::empty({2, C, n}), b = TT::empty({2, n, C}),
+     bt = TT::empty({2, C, n}), seed = TT::empty({2, n, C}), seedt = TT::empty({2, C, n});
+  for (dc::index_t o = 0; o < 2; ++o)
+    for (dc::index_t j = 0; j < n; ++j)
+      for (dc::index_t c = 0; c < C; ++c) {
+        dc::index_t const i = (o * n + j) * C + c, t = (o * C + c) * n + j;
+        a.mutable_data()[i] = at.mutable_data()[t] = T(j == 50 && c == 7 ? 0.0 : u(gen));
+        b.mutable_data()[i] = bt.mutable_data()[t] = T(u(gen));
+        seed.mutable_data()[i] = seedt.mutable_data()[t] = T(c == 9 ? 0.0 : u(gen));
+      }
+  TT h0 = TT::empty({2, C});
+  for (dc::index_t i = 0; i < 2 * C; ++i)
+    h0.mutable_data()[i] = T(u(gen));
+  dc::tape tp;
+  auto va = tp.variable(a.clone()), vat = tp.variable(at.clone()), vb = tp.variable(b.clone()),
+       vbt = tp.variable(bt.clone()), vh = tp.variable(h0.clone()), vht = tp.variable(h0.clone());
+  auto y = dc::linear_recurrence(va, vb, vh, 1), yt = dc::linear_recurrence(vat, vbt, vht, 2);
+  tp.backward(std::vector<dc::var<T>>{y, yt}, std::vector<TT>{seed, seedt});
+  std::size_t differ = 0;
+  auto same = [](T p, T q) { return std::memcmp(&p, &q, sizeof(T)) == 0; };
+  auto yv = y.value(), ytv = yt.value(), ga = va.grad(), gat = vat.grad(), gb = vb.grad(),
+       gbt = vbt.grad();
+  for (dc::index_t o = 0; o < 2; ++o)
+    for (dc::index_t j = 0; j < n; ++j)
+      for (dc::index_t c = 0; c < C; ++c) {
+        dc::index_t const i = (o * n + j) * C + c, t = (o * C + c) * n + j;
+        differ += !same(yv.data()[i], ytv.data()[t]) + !same(ga.data()[i], gat.data()[t]) +
+                  !same(gb.data()[i], gbt.data()[t]);
+      }
+  auto gh = vh.grad(), ght = vht.grad();
+  for (dc::index_t i = 0; i < 2 * C; ++i)
+    differ += !same(gh.data()[i], ght.data()[i]);
+  CHECK(differ == 0);
+}
+TEST_CASE("linear_recurrence: rows side by side walk in vector lanes, the bits of scalar walks") {
+  check_recurrence_column_walks<float>();
+  check_recurrence_column_walks<double>();
+}
+
 // ---- linear recurrence -------------------------------------------------------------------------
 TEST_CASE("linear_recurrence: gradients for a, b and h0 along every axis, broadcasting") {
   auto a = random_tensor({3, 5, 4}, 131), b = random_tensor({3, 5, 4}, 132);

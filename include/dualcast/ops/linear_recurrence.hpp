@@ -24,6 +24,7 @@
 #include <dualcast/errors.hpp>
 #include <dualcast/ops/groups.hpp>
 #include <dualcast/ops/lane_scan.hpp>
+#include <dualcast/ops/vector_walks.hpp>
 #include <dualcast/tape.hpp>
 #include <dualcast/tensor.hpp>
 
@@ -45,6 +46,17 @@ namespace detail {
 // element by element (the CPU; CUDA where the axis is not the innermost), a warp 32 neighbouring
 // elements at a time, composing the elements' maps h -> a h + b over its lanes (lane_scan.hpp:
 // linear, affine).
+
+// The CPU's passes over whole rows take this many per call: columns_vectors vectors' worth
+// (rows side by side walk in the lanes of vectors, lane_scan.hpp: by_columns), else the
+// lockstep's `walks`.
+template <class T> constexpr int recurrence_group_size(int walks) {
+#if DUALCAST_HAS_SIMD
+  if constexpr (native_width<T> >= lockstep_narrow)
+    return columns_vectors * native_width<T> > walks ? columns_vectors * native_width<T> : walks;
+#endif
+  return walks;
+}
 
 // Forward over piece k (the whole row r = k when blocks == 1), from the h entering it: the
 // carry, or h0 (null: 0).
@@ -73,10 +85,33 @@ template <class T> struct recurrence_forward {
       }
     }
   }
-  // The CPU's pieces k0 .. k0 + count - 1 at once (lane_scan.hpp, lockstep): the loop above each.
-  static constexpr int group_size = lockstep_wide;
+  // The CPU's pieces k0 .. k0 + count - 1: side by side in memory (rows along an outer axis) in
+  // the lanes of vectors (below, lane_scan.hpp: by_columns), else 8 at a time in lockstep
+  // (lane_scan.hpp); each as the loop above.
+  static constexpr int group_size = recurrence_group_size<T>(lockstep_wide);
+  static constexpr int contiguous_group_size = lockstep_wide;
   DUALCAST_FLATTEN void group(index_t k0, index_t count) const {
-    constexpr int G = group_size;
+    constexpr int G = lockstep_wide;
+#if DUALCAST_HAS_SIMD
+    if constexpr (group_size != G) {
+      constexpr int W = native_width<T>;
+      scan_piece p[group_size];
+      for (index_t g = 0; g < count; ++g)
+        p[g] = piece_of(rows, rows.n, blocks, k0 + g);
+      return by_columns<W>(
+          p, count, [&] { columns_group<W, columns_vectors>(k0, p); },
+          [&](index_t q) { columns_group<W, 1>(k0 + q, p + q); },
+          [&](index_t q, index_t end) {
+            for (index_t r = q; r < end; r += G)
+              lockstep_group(k0 + r, end - r < G ? end - r : G);
+          });
+    }
+#endif
+    for (index_t q = 0; q < count; q += G)
+      lockstep_group(k0 + q, count - q < G ? count - q : G);
+  }
+  DUALCAST_FLATTEN void lockstep_group(index_t k0, index_t count) const {
+    constexpr int G = lockstep_wide;
     index_t const s = rows.inner, skew = lockstep_skew_of(rows);
     T const *ap[G], *bp[G];
     T *hp[G];
@@ -95,6 +130,31 @@ template <class T> struct recurrence_forward {
       hp[g][i * s] = acc[g];
     });
   }
+#if DUALCAST_HAS_SIMD
+  // NV * W pieces side by side, piece v * W + g in lane g of vector v: step i reads NV vectors of
+  // a and b and writes NV of h.
+  template <int W, int NV> void columns_group(index_t k0, scan_piece const *p) const {
+    using V = walk_vector<T, W>;
+    index_t const s = rows.inner, steps = p[0].j1 - p[0].j0, e0 = p[0].base + p[0].j0 * s;
+    V acc[NV];
+    for (int v = 0; v < NV; ++v)
+      for (int g = 0; g < W; ++g) {
+        index_t const q = v * W + g;
+        acc[v][g] = blocks > 1 ? carry[k0 + q] : (h0 ? h0[p[q].r] : T(0));
+      }
+    constexpr int line = 64 / int(sizeof(T));
+    for (index_t i = 0; i < steps; ++i) {
+      index_t const e = e0 + i * s,
+                    f = e0 + (i + columns_ahead < steps ? i + columns_ahead : i) * s;
+      for (int q = 0; q < NV * W; q += line)
+        __builtin_prefetch(a + f + q), __builtin_prefetch(b + f + q);
+      for (int v = 0; v < NV; ++v) {
+        acc[v] = load_walk<W>(a + e + v * W) * acc[v] + load_walk<W>(b + e + v * W);
+        store_walk(h + e + v * W, acc[v]);
+      }
+    }
+  }
+#endif
 };
 // Forward, pass 1 of a split row: piece k as h_out = A[k] h_in + B[k].
 template <class T> struct recurrence_piece_map {
@@ -216,11 +276,72 @@ template <class T> struct recurrence_adjoint {
     if (gh0 && blocks == 1 && lanes.lane() == 0)
       gh0[p.r] = carry;
   }
-  // The CPU's pieces k0 .. k0 + count - 1 at once (lane_scan.hpp, lockstep): the loop above
-  // each; step i is element j1 - 1 - i.
-  static constexpr int group_size = lockstep_narrow;
+  // The CPU's pieces k0 .. k0 + count - 1: side by side in memory (rows along an outer axis) in
+  // the lanes of vectors (below, lane_scan.hpp: by_columns), else 4 at a time in lockstep
+  // (lane_scan.hpp); each as the loop above, step i element j1 - 1 - i.
+  static constexpr int group_size = recurrence_group_size<T>(lockstep_narrow);
+  static constexpr int contiguous_group_size = lockstep_narrow;
   DUALCAST_FLATTEN void group(index_t k0, index_t count) const {
-    constexpr int G = group_size;
+    constexpr int G = lockstep_narrow;
+#if DUALCAST_HAS_SIMD
+    if constexpr (group_size != G) {
+      constexpr int W = native_width<T>;
+      scan_piece p[group_size];
+      for (index_t g = 0; g < count; ++g)
+        p[g] = piece_of(rows, rows.n, blocks, k0 + g);
+      return by_columns<W>(
+          p, count, [&] { columns_group<W, columns_vectors>(k0, p); },
+          [&](index_t q) { columns_group<W, 1>(k0 + q, p + q); },
+          [&](index_t q, index_t end) {
+            for (index_t r = q; r < end; r += G)
+              lockstep_group(k0 + r, end - r < G ? end - r : G);
+          });
+    }
+#endif
+    for (index_t q = 0; q < count; q += G)
+      lockstep_group(k0 + q, count - q < G ? count - q : G);
+  }
+#if DUALCAST_HAS_SIMD
+  // NV * W pieces side by side, piece v * W + g in lane g of vector v: element(), lane by lane,
+  // NV vectors per step.
+  template <int W, int NV> void columns_group(index_t k0, scan_piece const *p) const {
+    using V = walk_vector<T, W>;
+    index_t const s = rows.inner, j0 = p[0].j0, j1 = p[0].j1, base = p[0].base;
+    V carry[NV], first_prev[NV]; // first_prev: the h before element 0 (h0, or 0)
+    for (int v = 0; v < NV; ++v)
+      for (int g = 0; g < W; ++g) {
+        index_t const q = v * W + g;
+        carry[v][g] = blocks > 1 ? carry_in[k0 + q] : T(0);
+        first_prev[v][g] = h0 ? h0[p[q].r] : T(0);
+      }
+    constexpr int line = 64 / int(sizeof(T));
+    for (index_t j = j1 - 1; j >= j0; --j) {
+      index_t const e = base + j * s,
+                    f = base + (j - columns_ahead >= j0 ? j - columns_ahead : j) * s;
+      for (int q = 0; q < NV * W; q += line) {
+        __builtin_prefetch(gh + f + q), __builtin_prefetch(a + f + q);
+        if (ga && f >= s)
+          __builtin_prefetch(h + f - s + q);
+      }
+      for (int v = 0; v < NV; ++v) {
+        index_t const ev = e + v * W;
+        V const st = load_walk<W>(gh + ev) + carry[v];
+        if (ga)
+          store_walk(ga + ev,
+                     times_cotangent_lanes(st, j > 0 ? load_walk<W>(h + ev - s) : first_prev[v]));
+        if (gb)
+          store_walk(gb + ev, st);
+        carry[v] = times_cotangent_lanes(st, load_walk<W>(a + ev));
+      }
+    }
+    if (gh0 && blocks == 1)
+      for (int v = 0; v < NV; ++v)
+        for (int g = 0; g < W; ++g)
+          gh0[p[v * W + g].r] = carry[v][g];
+  }
+#endif
+  DUALCAST_FLATTEN void lockstep_group(index_t k0, index_t count) const {
+    constexpr int G = lockstep_narrow;
     index_t const s = rows.inner, skew = lockstep_skew_of(rows);
     scan_piece p[G];
     index_t steps[G];

@@ -125,11 +125,8 @@ template <class T, class Op> struct scan_user {
 };
 
 // The CPU's forward passes take this many pieces per call: columns_vectors vectors' worth when
-// the operator runs on vectors (neighbouring rows of a scan along an outer axis then walk in the
-// lanes of vectors, columns_vectors vectors per step: whole cache lines of a page, where one
-// vector per step of a walk through a (1000, 8192) array touched a new page every time), else
-// Op::forward_walks (lockstep, lane_scan.hpp).
-inline constexpr int columns_vectors = 8;
+// the operator runs on vectors (for pieces side by side, lane_scan.hpp), else Op::forward_walks
+// (lockstep, lane_scan.hpp).
 template <class T, class Op> constexpr int forward_group_size() {
 #if DUALCAST_HAS_SIMD
   if constexpr (Op::walks_in_lanes && (native_width<T> >= Op::forward_walks))
@@ -137,18 +134,6 @@ template <class T, class Op> constexpr int forward_group_size() {
 #endif
   return Op::forward_walks;
 }
-// Whether pieces p[0 .. count) lie side by side in memory -- element j of piece g right after
-// element j of piece g - 1 (neighbouring rows of a scan along an outer axis, each one piece) --
-// and span the same elements j0 .. j1 - 1 of their rows: then step i of W of them is one vector.
-inline bool pieces_side_by_side(scan_piece const *p, index_t count) {
-  for (index_t g = 1; g < count; ++g)
-    if (p[g].base != p[0].base + g || p[g].j0 != p[0].j0 || p[g].j1 != p[0].j1)
-      return false;
-  return true;
-}
-// Their steps are a row's length apart (rows.inner elements): a software prefetch this many steps
-// ahead.
-inline constexpr index_t columns_ahead = 8;
 
 // Each pass is a row operation over lanes (lane_scan.hpp): one lane walks its piece
 // element by element (the CPU, and CUDA where the axis is not the innermost), a warp walks it 32
@@ -247,18 +232,13 @@ template <class T, class Op> struct scan_piece_forward {
       scan_piece p[group_size];
       for (index_t g = 0; g < count; ++g)
         p[g] = piece_of(rows, rows.n, blocks, k0 + g);
-      if (count == group_size && pieces_side_by_side(p, group_size))
-        return columns_group<W, columns_vectors>(k0, p);
-      for (index_t q = 0; q < count; q += W) {
-        if (q + W <= count && pieces_side_by_side(p + q, W)) {
-          columns_group<W, 1>(k0 + q, p + q);
-          continue;
-        }
-        index_t const end = q + W < count ? q + W : count;
-        for (index_t r = q; r < end; r += G)
-          lockstep_group(k0 + r, end - r < G ? end - r : G);
-      }
-      return;
+      return by_columns<W>(
+          p, count, [&] { columns_group<W, columns_vectors>(k0, p); },
+          [&](index_t q) { columns_group<W, 1>(k0 + q, p + q); },
+          [&](index_t q, index_t end) {
+            for (index_t r = q; r < end; r += G)
+              lockstep_group(k0 + r, end - r < G ? end - r : G);
+          });
     }
 #endif
     for (index_t q = 0; q < count; q += G)
@@ -656,22 +636,15 @@ template <class T, class Op> struct scan_piece_adjoint {
 #if DUALCAST_HAS_SIMD
     if constexpr (G != walk_lanes) {
       constexpr int W = walk_lanes;
-      if (count == G && pieces_side_by_side(p, G))
-        return columns_group<W, columns_vectors>(p, steps[0], c);
-      for (index_t q = 0; q < count; q += W) {
-        index_t const end = q + W < count ? q + W : count;
-        if (end - q == W && pieces_side_by_side(p + q, W)) {
-          columns_group<W, 1>(p + q, steps[q], c + q);
-          continue;
-        }
-        if (end - q == W && walk_in_lanes<W>(a, steps + q) && pieces_in_step<W>(p + q)) {
-          lanes_group<W>(p + q, steps[q], c + q);
-          continue;
-        }
-        for (index_t r = q; r < end; r += L)
-          lockstep_group(end - r < L ? end - r : L, p + r, steps + r, c + r);
-      }
-      return;
+      return by_columns<W>(
+          p, count, [&] { columns_group<W, columns_vectors>(p, steps[0], c); },
+          [&](index_t q) { columns_group<W, 1>(p + q, steps[q], c + q); },
+          [&](index_t q, index_t end) {
+            if (end - q == W && walk_in_lanes<W>(a, steps + q) && pieces_in_step<W>(p + q))
+              return lanes_group<W>(p + q, steps[q], c + q);
+            for (index_t r = q; r < end; r += L)
+              lockstep_group(end - r < L ? end - r : L, p + r, steps + r, c + r);
+          });
     }
 #endif
     for (index_t r = 0; r < count; r += L)
