@@ -8,6 +8,8 @@
 //    backward_over_primal: its backward pass alone over the primal (a tape always runs the
 //    primal, while Futhark's gradient of a + reduction or scan needs no primal value and its
 //    compiler drops it: compare those with this row).
+// 1b. along_axis0: the scans (+, *, min) and linear_recurrence along axis 0 of a (1000, 10000)
+//    array (time-major, as RNN-like models run them): primal and gradient as in 1.
 // 2. stencil_2d (4096 x 4096, the 5-point heat step) and stencil_3d (256^3, the 7-point one),
 //    boundary zero, at 1 and 2 threads: the forward stencil, the library's adjoint (partials from
 //    dual numbers stored, then the GATHER with the mirrored stencil, ops/stencil.hpp) and two
@@ -127,6 +129,44 @@ void grad_over_primal(dc::index_t n, int threads, int reps) {
                 threads, median(backward), bratio);
     std::printf("primal,%s,%lld,%d,%.3f,,,\n", p.name, static_cast<long long>(n), threads,
                 median(t[0]));
+    std::fflush(stdout);
+  }
+}
+
+// ---- 1b. scans along an outer axis ----------------------------------------------------------
+// The scans and linear_recurrence along axis 0 of a (steps, columns) array (time-major, as
+// RNN-like models run them): rows side by side in memory, which walk in vector lanes
+// (lane_scan.hpp: by_columns). Rows along_axis0: primal and gradient as in 1.
+void along_outer_axis(dc::index_t steps, dc::index_t columns, int threads, int reps) {
+  F32 const x = random_tensor({steps, columns}, 11, 0.5f, 1.5f);
+  F32 const xp = random_tensor({steps, columns}, 12, 0.999f, 1.001f); // products stay finite
+  F32 const seed = random_tensor({steps, columns}, 13, -1.f, 1.f);
+  std::vector<primitive> const prims = {
+      {"scan_plus", 0, [](V32 const &v) { return dc::cumsum(v, 0); }},
+      {"scan_times", 0, [](V32 const &v) { return dc::cumprod(v, 0); }},
+      {"scan_min", 0, [](V32 const &v) { return dc::cummin(v, 0); }},
+      {"linear_recurrence", 0, [](V32 const &v) { return dc::linear_recurrence(v, v, 0); }},
+  };
+  char size[64];
+  std::snprintf(size, sizeof size, "%lldx%lld", static_cast<long long>(steps),
+                static_cast<long long>(columns));
+  for (auto const &p : prims) {
+    F32 const &in = std::string(p.name).find("times") != std::string::npos ? xp : x;
+    auto primal = [&] {
+      dc::tape tp;
+      tp.ex.threads = threads;
+      (void)p.op(tp.constant(in));
+    };
+    auto gradient = [&] {
+      dc::tape tp;
+      tp.ex.threads = threads;
+      auto v = tp.variable(in);
+      tp.backward(std::vector<V32>{p.op(v)}, std::vector<F32>{seed});
+    };
+    auto t = interleaved({primal, gradient}, reps);
+    std::printf("along_axis0_primal,%s,%s,%d,%.3f,,,\n", p.name, size, threads, median(t[0]));
+    std::printf("along_axis0_gradient,%s,%s,%d,%.3f,%.2f,,\n", p.name, size, threads, median(t[1]),
+                paired_ratio(t[1], t[0]));
     std::fflush(stdout);
   }
 }
@@ -360,8 +400,10 @@ int main(int argc, char **argv) {
   if (openblas_set_num_threads)
     openblas_set_num_threads(threads);
   std::printf("benchmark,variant,size,threads,median_ms,paired_ratio,target,met\n");
-  if (part("primitives"))
+  if (part("primitives")) {
     grad_over_primal(quick ? 1000000 : 10000000, threads, reps);
+    along_outer_axis(1000, quick ? 1000 : 10000, threads, reps);
+  }
   constexpr auto five = dc::offsets({0, 0}, {-1, 0}, {1, 0}, {0, -1}, {0, 1});
   constexpr auto seven =
       dc::offsets({0, 0, 0}, {-1, 0, 0}, {1, 0, 0}, {0, -1, 0}, {0, 1, 0}, {0, 0, -1}, {0, 0, 1});

@@ -221,6 +221,10 @@ def primitives_section():
     ratio = [[r["variant"], r["paired_ratio"], back.get(r["variant"], "-"),
               FUTHARK.get(r["variant"], "?"), r["met"]]
              for r in rs if r["benchmark"] == "grad_over_primal"]
+    axis0 = [[r["variant"], r["size"], fmt(ms(rs, benchmark="along_axis0_primal",
+                                              variant=r["variant"])),
+              fmt(float(r["median_ms"])), r["paired_ratio"]]
+             for r in rs if r["benchmark"] == "along_axis0_gradient"]
     sten = []
     for bench in ("stencil_2d", "stencil_3d"):
         for th in ("1", "2"):
@@ -247,6 +251,8 @@ def primitives_section():
         "`bench/report.py` from `bench/results/primitives.csv`.",
         table(["primitive (10^7 float32)", "gradient / primal", "backward / primal",
                "Futhark (A100)", "met"], ratio),
+    ] + ([table(["along axis 0 (float32)", "shape", "primal (ms)", "gradient (ms)",
+                 "gradient / primal"], axis0)] if axis0 else []) + [
         table(["stencil", "size", "threads", "forward (ms)", "gather adjoint", "scatter, atomic",
                "scatter, per-thread copies", "gather, partials recomputed"], sten),
         table(["stencil", "what", "measured", "target", "met"], tgt),
