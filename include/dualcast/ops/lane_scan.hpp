@@ -138,6 +138,30 @@ inline void by_columns(scan_piece const *p, index_t count, Wide &&wide, One &&on
   }
 }
 
+// group(k0, count) of a CPU pass over whole pieces that has columns_group<W, NV>(k0, p) (NV * W
+// pieces side by side in vector lanes) and lockstep_group(k0, count) (up to G pieces in
+// lockstep): GS pieces per call, in vector lanes where they are side by side (W lanes per
+// vector; GS == G: lockstep only).
+template <int GS, int W, int G, class Pass>
+inline void columns_or_lockstep(Pass const &pass, scan_rows const &rows, index_t blocks, index_t k0,
+                                index_t count) {
+  if constexpr (GS != G) {
+    scan_piece p[GS];
+    for (index_t g = 0; g < count; ++g)
+      p[g] = piece_of(rows, rows.n, blocks, k0 + g);
+    return by_columns<W>(
+        p, count, [&] { pass.template columns_group<W, columns_vectors>(k0, p); },
+        [&](index_t q) { pass.template columns_group<W, 1>(k0 + q, p + q); },
+        [&](index_t q, index_t end) {
+          for (index_t r = q; r < end; r += G)
+            pass.lockstep_group(k0 + r, end - r < G ? end - r : G);
+        });
+  } else {
+    for (index_t q = 0; q < count; q += G)
+      pass.lockstep_group(k0 + q, count - q < G ? count - q : G);
+  }
+}
+
 // The skew for walks along rows of these shapes: contiguous pieces only (lockstep, above).
 inline index_t lockstep_skew_of(scan_rows const &rows) {
   return rows.inner == 1 ? lockstep_skew : 0;

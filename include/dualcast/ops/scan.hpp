@@ -225,24 +225,8 @@ template <class T, class Op> struct scan_piece_forward {
   static constexpr int group_size = forward_group_size<T, Op>();
   static constexpr int contiguous_group_size = Op::forward_walks;
   DUALCAST_FLATTEN void group(index_t k0, index_t count) const {
-    constexpr int G = Op::forward_walks;
-#if DUALCAST_HAS_SIMD
-    if constexpr (group_size != G) {
-      constexpr int W = native_width<T>;
-      scan_piece p[group_size];
-      for (index_t g = 0; g < count; ++g)
-        p[g] = piece_of(rows, rows.n, blocks, k0 + g);
-      return by_columns<W>(
-          p, count, [&] { columns_group<W, columns_vectors>(k0, p); },
-          [&](index_t q) { columns_group<W, 1>(k0 + q, p + q); },
-          [&](index_t q, index_t end) {
-            for (index_t r = q; r < end; r += G)
-              lockstep_group(k0 + r, end - r < G ? end - r : G);
-          });
-    }
-#endif
-    for (index_t q = 0; q < count; q += G)
-      lockstep_group(k0 + q, count - q < G ? count - q : G);
+    columns_or_lockstep<group_size, simd_lanes<T>, Op::forward_walks>(*this, rows, blocks, k0,
+                                                                      count);
   }
   DUALCAST_FLATTEN void lockstep_group(index_t k0, index_t count) const {
     constexpr int G = Op::forward_walks;

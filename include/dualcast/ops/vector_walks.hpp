@@ -11,6 +11,15 @@
 #include <dualcast/shape.hpp>
 #include <dualcast/simd.hpp>
 
+namespace dualcast::detail {
+// Lanes of a native vector of T for the passes' vector walks (1: no vectors, under nvcc).
+#if DUALCAST_HAS_SIMD
+template <class T> inline constexpr int simd_lanes = native_width<T>;
+#else
+template <class T> inline constexpr int simd_lanes = 1;
+#endif
+} // namespace dualcast::detail
+
 #if DUALCAST_HAS_SIMD
 
 #include <cstring>
