@@ -12,11 +12,14 @@
 #include "tape_support.hpp"
 
 #include <algorithm>
+#include <bit>
 #include <cmath>
+#include <cstdint>
 #include <cstring>
 #include <functional>
 #include <limits>
 #include <random>
+#include <type_traits>
 #include <vector>
 
 using namespace tape_support;
@@ -381,6 +384,13 @@ TEST_CASE("scans: few long rows run in blocks of 4096, like one sequential row")
                      {0, 2, 3 * 4096 + 1, 3 * 8192, 3 * n - 1}, 1e-4);
 }
 
+// The same bits, or NaN both (of any payload: vector and scalar code may take a NaN operand
+// from either side).
+template <class T> bool same_bits_or_nans(T p, T q) {
+  using U = std::conditional_t<sizeof(T) == 4, std::uint32_t, std::uint64_t>;
+  return (std::isnan(p) && std::isnan(q)) || std::bit_cast<U>(p) == std::bit_cast<U>(q);
+}
+
 // The CPU's backward walks groups of contiguous pieces in the lanes of a vector (vector_walks.hpp);
 // along the first axis of an (n, 2) array the same pieces walk one per scalar register. Both are
 // the sequential loop per piece: the same bits, in float and double, with ties, zeros and a NaN.
@@ -422,8 +432,7 @@ template <class T> void check_vector_walks() {
         auto ga = a.grad(), gb = b.grad();
         std::size_t differ = 0, nonzero = 0;
         for (dc::index_t i = 0; i < n; ++i) {
-          T const p = ga.data()[i], q = gb.data()[2 * i]; // (NaNs: any payload)
-          differ += !(p != p && q != q) && std::memcmp(&p, &q, sizeof(T)) != 0;
+          differ += !same_bits_or_nans(ga.data()[i], gb.data()[2 * i]);
           nonzero += ga.data()[i] != 0;
         }
         CHECK(differ == 0);
@@ -466,9 +475,7 @@ template <class T> void check_column_walks() {
       [](dc::var<T> const &v, int ax, bool ex) { return dc::cummax(v, ax, ex); },
       [](dc::var<T> const &v, int ax, bool ex) { return dc::cummin(v, ax, ex); },
   };
-  auto same = [](T p, T q) { // (NaNs: any payload)
-    return (p != p && q != q) || std::memcmp(&p, &q, sizeof(T)) == 0;
-  };
+  auto same = [](T p, T q) { return same_bits_or_nans(p, q); };
   for (std::size_t k = 0; k < ops.size(); ++k)
     for (bool ex : {false, true}) {
       INFO("operation " << k << " exclusive " << ex << " bytes " << sizeof(T));
@@ -517,7 +524,7 @@ template <class T> void check_recurrence_column_walks() {
   auto y = dc::linear_recurrence(va, vb, vh, 1), yt = dc::linear_recurrence(vat, vbt, vht, 2);
   tp.backward(std::vector<dc::var<T>>{y, yt}, std::vector<TT>{seed, seedt});
   std::size_t differ = 0;
-  auto same = [](T p, T q) { return std::memcmp(&p, &q, sizeof(T)) == 0; };
+  auto same = [](T p, T q) { return same_bits_or_nans(p, q); };
   auto yv = y.value(), ytv = yt.value(), ga = va.grad(), gat = vat.grad(), gb = vb.grad(),
        gbt = vbt.grad();
   for (dc::index_t o = 0; o < 2; ++o)
