@@ -445,6 +445,15 @@ TEST_CASE("scans: the backward's vector walks give the bits of scalar walks (flo
   check_vector_walks<double>();
 }
 
+// f(j, c, i, t) for each element (o, j, c) of a (2, n, C) array: i its index there, t the index of
+// (o, c, j) in the transposed (2, C, n) array.
+template <class F> void each_transposed(dc::index_t n, dc::index_t C, F &&f) {
+  for (dc::index_t o = 0; o < 2; ++o)
+    for (dc::index_t j = 0; j < n; ++j)
+      for (dc::index_t c = 0; c < C; ++c)
+        f(j, c, (o * n + j) * C + c, (o * C + c) * n + j);
+}
+
 // Along an outer axis neighbouring rows lie side by side and walk in the lanes of vectors, 8
 // vectors per step where 8 vectors' worth of rows are side by side (scan.hpp: columns_group);
 // the same scans along the last axis of the transposed array walk one row per scalar register.
@@ -458,13 +467,11 @@ template <class T> void check_column_walks() {
   std::uniform_real_distribution<double> u(0.99, 1.01), w(-1, 1);
   TT x = TT::empty({2, n, C}), xt = TT::empty({2, C, n}), seed = TT::empty({2, n, C}),
      seedt = TT::empty({2, C, n});
-  for (dc::index_t o = 0; o < 2; ++o)
-    for (dc::index_t j = 0; j < n; ++j)
-      for (dc::index_t c = 0; c < C; ++c) {
-        T const v = T(c % 3 ? u(gen) : 0.98 + 0.01 * level(gen)), sv = T(w(gen));
-        x.mutable_data()[(o * n + j) * C + c] = xt.mutable_data()[(o * C + c) * n + j] = v;
-        seed.mutable_data()[(o * n + j) * C + c] = seedt.mutable_data()[(o * C + c) * n + j] = sv;
-      }
+  each_transposed(n, C, [&](dc::index_t, dc::index_t c, dc::index_t i, dc::index_t t) {
+    T const v = T(c % 3 ? u(gen) : 0.98 + 0.01 * level(gen)), sv = T(w(gen));
+    x.mutable_data()[i] = xt.mutable_data()[t] = v;
+    seed.mutable_data()[i] = seedt.mutable_data()[t] = sv;
+  });
   auto set = [&](dc::index_t o, dc::index_t j, dc::index_t c, T v) {
     x.mutable_data()[(o * n + j) * C + c] = xt.mutable_data()[(o * C + c) * n + j] = v;
   };
@@ -475,7 +482,6 @@ template <class T> void check_column_walks() {
       [](dc::var<T> const &v, int ax, bool ex) { return dc::cummax(v, ax, ex); },
       [](dc::var<T> const &v, int ax, bool ex) { return dc::cummin(v, ax, ex); },
   };
-  auto same = [](T p, T q) { return same_bits_or_nans(p, q); };
   for (std::size_t k = 0; k < ops.size(); ++k)
     for (bool ex : {false, true}) {
       INFO("operation " << k << " exclusive " << ex << " bytes " << sizeof(T));
@@ -485,12 +491,10 @@ template <class T> void check_column_walks() {
       tp.backward(std::vector<dc::var<T>>{ya, yb}, std::vector<TT>{seed, seedt});
       auto va = ya.value(), vb = yb.value(), ga = a.grad(), gb = b.grad();
       std::size_t differ = 0;
-      for (dc::index_t o = 0; o < 2; ++o)
-        for (dc::index_t j = 0; j < n; ++j)
-          for (dc::index_t c = 0; c < C; ++c) {
-            dc::index_t const i = (o * n + j) * C + c, t = (o * C + c) * n + j;
-            differ += !same(va.data()[i], vb.data()[t]) + !same(ga.data()[i], gb.data()[t]);
-          }
+      each_transposed(n, C, [&](dc::index_t, dc::index_t, dc::index_t i, dc::index_t t) {
+        differ += !same_bits_or_nans(va.data()[i], vb.data()[t]) +
+                  !same_bits_or_nans(ga.data()[i], gb.data()[t]);
+      });
       CHECK(differ == 0);
     }
 }
@@ -507,14 +511,11 @@ template <class T> void check_recurrence_column_walks() {
   std::uniform_real_distribution<double> u(-1, 1);
   TT a = TT::empty({2, n, C}), at = TT::empty({2, C, n}), b = TT::empty({2, n, C}),
      bt = TT::empty({2, C, n}), seed = TT::empty({2, n, C}), seedt = TT::empty({2, C, n});
-  for (dc::index_t o = 0; o < 2; ++o)
-    for (dc::index_t j = 0; j < n; ++j)
-      for (dc::index_t c = 0; c < C; ++c) {
-        dc::index_t const i = (o * n + j) * C + c, t = (o * C + c) * n + j;
-        a.mutable_data()[i] = at.mutable_data()[t] = T(j == 50 && c == 7 ? 0.0 : u(gen));
-        b.mutable_data()[i] = bt.mutable_data()[t] = T(u(gen));
-        seed.mutable_data()[i] = seedt.mutable_data()[t] = T(c == 9 ? 0.0 : u(gen));
-      }
+  each_transposed(n, C, [&](dc::index_t j, dc::index_t c, dc::index_t i, dc::index_t t) {
+    a.mutable_data()[i] = at.mutable_data()[t] = T(j == 50 && c == 7 ? 0.0 : u(gen));
+    b.mutable_data()[i] = bt.mutable_data()[t] = T(u(gen));
+    seed.mutable_data()[i] = seedt.mutable_data()[t] = T(c == 9 ? 0.0 : u(gen));
+  });
   TT h0 = TT::empty({2, C});
   for (dc::index_t i = 0; i < 2 * C; ++i)
     h0.mutable_data()[i] = T(u(gen));
@@ -527,13 +528,10 @@ template <class T> void check_recurrence_column_walks() {
   auto same = [](T p, T q) { return same_bits_or_nans(p, q); };
   auto yv = y.value(), ytv = yt.value(), ga = va.grad(), gat = vat.grad(), gb = vb.grad(),
        gbt = vbt.grad();
-  for (dc::index_t o = 0; o < 2; ++o)
-    for (dc::index_t j = 0; j < n; ++j)
-      for (dc::index_t c = 0; c < C; ++c) {
-        dc::index_t const i = (o * n + j) * C + c, t = (o * C + c) * n + j;
-        differ += !same(yv.data()[i], ytv.data()[t]) + !same(ga.data()[i], gat.data()[t]) +
-                  !same(gb.data()[i], gbt.data()[t]);
-      }
+  each_transposed(n, C, [&](dc::index_t, dc::index_t, dc::index_t i, dc::index_t t) {
+    differ += !same(yv.data()[i], ytv.data()[t]) + !same(ga.data()[i], gat.data()[t]) +
+              !same(gb.data()[i], gbt.data()[t]);
+  });
   auto gh = vh.grad(), ght = vht.grad();
   for (dc::index_t i = 0; i < 2 * C; ++i)
     differ += !same(gh.data()[i], ght.data()[i]);

@@ -115,8 +115,7 @@ template <class T, bool Max> struct scan_extremum {
 // A user operator: the partials by one evaluation on dual numbers with two partials.
 template <class T, class Op> struct scan_user {
   static constexpr bool uses_values = true;
-  static constexpr bool walks_in_lanes = false, // (op may branch: one piece per scalar walk)
-      dprev_reads_prev = true;
+  static constexpr bool walks_in_lanes = false; // (op may branch: one piece per scalar walk)
   static constexpr int forward_walks = lockstep_narrow;
   Op op;
   DUALCAST_HD T operator()(T a, T b) const { return T(op(a, b)); }
@@ -463,30 +462,22 @@ template <class T, class Op> struct scan_piece_summary {
     for (index_t t = 0; t < rounds; ++t) {
       index_t const o = -t * W;
       V z[W], yv[W], xv[W];
-      index_t const f = o - prefetch_ahead<T>; // (prefetched while within the pieces)
-      for (int g = 0; g < W; ++g) {
-        if (f >= W - steps) {
-          __builtin_prefetch(gz + g * scan_block + f);
-          if constexpr (Op::uses_values)
-            __builtin_prefetch(xp + g * scan_block + f);
-          if constexpr (Op::uses_values && Op::dprev_reads_prev)
-            __builtin_prefetch(yp + g * scan_block + f);
-        }
-        z[g] = load_walk<W>(gz + g * scan_block + o);
+      index_t const f = o - prefetch_ahead<T>;
+      if (f >= W - steps) { // (prefetched while within the pieces)
+        prefetch_walks<W>(gz + f, scan_block);
+        if constexpr (Op::uses_values)
+          prefetch_walks<W>(xp + f, scan_block);
+        if constexpr (Op::uses_values && Op::dprev_reads_prev)
+          prefetch_walks<W>(yp + f, scan_block);
       }
-      transpose_walks<W>(z);
+      load_transposed<W>(z, gz + o, scan_block);
       if constexpr (!Op::uses_values) {
         for (int e = W - 1; e >= 0; --e)
           cb = z[e] + cb;
       } else {
-        for (int g = 0; g < W; ++g)
-          xv[g] = load_walk<W>(xp + g * scan_block + o);
-        transpose_walks<W>(xv);
-        if constexpr (Op::dprev_reads_prev) {
-          for (int g = 0; g < W; ++g)
-            yv[g] = load_walk<W>(yp + g * scan_block + o);
-          transpose_walks<W>(yv);
-        }
+        load_transposed<W>(xv, xp + o, scan_block);
+        if constexpr (Op::dprev_reads_prev)
+          load_transposed<W>(yv, yp + o, scan_block);
         for (int e = W - 1; e >= 0; --e) {
           V dprev, dx; // (dx unused; y unread unless dprev needs it)
           Op::lanes_partials(Op::dprev_reads_prev ? yv[e] : xv[e], xv[e], dprev, dx);
@@ -674,26 +665,19 @@ template <class T, class Op> struct scan_piece_adjoint {
     for (index_t t = 0; t < rounds; ++t) {
       index_t const o = -t * W;
       V z[W], yv[W], xv[W], out[W];
-      index_t const f = o - prefetch_ahead<T>; // (prefetched while within the pieces)
-      for (int g = 0; g < W; ++g) {
-        if (f >= W - steps) {
-          __builtin_prefetch(gz + g * scan_block + f);
-          if constexpr (Op::uses_values)
-            __builtin_prefetch(yp + g * scan_block + f),
-                __builtin_prefetch(xp + g * scan_block + f);
-        }
-        z[g] = load_walk<W>(gz + g * scan_block + o);
+      index_t const f = o - prefetch_ahead<T>;
+      if (f >= W - steps) { // (prefetched while within the pieces)
+        prefetch_walks<W>(gz + f, scan_block);
+        if constexpr (Op::uses_values)
+          prefetch_walks<W>(yp + f, scan_block), prefetch_walks<W>(xp + f, scan_block);
       }
-      transpose_walks<W>(z);
+      load_transposed<W>(z, gz + o, scan_block);
       if constexpr (!Op::uses_values) {
         for (int e = W - 1; e >= 0; --e)
           out[e] = c = z[e] + c;
       } else {
-        for (int g = 0; g < W; ++g)
-          yv[g] = load_walk<W>(yp + g * scan_block + o),
-          xv[g] = load_walk<W>(xp + g * scan_block + o);
-        transpose_walks<W>(yv);
-        transpose_walks<W>(xv);
+        load_transposed<W>(yv, yp + o, scan_block);
+        load_transposed<W>(xv, xp + o, scan_block);
         for (int e = W - 1; e >= 0; --e) {
           V const sj = z[e] + c;
           V dprev, dx;
@@ -702,9 +686,7 @@ template <class T, class Op> struct scan_piece_adjoint {
           c = times_cotangent_lanes(sj, dprev);
         }
       }
-      transpose_walks<W>(out);
-      for (int g = 0; g < W; ++g)
-        store_walk(gp + g * scan_block + o, out[g]);
+      store_transposed<W>(gp + o, scan_block, out);
     }
     for (int g = 0; g < W; ++g) {
       T cg = c[g];
@@ -719,10 +701,12 @@ template <class T, class Op> struct scan_piece_adjoint {
   void columns_group(scan_piece const *p, index_t steps, T const *c0) const {
     using V = walk_vector<T, W>;
     index_t const s = a.rows.inner, ex = a.exclusive ? 1 : 0, j1 = p[0].j1;
+    // z_j and x_j at j * s from gz and xp; y_(j - 1) (exclusive: y_j) at (j - 1) * s from yp,
+    // read for j >= 1 only
     T const *gz = a.gy + p[0].base + ex * s, *yp = nullptr, *xp = nullptr;
     T *gp = gx + p[0].base;
     if constexpr (Op::uses_values)
-      yp = a.y + p[0].base + (ex - 1) * s, xp = a.x + p[0].base;
+      yp = a.y + p[0].base + ex * s, xp = a.x + p[0].base;
     V c[NV];
     for (int v = 0; v < NV; ++v)
       for (int g = 0; g < W; ++g)
@@ -734,7 +718,7 @@ template <class T, class Op> struct scan_piece_adjoint {
       for (int e = 0; e < NV * W; e += line) {
         __builtin_prefetch(gz + f + e);
         if constexpr (Op::uses_values)
-          __builtin_prefetch(yp + f + e), __builtin_prefetch(xp + f + e);
+          __builtin_prefetch(yp + f - s + e), __builtin_prefetch(xp + f + e);
       }
       for (int v = 0; v < NV; ++v) {
         V const z = load_walk<W>(gz + at + v * W);
@@ -744,8 +728,8 @@ template <class T, class Op> struct scan_piece_adjoint {
         } else {
           V const sj = z + c[v];
           V dprev, dx;
-          Op::lanes_partials(load_walk<W>(yp + at + v * W), load_walk<W>(xp + at + v * W), dprev,
-                             dx);
+          Op::lanes_partials(load_walk<W>(yp + at - s + v * W), load_walk<W>(xp + at + v * W),
+                             dprev, dx);
           store_walk(gp + at + v * W, times_cotangent_lanes(sj, dx));
           c[v] = times_cotangent_lanes(sj, dprev);
         }

@@ -150,6 +150,19 @@ template <int K> struct stencil_geometry {
     index_t const q2 = stencil_map(p2 + off[k][2], ext[2], b);
     return q0 < 0 || q1 < 0 || q2 < 0 ? -1 : (q0 * ext[1] + q1) * ext[2] + q2;
   }
+  // f(j0, j1, j2) for each point j whose slot k reads point (i0, i1, i2) -- the gather's sources
+  // on the rim: one point, none (boundary zero) or, under clamp at an edge, a box -- in order.
+  template <class F>
+  DUALCAST_HD void each_source(index_t i0, index_t i1, index_t i2, int k, F &&f) const {
+    index_t lo0, hi0, lo1, hi1, lo2, hi2;
+    stencil_sources(i0, off[k][0], ext[0], b, lo0, hi0);
+    stencil_sources(i1, off[k][1], ext[1], b, lo1, hi1);
+    stencil_sources(i2, off[k][2], ext[2], b, lo2, hi2);
+    for (index_t j0 = lo0; j0 <= hi0; ++j0)
+      for (index_t j1 = lo1; j1 <= hi1; ++j1)
+        for (index_t j2 = lo2; j2 <= hi2; ++j2)
+          f(j0, j1, j2);
+  }
   // The interior [a, b) of the row at leading coordinates (p0, p1) within box [lo, hi) (empty
   // when the row itself is not inside the box).
   DUALCAST_HD static void row_interior(index_t p0, index_t p1, index_t const *lo, index_t const *hi,
@@ -301,18 +314,10 @@ template <class T, int K> struct stencil_gather {
 #if defined(__CUDA_ARCH__)
 #pragma unroll 1
 #endif
-      for (int k = 0; k < K; ++k, ck += plane) {
-        index_t lo0, hi0, lo1, hi1, lo2, hi2;
-        stencil_sources(i0, geo.off[k][0], geo.ext[0], geo.b, lo0, hi0);
-        stencil_sources(i1, geo.off[k][1], geo.ext[1], geo.b, lo1, hi1);
-        stencil_sources(i2, geo.off[k][2], geo.ext[2], geo.b, lo2, hi2);
-        for (index_t j0 = lo0; j0 <= hi0; ++j0)
-          for (index_t j1 = lo1; j1 <= hi1; ++j1) {
-            T const *line = ck + (j0 * geo.ext[1] + j1) * geo.ext[2];
-            for (index_t j2 = lo2; j2 <= hi2; ++j2)
-              acc += line[j2];
-          }
-      }
+      for (int k = 0; k < K; ++k, ck += plane)
+        geo.each_source(i0, i1, i2, k, [&](index_t j0, index_t j1, index_t j2) {
+          acc += ck[(j0 * geo.ext[1] + j1) * geo.ext[2] + j2];
+        });
       gx[r * geo.ext[2] + i2] = acc;
     }
   }
@@ -364,19 +369,13 @@ template <class T, int K, class F> struct stencil_gather_recompute {
 #if defined(__CUDA_ARCH__)
 #pragma unroll 1
 #endif
-      for (int k = 0; k < K; ++k) {
-        index_t lo0, hi0, lo1, hi1, lo2, hi2;
-        stencil_sources(i0, geo.off[k][0], geo.ext[0], geo.b, lo0, hi0);
-        stencil_sources(i1, geo.off[k][1], geo.ext[1], geo.b, lo1, hi1);
-        stencil_sources(i2, geo.off[k][2], geo.ext[2], geo.b, lo2, hi2);
-        for (index_t j0 = lo0; j0 <= hi0; ++j0)
-          for (index_t j1 = lo1; j1 <= hi1; ++j1)
-            for (index_t j2 = lo2; j2 <= hi2; ++j2)
-              acc += term((j0 * geo.ext[1] + j1) * geo.ext[2] + j2, [&](int m) {
-                index_t const q = geo.neighbour(j0, j1, j2, m);
-                return q < 0 ? D1(T(0)) : m == k ? D1::variable(x[q], 0) : D1(x[q]);
-              });
-      }
+      for (int k = 0; k < K; ++k)
+        geo.each_source(i0, i1, i2, k, [&](index_t j0, index_t j1, index_t j2) {
+          acc += term((j0 * geo.ext[1] + j1) * geo.ext[2] + j2, [&](int m) {
+            index_t const q = geo.neighbour(j0, j1, j2, m);
+            return q < 0 ? D1(T(0)) : m == k ? D1::variable(x[q], 0) : D1(x[q]);
+          });
+        });
       gx[r * geo.ext[2] + i2] = acc;
     }
   }

@@ -71,6 +71,26 @@ template <int W, class V> inline void transpose_walks(V (&r)[W]) {
   }
 }
 
+// W pieces `stride` elements apart, from p in each: r[e] = element e of every piece (lane g:
+// piece g), and its inverse, storing r[e] as element e of every piece.
+template <int W, class T>
+inline void load_transposed(walk_vector<T, W> (&r)[W], T const *p, index_t stride) {
+  for (int g = 0; g < W; ++g)
+    r[g] = load_walk<W>(p + g * stride);
+  transpose_walks<W>(r);
+}
+template <int W, class T>
+inline void store_transposed(T *p, index_t stride, walk_vector<T, W> (&r)[W]) {
+  transpose_walks<W>(r);
+  for (int g = 0; g < W; ++g)
+    store_walk(p + g * stride, r[g]);
+}
+// A prefetch of p in each of W pieces `stride` elements apart.
+template <int W, class T> inline void prefetch_walks(T const *p, index_t stride) {
+  for (int g = 0; g < W; ++g)
+    __builtin_prefetch(p + g * stride);
+}
+
 // ybar * partial, 0 where ybar is 0, lane by lane (times_cotangent).
 template <class V> inline V times_cotangent_lanes(V ybar, V partial) {
   return ybar == V{} ? V{} : ybar * partial;
