@@ -292,6 +292,9 @@ def replace_block(text, begin, end, body, path):
 
 
 # ---- GPU (bench/gpu_cells.cu, bench/peers/gpu_peers.py; run by scripts/gpu-session) -------------
+# The latest GPU session's files: bench/results/gpu_*.csv and gpu_machine.txt (its device and
+# times). An earlier device's files move to bench/results/<device>/ (h200/): kept, not read here,
+# so that no table sets one device's figures against another's.
 def gpu_info():
     return key_values("gpu_machine.txt")
 
@@ -394,6 +397,9 @@ def gpu_targets_table():
 
 
 def gpu_primitives_table():
+    """The primitives' rows; with a "primal before" column only where gpu_primitives_before.csv
+    sits beside gpu_primitives.csv (the same device: an earlier device's files live in
+    bench/results/<device>/ and are never compared here)."""
     rs, before = rows("gpu_primitives"), rows("gpu_primitives_before")
     body = []
     for r in rs:
@@ -403,12 +409,13 @@ def gpu_primitives_table():
         p = ms(rs, benchmark="primal", variant=v)
         pb = ms(before, benchmark="primal", variant=v)
         gbs = next((x["gb_per_s"] for x in rs if x["benchmark"] == "primal" and x["variant"] == v), "")
-        body.append([v.replace("_", " "), "-" if math.isnan(pb) else us(pb), us(p), gbs or "-",
-                     us(float(r["median_ms"])),
-                     r["paired_ratio"], r["target"].replace("<= ", "") or "-",
-                     "" if not r["target"] else "met" if r["met"] == "yes" else "not met"])
-    return table(["primitive (10^7 float32)", "primal before (us)", "primal (us)", "primal GB/s",
-                  "gradient (us)", "gradient / primal", "Futhark (A100)", ""], body)
+        body.append([v.replace("_", " ")] + (["-" if math.isnan(pb) else us(pb)] if before else [])
+                    + [us(p), gbs or "-", us(float(r["median_ms"])),
+                       r["paired_ratio"], r["target"].replace("<= ", "") or "-",
+                       "" if not r["target"] else "met" if r["met"] == "yes" else "not met"])
+    return table(["primitive (10^7 float32)"] + (["primal before (us)"] if before else []) +
+                 ["primal (us)", "primal GB/s", "gradient (us)", "gradient / primal",
+                  "Futhark (A100)", ""], body)
 
 
 def gpu_section():
@@ -425,15 +432,18 @@ def gpu_section():
         "**HM-LSTM update, values + the four Jacobian diagonals** (the paper's experiment; "
         "PyTorch and JAX: every branch then `where`, VJP of ones):\n\n" + gpu_hmlstm_table(),
         "**LSTM step with its gate matmuls (cuBLAS, float32) on the tape, forward + backward** "
-        "(PyTorch without TF32, as its default; JAX at its default precision):\n\n" + gpu_step_table(),
+        "(PyTorch without TF32, as its default; JAX at its default precision, with which by JAX's "
+        "documentation float32 matmuls may run in TF32 on recent NVIDIA GPUs: its times are not "
+        "comparable with the float32 columns):\n\n" + gpu_step_table(),
         "**Parallel primitives, gradient / primal** (`gpu_primitives.csv`: `gpu_primitives "
         "--reps 21`, one row of 10^7 float32 on the tape, the gradient including its primal; "
-        "Futhark's ratios were measured on an A100. \"before\": `gpu_primitives_before.csv`, the "
-        "same benchmark on the same kind of card before this session's changes):\n\n"
-        + gpu_primitives_table(),
-        "**Nsight Compute on the cell kernels** (`gpu_ncu.csv`: `ncu --clock-control none`, "
-        "16384 x 1024 LSTM arrays, HM-LSTM n = 2048; before and after the map fix, in the first "
-        "session with a GPU, 2026-11-26 02:54 UTC):\n\n" + gpu_ncu_table(),
+        "Futhark's ratios were measured on an A100"
+        + ("; \"before\": `gpu_primitives_before.csv`, the same benchmark on the same device "
+           "before this session's changes" if rows("gpu_primitives_before") else "")
+        + "):\n\n" + gpu_primitives_table(),
+        "**Nsight Compute on the cell kernels** (`gpu_ncu.csv`: `ncu --clock-control none` on "
+        f"`gpu_cells --profile`, 16384 x 1024 LSTM arrays, HM-LSTM n = 2048; {g.get('ncu', '?')}"
+        "):\n\n" + gpu_ncu_table(),
     ])
 
 
