@@ -22,7 +22,6 @@ template <class T> inline constexpr int simd_lanes = 1;
 
 #if DUALCAST_HAS_SIMD
 
-#include <cstring>
 #include <utility>
 
 namespace dualcast::detail {
@@ -42,15 +41,18 @@ template <class T> inline constexpr index_t prefetch_ahead = 512 / sizeof(T);
 
 template <class T, int W> struct walk_vector_of {
   typedef T type __attribute__((vector_size(sizeof(T) * W)));
+  // (aligned as T only; a vector type rather than memcpy, see batch::load in simd.hpp)
+  typedef T unaligned __attribute__((vector_size(sizeof(T) * W), aligned(sizeof(T)), may_alias));
 };
 template <class T, int W> using walk_vector = typename walk_vector_of<T, W>::type;
 
 template <int W, class T> inline walk_vector<T, W> load_walk(T const *p) {
-  walk_vector<T, W> v;
-  std::memcpy(&v, p, sizeof v);
-  return v;
+  return *reinterpret_cast<typename walk_vector_of<T, W>::unaligned const *>(p);
 }
-template <class T, class V> inline void store_walk(T *p, V v) { std::memcpy(p, &v, sizeof v); }
+template <class T, class V> inline void store_walk(T *p, V v) {
+  constexpr int W = int(sizeof(V) / sizeof(T));
+  *reinterpret_cast<typename walk_vector_of<T, W>::unaligned *>(p) = v;
+}
 
 // The lanes of a and b interleaved: the lower halves (Hi false) or the upper halves.
 template <bool Hi, int W, class V, int... I>
