@@ -1166,6 +1166,21 @@ constexpr auto k_guarded_log = dc::kernel([](auto x, auto y) {
   return y + y;
 });
 constexpr auto k_log_times = dc::kernel([](auto x, auto y) { return dc::log(x) * y; });
+// Nested ifs, a loop whose trip count differs per lane, and early returns on four paths.
+constexpr auto k_nested = dc::kernel([](auto x, auto y) {
+  auto a = x;
+  for (int j = 0; j < 40 && a > 1.5; ++j)
+    a = a * 0.75 + y * 0.125;
+  if (y > 0) {
+    if (a > 1)
+      return dc::exp(a - 1) * y;
+    if (x < 0.5)
+      return a * y + dc::sin(y);
+  } else if (y < -1) {
+    return dc::log(x) - y;
+  }
+  return a + y * y;
+});
 
 template <class T, class K> void check_lanes_independent(K const &k, std::vector<T> const &x) {
   using A01 = std::remove_cv_t<decltype(dc::active<0, 1>)>;
@@ -1210,6 +1225,11 @@ TEST_CASE_TEMPLATE("a lane's results do not depend on its neighbours' branches o
     for (std::size_t i = 0; i < x.size(); i += 3)
       x[i] = -x[i];
     check_lanes_independent<T>(k_guarded_log, x);
+  }
+  SUBCASE("nested ifs, per-lane loop trip counts, early returns (log of negative x blended)") {
+    for (std::size_t i = 0; i < x.size(); i += 5)
+      x[i] = -x[i];
+    check_lanes_independent<T>(k_nested, x);
   }
   SUBCASE("non-finite partials in some lanes: log at 0, NaN data") {
     for (std::size_t i = 0; i < x.size(); i += 7)
