@@ -4,6 +4,8 @@
 //
 // Variants (each computes values, then the input cotangents for given output cotangents):
 //   fused_vjp      dualcast::apply (values) + dualcast::vjp (re-evaluates duals; stores nothing)
+//   fused_value_vjp  dualcast::value_and_vjp: values and input cotangents in ONE pass (14 arrays;
+//                  what JAX's jit of forward + vjp computes), when the cotangents are known
 //   fused_store    dualcast::apply with partials (10 arrays) + one fused pass contracting them
 //   separate       the same math as one dualcast pass per elementwise operation (unfused)
 //   hand_simd      a hand-written loop over SIMD batches with hand-derived derivatives
@@ -14,7 +16,9 @@
 //   tape_unfused   the same lambda on the tape operation by operation (one node per operation)
 //   copy           (first row) a copy between two 256 MiB buffers: the memory-bandwidth reference
 //   floor_at_copy_bw  not timed: the 19 arrays fused forward + VJP must move (5 + 2 forward,
-//                  7 + 5 backward), divided by the copy bandwidth -- no variant can beat it
+//                  7 + 5 backward), divided by the copy bandwidth -- no two-pass variant can beat
+//                  it
+//   floor_one_pass_at_copy_bw  the same for one pass (fused_value_vjp): 14 arrays
 // Output: CSV rows benchmark,variant,size,threads,median_ms,melem_per_s,gb_per_s,added_mib to
 // stdout; added_mib: the memory one cold run adds over its 5 inputs and 2 output cotangents
 // (outputs, gradients, partials, temporaries, the tape), measured in a fresh process
@@ -98,6 +102,15 @@ void fused_vjp(dc::cpu ex, arrays &a, dc::shape s) {
                   mv(a.xbar[4], s)),
           dc::in(cv(a.in[0], s), cv(a.in[1], s), cv(a.in[2], s), cv(a.in[3], s), cv(a.in[4], s)),
           dc::in(cv(a.hbar, s), cv(a.c2bar, s)));
+}
+
+void fused_value_vjp(dc::cpu ex, arrays &a, dc::shape s) {
+  dc::value_and_vjp(
+      ex, lstm, dc::out(mv(a.h, s), mv(a.c2, s)),
+      dc::out(mv(a.xbar[0], s), mv(a.xbar[1], s), mv(a.xbar[2], s), mv(a.xbar[3], s),
+              mv(a.xbar[4], s)),
+      dc::in(cv(a.in[0], s), cv(a.in[1], s), cv(a.in[2], s), cv(a.in[3], s), cv(a.in[4], s)),
+      dc::in(cv(a.hbar, s), cv(a.c2bar, s)));
 }
 
 // Backward of the store policy: xbar_j = hbar * dh/dx_j + c2bar * dc2/dx_j, one fused pass.
@@ -249,8 +262,9 @@ double copy_ms(int threads, int reps, long n) {
       reps);
 }
 
-constexpr char const *variants[] = {"fused_vjp",   "fused_store", "separate",   "hand_simd",
-                                    "hand_scalar", "tape_fused",  "tape_store", "tape_unfused"};
+constexpr char const *variants[] = {"fused_vjp",  "fused_value_vjp", "fused_store",
+                                    "separate",   "hand_simd",       "hand_scalar",
+                                    "tape_fused", "tape_store",      "tape_unfused"};
 
 // Variant v on `a` (or on the tape inputs `in`; the arrays it needs allocated first), `reps`
 // repetitions after a warm-up (0: one cold run); the median time.
@@ -260,6 +274,8 @@ double run_variant(int v, dc::cpu ex, int threads, arrays &a, tape_inputs const 
   std::string const name = variants[v];
   if (name == "fused_vjp")
     return median_ms([&] { fused_vjp(ex, a, s); }, reps);
+  if (name == "fused_value_vjp")
+    return median_ms([&] { fused_value_vjp(ex, a, s); }, reps);
   if (name == "fused_store") {
     a.need_partials();
     double const ms = median_ms([&] { fused_store(ex, a, s); }, reps);
@@ -336,6 +352,11 @@ int main(int argc, char **argv) {
     // The floor's memory: the 2 outputs and 5 input cotangents.
     row("floor_at_copy_bw", fb_bytes / copy_gb_per_s / 1e6, fb_bytes,
         7.0 * 4.0 * double(a.n) / 1048576.0);
+    // One pass (fused_value_vjp) reads the 5 inputs and 2 output cotangents once and writes the 2
+    // outputs and 5 input cotangents: 14 arrays.
+    double const one_pass_bytes = 14.0 * 4.0 * double(a.n);
+    row("floor_one_pass_at_copy_bw", one_pass_bytes / copy_gb_per_s / 1e6, one_pass_bytes,
+        7.0 * 4.0 * double(a.n) / 1048576.0);
     for (int v = 0; v < int(std::size(variants)); ++v) {
       std::string const name = variants[v];
       if (name == "hand_scalar" && B * H > 1024 * 1024)
@@ -343,8 +364,10 @@ int main(int argc, char **argv) {
       double const mib = bench::memory_in_fresh_process(threads, variants[v], size);
       double const ms = run_variant(v, ex, threads, a, in, s, reps);
       // fused_store also moves its 10 partial arrays (written forward, read backward).
-      row(variants[v], ms, name == "fused_store" ? fb_bytes + 20.0 * 4.0 * double(a.n) : fb_bytes,
-          mib);
+      double const bytes = name == "fused_store"       ? fb_bytes + 20.0 * 4.0 * double(a.n)
+                           : name == "fused_value_vjp" ? one_pass_bytes
+                                                       : fb_bytes;
+      row(variants[v], ms, bytes, mib);
     }
   }
 }

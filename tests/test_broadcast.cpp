@@ -417,6 +417,26 @@ void property_trial(Kern const &k, Slots const &slots, double lo, double hi, sha
   dc::vjp(ex, k, out_pack(xbar), pack_of(args), ybar_in);
   dc::vjp(ex, k, out_pack(xacc), pack_of(args), ybar_in, /*accumulate=*/true);
 
+  // value_and_vjp: one pass, vjp's cotangents and the values of the dual evaluation (apply with
+  // partials) to a few rounding errors (the compiler may contract other multiply-adds into FMAs
+  // in the two instantiations); accumulating into the same starting cotangents as vjp's. Checked
+  // below, after the expected cotangents.
+  std::array<host<T>, K> yv;
+  std::array<host<T>, NA> xbv, xaccv;
+  for (auto &h : yv)
+    h = host<T>(s, sentinel);
+  for (int a = 0; a < NA; ++a) {
+    xbv[a] = host<T>(x[a].s, sentinel);
+    xaccv[a] = xacc0[a];
+  }
+  dc::value_and_vjp(ex, k, out_pack(yv), out_pack(xbv), pack_of(args), ybar_in);
+  dc::value_and_vjp(ex, k, out_pack(yv), out_pack(xaccv), pack_of(args), ybar_in, true);
+  double const ulps = 8 * double(std::numeric_limits<T>::epsilon());
+  int bad_vv = 0;
+  for (int o = 0; o < K; ++o)
+    for (index_t e = 0; e < s.size(); ++e)
+      bad_vv += !close(double(yv[o][e]), double(y2[o][e]), ulps);
+
   // Expected, from the partials
   std::vector<std::vector<double>> want_x(NA), scale_x(NA);
   for (int a = 0; a < NA; ++a) {
@@ -470,6 +490,14 @@ void property_trial(Kern const &k, Slots const &slots, double lo, double hi, sha
     }
   CHECK(bad_vjp == 0);
   CHECK(bad_acc == 0);
+  for (int a = 0; a < NA; ++a)
+    for (index_t j = 0; j < x[a].s.size(); ++j) {
+      double const sc = scale_x[a][std::size_t(j)];
+      bad_vv += !close(double(xbv[a][j]), double(xbar[a][j]), ulps, sc);
+      bad_vv +=
+          !close(double(xaccv[a][j]), double(xacc[a][j]), ulps, std::abs(double(xacc0[a][j])) + sc);
+    }
+  CHECK(bad_vv == 0);
   CHECK(close(vjp_v, u_jv, 10 * tol<T>::lin, std::max(vjp_v_abs, u_jv_abs)));
 
   ++st.trials;
@@ -1533,6 +1561,36 @@ TEST_CASE("errors: aliasing outputs and inputs") {
     CHECK(gbuf == gbuf0);
     for (T v : xb1.v)
       CHECK(v == sentinel);
+  }
+
+  // value_and_vjp: a value output of the wrong shape, overlapping an input cotangent or another
+  // output, or partly overlapping an input; an output that IS an input (in place) is fine
+  {
+    host<T> y0(shape{4, 4}, sentinel), y1(shape{4, 4}, sentinel), small(shape{4}, sentinel);
+    host<T> xb0(shape{4, 4}, sentinel), xb1(shape{4}, sentinel);
+    std::array<host<T>, 2> g{host<T>(shape{4, 4}, 1.0), host<T>(shape{4, 4}, 0.5)};
+    auto call = [&](dc::view<T> a, dc::view<T> b, dc::view<T> c) {
+      dc::value_and_vjp(ex, k_two, dc::out(a, b), dc::out(c, xb1.view()), dc::in(x, 0.5, y.view()),
+                        dc::in(g[0].view(), g[1].view()));
+    };
+    CHECK_THROWS_AS(call(small.view(), y1.view(), xb0.view()), dc::shape_error);
+    CHECK_THROWS_AS(call(y0.view(), xb0.view(), xb0.view()), dc::aliasing_error);
+    CHECK_THROWS_AS(call(y0.view(), y0.view(), xb0.view()), dc::aliasing_error);
+    CHECK_THROWS_AS(call(shifted, y1.view(), xb0.view()), dc::aliasing_error);
+    CHECK(buf == buf0);
+    for (auto const *h : {&y0, &y1, &xb0, &xb1})
+      for (T v : h->v)
+        CHECK(v == sentinel);
+    std::vector<T> xin(buf.begin(), buf.begin() + 16);
+    dc::view<T> xi(xin.data(), {4, 4});
+    dc::value_and_vjp(ex, k_two, dc::out(xi, y1.view()), dc::out(xb0.view(), xb1.view()),
+                      dc::in(xi, 0.5, y.view()), dc::in(g[0].view(), g[1].view()));
+    host<T> want0(shape{4, 4}, sentinel), want1(shape{4, 4}, sentinel);
+    dc::apply(ex, k_two, dc::out(want0.view(), want1.view()), x, 0.5, y.view());
+    for (std::size_t i = 0; i < 16; ++i) {
+      CHECK(xin[i] == doctest::Approx(want0.v[i]).epsilon(1e-14));
+      CHECK(y1.v[i] == doctest::Approx(want1.v[i]).epsilon(1e-14));
+    }
   }
 }
 

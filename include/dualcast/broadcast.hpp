@@ -7,6 +7,9 @@
 //                 dualcast::in(x0, x1, 2.0f), dualcast::in(tx0, tx1));
 //   dualcast::vjp(ex, k, dualcast::active<0, 1>, dualcast::out(xbar0, xbar1),
 //                 dualcast::in(x0, x1, 2.0f), dualcast::in(ybar0, ybar1));
+//   dualcast::value_and_vjp(ex, k, dualcast::active<0, 1>, dualcast::out(y0, y1),   // both,
+//                           dualcast::out(xbar0, xbar1), dualcast::in(x0, x1, 2.0f),  // one pass
+//                           dualcast::in(ybar0, ybar1));
 //
 // Arguments are views (dualcast::view) or plain scalars. Inputs broadcast against each other and
 // to the outputs' shape by numpy's rules. Only active inputs (argument positions; default: every
@@ -107,14 +110,21 @@ void apply_arrays(Ex const &ex, Op const &op, array_args<T, N> const &ins,
 // VJP: the cotangents xv of the active inputs (add: per cotangent) from the output cotangents yv.
 // Cotangents of inputs that are not broadcast are written in the fused pass; those of broadcast
 // inputs go to scratch arrays (one block) and are summed over the broadcast dimensions after.
-template <bool S, class F, class Layout, int K, class Active, class Ex, class T, std::size_t N,
-          class Scalars>
+// With Values the same pass writes the K outputs' values to `values` (value_and_vjp; added to
+// where values_add says).
+template <bool S, class F, class Layout, int K, class Active, bool Values = false, class Ex,
+          class T, std::size_t N, class Scalars>
 void vjp_arrays(Ex const &ex, kernel<F, S> const &k, array_args<T, N> const &ins,
                 Scalars const &scalars, std::array<view<T>, Active::count> const &xv,
-                bool const *add_in, std::array<view<T const>, K> const &yv) {
+                bool const *add_in, std::array<view<T const>, K> const &yv,
+                view<T> const *values = nullptr, bool const *values_add = nullptr) {
   constexpr int NA = Active::count;
+  char const *name = Values ? "dualcast::value_and_vjp" : "dualcast::vjp";
   bool direct[NA > 0 ? NA : 1], add[NA > 0 ? NA : 1];
-  shape s = check_vjp("dualcast::vjp", ins, Active::positions, xv.data(), NA, yv.data(), K, direct);
+  shape s = check_vjp(name, ins, Active::positions, xv.data(), NA, yv.data(), K, direct);
+  if constexpr (Values)
+    check_vjp_values(name, ins.views.data(), ins.pos.data(), N, values, std::size_t(K), xv.data(),
+                     std::size_t(NA), yv.data(), s);
   std::size_t n_scratch = 0;
   for (int a = 0; a < NA; ++a)
     n_scratch += direct[a] ? 0 : 1;
@@ -127,10 +137,12 @@ void vjp_arrays(Ex const &ex, kernel<F, S> const &k, array_args<T, N> const &ins
         direct[a] ? xv[std::size_t(a)] : view<T>(scratch.get() + j++ * s.size(), s);
     add[a] = add_in[a] && direct[a]; // (broadcast ones are added by the reduction afterwards)
   }
-  auto plan = plan_with_args<T, Layout::num_arrays + K, NA>(s, ins);
+  auto plan = plan_with_args<T, Layout::num_arrays + K, NA + (Values ? K : 0)>(s, ins);
   plan.add_ins(yv.data(), K);
   plan.add_outs(outs.data(), add, NA);
-  vjp_op<F, Layout, K, Active> op{{k.f, scalars}};
+  if constexpr (Values)
+    plan.add_outs(values, values_add, K);
+  vjp_op<F, Layout, K, Active, Values> op{{k.f, scalars}};
   backend_map<S>(hook{}, ex, plan.p, op);
   for (int a = 0, j = 0; a < NA; ++a)
     if (!direct[a])
@@ -304,12 +316,59 @@ void vjp(Ex const &ex, kernel<F, S> const &k, active_set<C, I...>, pack<X...> co
                                               detail::const_views_of<T>(out_cotangents));
 }
 
+// ---- values and VJP in one pass ---------------------------------------------------------------
+// The outputs' values and the input cotangents for given output cotangents, from ONE evaluation
+// of the kernel on duals: what apply and then vjp give (to a rounding error where the compiler
+// contracts other multiply-adds into FMAs), reading the inputs once instead of twice. For a step
+// whose output cotangents are known when it runs: a loss, the last layer, forward + backward of
+// one cell. The values are overwritten (added to when given with add_to), the cotangents as in
+// vjp.
+template <class Ex, class F, bool S, int C, int... I, class... O, class... X, class... A,
+          class... Y>
+void value_and_vjp(Ex const &ex, kernel<F, S> const &k, active_set<C, I...>, pack<O...> const &outs,
+                   pack<X...> const &in_cotangents, pack<A...> const &inputs,
+                   pack<Y...> const &out_cotangents, bool accumulate = false) {
+  using T = typename detail::common_element<O..., X..., A...>::type;
+  static_assert(detail::all_arrays_of<T, O..., X..., A..., Y...>,
+                "dualcast: all arrays of one call must have the same element type");
+  constexpr int K = detail::check_kernel<F, T, A...>();
+  using Layout = detail::arg_layout<A...>;
+  using Active = active_set<C, I...>;
+  static_assert(detail::active_positions_valid<Layout, Active>(),
+                "dualcast: active positions must name distinct array arguments of the kernel");
+  constexpr int NA = Active::count;
+  static_assert(sizeof...(O) == K,
+                "dualcast::value_and_vjp: give one output array per kernel output");
+  static_assert(sizeof...(X) == NA,
+                "dualcast::value_and_vjp: give one cotangent array per active input");
+  static_assert(sizeof...(Y) == K && (is_view_v<Y> && ...),
+                "dualcast::value_and_vjp: give one cotangent array per kernel output");
+  bool add[NA > 0 ? NA : 1];
+  for (int a = 0; a < NA; ++a)
+    add[a] = accumulate || in_cotangents.add[std::size_t(a)];
+  auto ins =
+      std::apply([](auto const &...a) { return detail::collect_arrays<T>(a...); }, inputs.items);
+  auto scalars =
+      std::apply([](auto const &...a) { return detail::scalar_table<F>(a...); }, inputs.items);
+  auto values = detail::views_of<T>(outs);
+  detail::vjp_arrays<S, F, Layout, K, Active, true>(
+      ex, k, ins, scalars, detail::views_of<T>(in_cotangents), add,
+      detail::const_views_of<T>(out_cotangents), values.data(), outs.add.data());
+}
+
 // ---- defaults: every array argument active ----------------------------------------------------
 
 template <class Ex, class F, bool S, class... X, class... A, class... Y>
 void vjp(Ex const &ex, kernel<F, S> const &k, pack<X...> const &in_cotangents,
          pack<A...> const &inputs, pack<Y...> const &out_cotangents, bool accumulate = false) {
   vjp(ex, k, detail::default_active_t<A...>{}, in_cotangents, inputs, out_cotangents, accumulate);
+}
+template <class Ex, class F, bool S, class... O, class... X, class... A, class... Y>
+void value_and_vjp(Ex const &ex, kernel<F, S> const &k, pack<O...> const &outs,
+                   pack<X...> const &in_cotangents, pack<A...> const &inputs,
+                   pack<Y...> const &out_cotangents, bool accumulate = false) {
+  value_and_vjp(ex, k, detail::default_active_t<A...>{}, outs, in_cotangents, inputs,
+                out_cotangents, accumulate);
 }
 template <class Ex, class F, bool S, class... O, class... TO, class... A, class... TI>
 void jvp(Ex const &ex, kernel<F, S> const &k, pack<O...> const &outs,

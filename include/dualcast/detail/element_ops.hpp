@@ -307,12 +307,14 @@ template <class F, class Layout, int K, class Active> struct jvp_op : op_base<F,
 // ---- VJP: output cotangents in, input cotangents out (duals re-evaluated, nothing stored) -----
 // Inputs: the arrays, then K output cotangents. Results: A input cotangents
 // sum_k ybar_k * d out_k / d in_a (the backend adds them to the cotangents' old values when the
-// call accumulates).
-template <class F, class Layout, int K, class Active> struct vjp_op : op_base<F, Layout> {
+// call accumulates), then with Values the K values of the outputs (value_and_vjp), from the same
+// evaluation.
+template <class F, class Layout, int K, class Active, bool Values = false>
+struct vjp_op : op_base<F, Layout> {
   static constexpr int A = Active::count;
   static constexpr int C = Active::chunk;
   static constexpr int num_in = Layout::num_arrays + K;
-  static constexpr int num_out = A;
+  static constexpr int num_out = A + (Values ? K : 0);
 
   template <class L> DUALCAST_HD void operator()(L const *in, L *out) const {
     if constexpr (A <= C)
@@ -353,6 +355,14 @@ template <class F, class Layout, int K, class Active> struct vjp_op : op_base<F,
       }
     }
 #endif
+    // The values, from the first chunk's evaluation (stored after any rerun of lanes, so that
+    // every lane's value comes from the batch's evaluation).
+    if constexpr (Values && Begin == 0)
+      store_values(r, out + A, std::make_index_sequence<K>{});
+  }
+  template <class R, class L, std::size_t... k>
+  DUALCAST_HD static void store_values(R const &r, L *out, std::index_sequence<k...>) {
+    ((out[k] = value_lane<L>(get<k>(r))), ...);
   }
   // Several chunks: each a function of its own on the host (config.hpp, DUALCAST_SEPARATE).
   template <int Begin, class L>
