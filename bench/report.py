@@ -322,14 +322,19 @@ def gpu_lstm_table():
     rs = [r for r in gpu_rows() if r["benchmark"] == "lstm_cell"]
     vs = ["fused_vjp", "fused_store", "separate", "hand_cuda", "tape_fused", "tape_unfused",
           "torch_eager", "jax_jit", "floor_at_copy_bw"]
+    one_pass = any(r["variant"] == "fused_value_vjp" for r in rs)
+    if one_pass:  # value_and_vjp: one kernel, 14 arrays (the run of 2026-11-26 21:45 on)
+        vs.insert(1, "fused_value_vjp")
     body = []
     for size in sizes_of(rs, "lstm_cell"):
         t = {v: ms(rs, variant=v, size=size) for v in vs}
         body.append([size] + [us(t[v]) for v in vs] + [
             ratio(t["fused_vjp"], t["floor_at_copy_bw"]), ratio(t["torch_eager"], t["fused_vjp"]),
-            ratio(t["jax_jit"], t["fused_vjp"])])
+            ratio(t["jax_jit"], t["fused_vjp"])] +
+            ([ratio(t["jax_jit"], t["fused_value_vjp"])] if one_pass else []))
     return table(["B x H"] + [f"{v} (us)" for v in vs] +
-                 ["fused_vjp / floor", "PyTorch / fused", "JAX / fused"], body)
+                 ["fused_vjp / floor", "PyTorch / fused", "JAX / fused"] +
+                 (["JAX / one pass"] if one_pass else []), body)
 
 
 def gpu_hmlstm_table():
@@ -387,6 +392,10 @@ def gpu_targets_table():
                      ratio(pt, f), "met" if pt >= 3 * f else "not met"])
         body.append([f"LSTM cell {size}: no slower than JAX jit", ratio(jx, f),
                      "met" if f <= jx else "not met"])
+        one = ms(rs, benchmark="lstm_cell", variant="fused_value_vjp", size=size)
+        if not math.isnan(one):  # JAX's jit computes values and cotangents in one computation
+            body.append([f"LSTM cell {size}: one pass (value_and_vjp) no slower than JAX jit",
+                         ratio(jx, one), "met" if one <= jx else "not met"])
     for layout in ("n_x_1", "1_x_n", "n_x_n"):
         f = ms(rs, benchmark="hmlstm", variant="fused_partials", size="2048", note=layout)
         sp = ms(rs, benchmark="hmlstm", variant="separate_partials", size="2048", note=layout)

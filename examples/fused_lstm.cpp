@@ -58,6 +58,9 @@ int main() {
             F, G, O, C);
   dc::vjp(ex, lstm, dc::out(Ibar, Fbar, Gbar, Obar, Cbar), // input cotangents, re-evaluating
           dc::in(I, F, G, O, C), dc::in(Hbar, C2bar));     // duals; nothing stored
+  dc::value_and_vjp(ex, lstm, dc::out(H, C2),              // both in ONE pass, when the output
+                    dc::out(Ibar, Fbar, Gbar, Obar, Cbar), // cotangents are known up front
+                    dc::in(I, F, G, O, C), dc::in(Hbar, C2bar));
 
   // Check element (3, 5) against duals evaluated directly.
   const long r = 3, j = 5, e = r * cols + j;

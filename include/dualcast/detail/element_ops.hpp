@@ -332,7 +332,10 @@ struct vjp_op : op_base<F, Layout> {
     L const *ybar = in + Layout::num_arrays;
 #ifdef __CUDA_ARCH__
     // On a GPU the guarded sum directly: a second pass would keep every partial live across the
-    // check, and wide kernels would spill registers.
+    // check, and wide kernels would spill registers. The values first (no lane is rerun here), so
+    // that they need no registers while the cotangents are summed.
+    if constexpr (Values && Begin == 0)
+      store_values(r, out + A, std::make_index_sequence<K>{});
     for (int q = 0; q < width; ++q)
       out[Begin + q] = contract<true>(r, ybar, q, std::make_index_sequence<K>{});
 #else
@@ -354,11 +357,11 @@ struct vjp_op : op_base<F, Layout> {
             lanes & running_path_lanes<L>());
       }
     }
-#endif
     // The values, from the first chunk's evaluation (stored after any rerun of lanes, so that
     // every lane's value comes from the batch's evaluation).
     if constexpr (Values && Begin == 0)
       store_values(r, out + A, std::make_index_sequence<K>{});
+#endif
   }
   template <class R, class L, std::size_t... k>
   DUALCAST_HD static void store_values(R const &r, L *out, std::index_sequence<k...>) {

@@ -105,16 +105,31 @@ DUALCAST_GLOBAL void __launch_bounds__(max_block)
     for (index_t c = threadIdx.x; c < cols; c += blockDim.x) {
       // Offsets from (row, column): the outermost index needs no division (r < its extent times
       // the others'), so a 2-D layout divides nothing. Recomputed per element rather than kept
-      // per row: a dozen 64-bit row offsets live across the operation made ptxas spill.
-      index_t in_off[NI > 0 ? NI : 1] = {}, out_off[NO] = {};
-      add_index(p, last, c, in_off, out_off);
-      index_t rem = r;
-      for (int d = last - 1; d >= 0; --d) {
-        index_t i = d == 0 ? rem : rem % p.ext[d];
-        rem = d == 0 ? 0 : rem / p.ext[d];
-        add_index(p, d, i, in_off, out_off);
+      // per row (a dozen 64-bit row offsets live across the operation made ptxas spill), and the
+      // outputs' after the operation (value_and_vjp's 7 outputs of doubles spilled otherwise).
+      auto offsets = [&](index_t *in_off, index_t *out_off) {
+        add_index(p, last, c, in_off, out_off);
+        index_t rem = r;
+        for (int d = last - 1; d >= 0; --d) {
+          index_t i = d == 0 ? rem : rem % p.ext[d];
+          rem = d == 0 ? 0 : rem / p.ext[d];
+          add_index(p, d, i, in_off, out_off);
+        }
+      };
+      T in[NI > 0 ? NI : 1], out[NO];
+      {
+        index_t in_off[NI > 0 ? NI : 1] = {}, unused[NO] = {};
+        offsets(in_off, unused);
+        for (int k = 0; k < NI; ++k)
+          in[k] = p.in[k].ptr[in_off[k]];
       }
-      map_element(p, in_off, out_off, op);
+      op(static_cast<T const *>(in), out);
+      index_t unused[NI > 0 ? NI : 1] = {}, out_off[NO] = {};
+      offsets(unused, out_off);
+      for (int k = 0; k < NO; ++k) {
+        T *o = p.out[k].ptr + out_off[k];
+        *o = p.add[k] ? *o + out[k] : out[k];
+      }
     }
   }
 }
