@@ -103,33 +103,29 @@ DUALCAST_GLOBAL void __launch_bounds__(max_block)
   const index_t cols = p.ext[last];
   for (index_t r = blockIdx.x; r < rows; r += gridDim.x) {
     for (index_t c = threadIdx.x; c < cols; c += blockDim.x) {
+      if (last == 1) { // 2-D: the outputs' offsets after the operation, from r and c
+        T in[NI > 0 ? NI : 1], out[NO];
+        for (int k = 0; k < NI; ++k)
+          in[k] = p.in[k].ptr[r * p.in[k].stride[0] + c * p.in[k].stride[1]];
+        op(static_cast<T const *>(in), out);
+        for (int k = 0; k < NO; ++k) {
+          T *o = p.out[k].ptr + r * p.out[k].stride[0] + c * p.out[k].stride[1];
+          *o = p.add[k] ? *o + out[k] : out[k];
+        }
+        continue;
+      }
       // Offsets from (row, column): the outermost index needs no division (r < its extent times
       // the others'), so a 2-D layout divides nothing. Recomputed per element rather than kept
-      // per row (a dozen 64-bit row offsets live across the operation made ptxas spill), and the
-      // outputs' after the operation (value_and_vjp's 7 outputs of doubles spilled otherwise).
-      auto offsets = [&](index_t *in_off, index_t *out_off) {
-        add_index(p, last, c, in_off, out_off);
-        index_t rem = r;
-        for (int d = last - 1; d >= 0; --d) {
-          index_t i = d == 0 ? rem : rem % p.ext[d];
-          rem = d == 0 ? 0 : rem / p.ext[d];
-          add_index(p, d, i, in_off, out_off);
-        }
-      };
-      T in[NI > 0 ? NI : 1], out[NO];
-      {
-        index_t in_off[NI > 0 ? NI : 1] = {}, unused[NO] = {};
-        offsets(in_off, unused);
-        for (int k = 0; k < NI; ++k)
-          in[k] = p.in[k].ptr[in_off[k]];
+      // per row: a dozen 64-bit row offsets live across the operation made ptxas spill.
+      index_t in_off[NI > 0 ? NI : 1] = {}, out_off[NO] = {};
+      add_index(p, last, c, in_off, out_off);
+      index_t rem = r;
+      for (int d = last - 1; d >= 0; --d) {
+        index_t i = d == 0 ? rem : rem % p.ext[d];
+        rem = d == 0 ? 0 : rem / p.ext[d];
+        add_index(p, d, i, in_off, out_off);
       }
-      op(static_cast<T const *>(in), out);
-      index_t unused[NI > 0 ? NI : 1] = {}, out_off[NO] = {};
-      offsets(unused, out_off);
-      for (int k = 0; k < NO; ++k) {
-        T *o = p.out[k].ptr + out_off[k];
-        *o = p.add[k] ? *o + out[k] : out[k];
-      }
+      map_element(p, in_off, out_off, op);
     }
   }
 }
