@@ -285,6 +285,40 @@ void jvp(Ex const &ex, kernel<F, S> const &k, active_set<C, I...>, pack<O...> co
   backend_map<S>(detail::hook{}, ex, plan.p, op);
 }
 
+namespace detail {
+// vjp and value_and_vjp (Values; outs: the values' arrays, else empty): the call's arrays and
+// scalars collected, then one pass (vjp_arrays).
+template <bool Values, class Active, class Ex, class F, bool S, class... O, class... X, class... A,
+          class... Y>
+void vjp_call(Ex const &ex, kernel<F, S> const &k, pack<O...> const &outs,
+              pack<X...> const &in_cotangents, pack<A...> const &inputs,
+              pack<Y...> const &out_cotangents, bool accumulate) {
+  using T = typename common_element<O..., X..., A...>::type;
+  static_assert(all_arrays_of<T, O..., X..., A..., Y...>,
+                "dualcast: all arrays of one call must have the same element type");
+  constexpr int K = check_kernel<F, T, A...>();
+  using Layout = arg_layout<A...>;
+  static_assert(active_positions_valid<Layout, Active>(),
+                "dualcast: active positions must name distinct array arguments of the kernel");
+  constexpr int NA = Active::count;
+  static_assert(!Values || sizeof...(O) == K,
+                "dualcast::value_and_vjp: give one output array per kernel output");
+  static_assert(sizeof...(X) == NA,
+                "dualcast::vjp / value_and_vjp: give one cotangent array per active input");
+  static_assert(sizeof...(Y) == K && (is_view_v<Y> && ...),
+                "dualcast::vjp / value_and_vjp: give one cotangent array per kernel output");
+  bool add[NA > 0 ? NA : 1];
+  for (int a = 0; a < NA; ++a)
+    add[a] = accumulate || in_cotangents.add[std::size_t(a)];
+  auto ins = std::apply([](auto const &...a) { return collect_arrays<T>(a...); }, inputs.items);
+  auto scalars = std::apply([](auto const &...a) { return scalar_table<F>(a...); }, inputs.items);
+  auto values = views_of<T>(outs);
+  vjp_arrays<S, F, Layout, K, Active, Values>(ex, k, ins, scalars, views_of<T>(in_cotangents), add,
+                                              const_views_of<T>(out_cotangents), values.data(),
+                                              outs.add.data());
+}
+} // namespace detail
+
 // ---- VJP: input cotangents from output cotangents (duals re-evaluated; nothing stored) ---------
 // With accumulate = true (or cotangents given with add_to) they are added to (xbar += ...), else
 // overwritten. Inputs broadcast along some dimensions get their cotangents summed over those
@@ -292,28 +326,8 @@ void jvp(Ex const &ex, kernel<F, S> const &k, active_set<C, I...>, pack<O...> co
 template <class Ex, class F, bool S, int C, int... I, class... X, class... A, class... Y>
 void vjp(Ex const &ex, kernel<F, S> const &k, active_set<C, I...>, pack<X...> const &in_cotangents,
          pack<A...> const &inputs, pack<Y...> const &out_cotangents, bool accumulate = false) {
-  using T = typename detail::common_element<X..., A...>::type;
-  static_assert(detail::all_arrays_of<T, X..., A..., Y...>,
-                "dualcast: all arrays of one call must have the same element type");
-  constexpr int K = detail::check_kernel<F, T, A...>();
-  using Layout = detail::arg_layout<A...>;
-  using Active = active_set<C, I...>;
-  static_assert(detail::active_positions_valid<Layout, Active>(),
-                "dualcast: active positions must name distinct array arguments of the kernel");
-  constexpr int NA = Active::count;
-  static_assert(sizeof...(X) == NA, "dualcast::vjp: give one cotangent array per active input");
-  static_assert(sizeof...(Y) == K && (is_view_v<Y> && ...),
-                "dualcast::vjp: give one cotangent array per kernel output");
-  bool add[NA > 0 ? NA : 1];
-  for (int a = 0; a < NA; ++a)
-    add[a] = accumulate || in_cotangents.add[std::size_t(a)];
-  auto ins =
-      std::apply([](auto const &...a) { return detail::collect_arrays<T>(a...); }, inputs.items);
-  auto scalars =
-      std::apply([](auto const &...a) { return detail::scalar_table<F>(a...); }, inputs.items);
-  detail::vjp_arrays<S, F, Layout, K, Active>(ex, k, ins, scalars,
-                                              detail::views_of<T>(in_cotangents), add,
-                                              detail::const_views_of<T>(out_cotangents));
+  detail::vjp_call<false, active_set<C, I...>>(ex, k, pack<>{}, in_cotangents, inputs,
+                                               out_cotangents, accumulate);
 }
 
 // ---- values and VJP in one pass ---------------------------------------------------------------
@@ -328,32 +342,8 @@ template <class Ex, class F, bool S, int C, int... I, class... O, class... X, cl
 void value_and_vjp(Ex const &ex, kernel<F, S> const &k, active_set<C, I...>, pack<O...> const &outs,
                    pack<X...> const &in_cotangents, pack<A...> const &inputs,
                    pack<Y...> const &out_cotangents, bool accumulate = false) {
-  using T = typename detail::common_element<O..., X..., A...>::type;
-  static_assert(detail::all_arrays_of<T, O..., X..., A..., Y...>,
-                "dualcast: all arrays of one call must have the same element type");
-  constexpr int K = detail::check_kernel<F, T, A...>();
-  using Layout = detail::arg_layout<A...>;
-  using Active = active_set<C, I...>;
-  static_assert(detail::active_positions_valid<Layout, Active>(),
-                "dualcast: active positions must name distinct array arguments of the kernel");
-  constexpr int NA = Active::count;
-  static_assert(sizeof...(O) == K,
-                "dualcast::value_and_vjp: give one output array per kernel output");
-  static_assert(sizeof...(X) == NA,
-                "dualcast::value_and_vjp: give one cotangent array per active input");
-  static_assert(sizeof...(Y) == K && (is_view_v<Y> && ...),
-                "dualcast::value_and_vjp: give one cotangent array per kernel output");
-  bool add[NA > 0 ? NA : 1];
-  for (int a = 0; a < NA; ++a)
-    add[a] = accumulate || in_cotangents.add[std::size_t(a)];
-  auto ins =
-      std::apply([](auto const &...a) { return detail::collect_arrays<T>(a...); }, inputs.items);
-  auto scalars =
-      std::apply([](auto const &...a) { return detail::scalar_table<F>(a...); }, inputs.items);
-  auto values = detail::views_of<T>(outs);
-  detail::vjp_arrays<S, F, Layout, K, Active, true>(
-      ex, k, ins, scalars, detail::views_of<T>(in_cotangents), add,
-      detail::const_views_of<T>(out_cotangents), values.data(), outs.add.data());
+  detail::vjp_call<true, active_set<C, I...>>(ex, k, outs, in_cotangents, inputs, out_cotangents,
+                                              accumulate);
 }
 
 // ---- defaults: every array argument active ----------------------------------------------------
