@@ -197,6 +197,12 @@ def targets_table():
     row("LSTM cell 4096x1024: speed-up over PyTorch eager", t / fused, t / fused >= 6, ">= 6")
     j = peer(cell, "jax_jit", size=big)
     row("LSTM cell 4096x1024: speed-up over JAX jit", j / fused, j / fused >= 1, ">= 1")
+    one = ms(cell, variant="fused_value_vjp", size=big)
+    if not math.isnan(one):  # value_and_vjp: values and cotangents in one pass, as the peers'
+        row("LSTM cell 4096x1024, one pass (value_and_vjp): speed-up over PyTorch eager", t / one,
+            t / one >= 6, ">= 6")
+        row("LSTM cell 4096x1024, one pass (value_and_vjp): speed-up over JAX jit", j / one,
+            j / one >= 1, ">= 1")
     for layout in ("n_x_1", "1_x_n"):
         f = ms(hm, variant="fused_partials", size="2048", mask_layout=layout)
         sep = ms(hm, variant="separate_partials", size="2048", mask_layout=layout)
