@@ -234,6 +234,22 @@ TEST_CASE("reduce_by_index: the privatized plus in chunks of a GPU's size, on th
     CHECK(y.dims() == shape{bins, inner});
     CHECK(y.to_vector() == naive_bins(x.to_vector(), idx, bins, inner, dc::bin_op::plus));
   }
+  // More than 1024 chunks (a GPU's 10^7 rows make 9766): the chunks' histograms are added in
+  // groups of 64 first (detail::bin_chunk_group), here 1303 chunks of 8 rows.
+  dc::index_t const n2 = 10420;
+  auto idx2 = random_indices(std::size_t(n2), -2, bins + 1, 43);
+  auto x2 = T64::empty({n2, inner});
+  for (dc::index_t e = 0; e < x2.size(); ++e)
+    x2.mutable_data()[e] = double(std::uniform_int_distribution<int>(-50, 50)(g));
+  dc::detail::bin_rows br2;
+  br2.idx = dc::detail::upload_indices("test", idx2, dc::device::host());
+  br2.n = n2, br2.bins = bins, br2.chunk = 8;
+  REQUIRE(dc::detail::bins_privatized(dc::bin_op::plus, n2, bins, br2.chunk));
+  REQUIRE(dc::detail::bin_chunk_group(dc::detail::bin_chunks(n2, 8)) == 64);
+  for (int threads : {1, 2}) {
+    auto y = dc::detail::bins_forward_run(dc::cpu{threads}, x2, br2, dc::bin_op::plus, inner);
+    CHECK(y.to_vector() == naive_bins(x2.to_vector(), idx2, bins, inner, dc::bin_op::plus));
+  }
 }
 
 TEST_CASE("reduce_by_index: gradients against central differences") {
