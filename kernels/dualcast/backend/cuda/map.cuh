@@ -103,17 +103,6 @@ DUALCAST_GLOBAL void __launch_bounds__(max_block)
   const index_t cols = p.ext[last];
   for (index_t r = blockIdx.x; r < rows; r += gridDim.x) {
     for (index_t c = threadIdx.x; c < cols; c += blockDim.x) {
-      if (last == 1) { // 2-D: the outputs' offsets after the operation, from r and c
-        T in[NI > 0 ? NI : 1], out[NO];
-        for (int k = 0; k < NI; ++k)
-          in[k] = p.in[k].ptr[r * p.in[k].stride[0] + c * p.in[k].stride[1]];
-        op(static_cast<T const *>(in), out);
-        for (int k = 0; k < NO; ++k) {
-          T *o = p.out[k].ptr + r * p.out[k].stride[0] + c * p.out[k].stride[1];
-          *o = p.add[k] ? *o + out[k] : out[k];
-        }
-        continue;
-      }
       // Offsets from (row, column): the outermost index needs no division (r < its extent times
       // the others'), so a 2-D layout divides nothing. Recomputed per element rather than kept
       // per row: a dozen 64-bit row offsets live across the operation made ptxas spill.
