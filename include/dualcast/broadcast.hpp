@@ -122,9 +122,14 @@ void vjp_arrays(Ex const &ex, kernel<F, S> const &k, array_args<T, N> const &ins
   char const *name = Values ? "dualcast::value_and_vjp" : "dualcast::vjp";
   bool direct[NA > 0 ? NA : 1], add[NA > 0 ? NA : 1];
   shape s = check_vjp(name, ins, Active::positions, xv.data(), NA, yv.data(), K, direct);
-  if constexpr (Values)
-    check_vjp_values(name, ins.views.data(), ins.pos.data(), N, values, std::size_t(K), xv.data(),
-                     std::size_t(NA), yv.data(), s);
+  if constexpr (Values) { // the values: as apply's outputs, and against the cotangents
+    output_roles<std::size_t(K)> roles("output", std::size_t(K), "");
+    for (int i = 0; i < K; ++i)
+      check_output(name, "output", i, values[i], s);
+    check_aliasing(name, values, roles.role, roles.idx, std::size_t(K), ins.views.data(),
+                   ins.pos.data(), N, s);
+    check_vjp_values(name, values, std::size_t(K), xv.data(), std::size_t(NA), yv.data(), s);
+  }
   std::size_t n_scratch = 0;
   for (int a = 0; a < NA; ++a)
     n_scratch += direct[a] ? 0 : 1;

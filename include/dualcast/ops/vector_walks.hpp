@@ -39,19 +39,14 @@ inline constexpr int walks_in_vector =
 // cummin 10.8 -> 8.6-8.9 ms with it).
 template <class T> inline constexpr index_t prefetch_ahead = 512 / sizeof(T);
 
-template <class T, int W> struct walk_vector_of {
-  typedef T type __attribute__((vector_size(sizeof(T) * W)));
-  // (aligned as T only; a vector type rather than memcpy, see batch::load in simd.hpp)
-  typedef T unaligned __attribute__((vector_size(sizeof(T) * W), aligned(sizeof(T)), may_alias));
-};
-template <class T, int W> using walk_vector = typename walk_vector_of<T, W>::type;
+// A walk vector is a SIMD batch's vector (simd.hpp), loaded and stored as batches are.
+template <class T, int W> using walk_vector = typename batch<T, W>::vec_t;
 
 template <int W, class T> inline walk_vector<T, W> load_walk(T const *p) {
-  return *reinterpret_cast<typename walk_vector_of<T, W>::unaligned const *>(p);
+  return batch<T, W>::load(p).v;
 }
 template <class T, class V> inline void store_walk(T *p, V v) {
-  constexpr int W = int(sizeof(V) / sizeof(T));
-  *reinterpret_cast<typename walk_vector_of<T, W>::unaligned *>(p) = v;
+  batch<T, int(sizeof(V) / sizeof(T))>(v).store(p);
 }
 
 // The lanes of a and b interleaved: the lower halves (Hi false) or the upper halves.
