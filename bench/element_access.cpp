@@ -9,7 +9,7 @@
 //   element_access [--reps N] [--quick] [--threads N (ignored: one thread)]
 #include "common.hpp"
 
-#include <dualcast/tensor.hpp>
+#include <dualcast/tensor/tensor.hpp>
 
 #include <algorithm>
 #include <chrono>

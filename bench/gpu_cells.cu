@@ -27,8 +27,8 @@
 //   gpu_cells [--reps N] [--quick] [--profile]
 // --profile: each fused cell kernel once after a warm-up, nothing timed (for ncu).
 #include <dualcast/autodiff.hpp>
-#include <dualcast/cells.hpp>
 #include <dualcast/cuda.cuh>
+#include <dualcast/kernel/cells.hpp>
 
 #include "common.hpp"
 #include "cuda_timing.cuh"

@@ -1,7 +1,7 @@
 // Dual numbers: a function written once, as a generic lambda, evaluated on plain numbers, with its
 // gradient (dual<double, 2>) and a second derivative (a dual of duals), checked against finite
 // differences. Exits non-zero if a derivative disagrees.
-#include <dualcast/math.hpp>
+#include <dualcast/math/functions.hpp>
 
 #include <cmath>
 #include <cstdio>

@@ -1,4 +1,5 @@
-// Property tests of the fused broadcast kernels on the CPU backend (dualcast/broadcast.hpp):
+// Property tests of the fused broadcast kernels on the CPU backend
+// (dualcast/broadcast/broadcast.hpp):
 //
 //   * random shapes (rank 0..8, extents including 1 and 0) and random broadcast patterns, float and
 //     double, kernels of 1..6 arguments and 1..3 outputs with scalar arguments and captured

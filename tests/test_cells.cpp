@@ -1,5 +1,6 @@
-// The ready cells (cells.hpp, ops/cells.hpp): values against plain double formulas, gradients on
-// the tape (both policies) against central differences, and the same kernels over views.
+// The ready cells (kernel/cells.hpp, ops/cells.hpp): values against plain double formulas,
+// gradients on the tape (both policies) against central differences, and the same kernels over
+// views.
 #include "tape_support.hpp"
 
 #include <dualcast/dualcast.hpp>

@@ -6,7 +6,7 @@
 #include <dualcast/backend/cuda/check.cuh>
 #include <dualcast/backend/cuda/memory.cuh>
 #include <dualcast/backend/stream.hpp>
-#include <dualcast/memory.hpp>
+#include <dualcast/tensor/memory.hpp>
 
 #include <doctest/doctest.h>
 

@@ -1,4 +1,4 @@
-// Tests of dualcast::custom_op (custom_op.hpp), the public way to add a tape operation, with
+// Tests of dualcast::custom_op (tape/custom_op.hpp), the public way to add a tape operation, with
 // operations defined outside the library's namespace as a user would: gradients against central
 // differences in double precision, several outputs (one of them unreached), a run-time number of
 // inputs, state handed from forward to backward, constants and lazy expressions as inputs,

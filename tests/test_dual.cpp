@@ -1,8 +1,8 @@
 // Tests of dual<T, N> itself: layout, constexpr arithmetic, mixing with constants, comparisons,
 // value_of, variable seeding, nesting and select / where. The math functions are tested in
 // test_dual_math.cpp.
-#include <dualcast/dual.hpp>
-#include <dualcast/math.hpp>
+#include <dualcast/math/functions.hpp>
+#include <dualcast/numbers/dual.hpp>
 
 #include <doctest/doctest.h>
 

@@ -10,7 +10,7 @@
 // Adding a function is one line in the tables below: name, lambda, sampling box, and optionally
 // a predicate that rejects samples near a kink / pole / cut and, for the float SIMD polynomials,
 // their ulp bound (the other batch functions must equal the scalar ones exactly).
-#include <dualcast/math.hpp>
+#include <dualcast/math/functions.hpp>
 
 #include <doctest/doctest.h>
 

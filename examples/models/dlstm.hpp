@@ -92,7 +92,8 @@ inline double objective_plain(problem const &p) {
 
 // ---- with dualcast ----------------------------------------------------------------------------
 // One layer-step, as one fused kernel: (x, h, s, w_f, w_i, w_o, w_g, b_f, b_i, b_o, b_g) -> (h',
-// s'): the library's ready D-LSTM cell (dualcast/cells.hpp), a function object nvcc can run too.
+// s'): the library's ready D-LSTM cell (dualcast/kernel/cells.hpp), a function object nvcc can run
+// too.
 using layer_step = dc::cells::dlstm_fn;
 // The first layer, whose input is the character's bits times in_weight.
 struct first_layer_step {

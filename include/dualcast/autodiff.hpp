@@ -11,15 +11,12 @@
 // argument (zeros for arguments f does not depend on).
 #pragma once
 
-#include <dualcast/custom_op.hpp>
 #include <dualcast/io/npy.hpp>
 #include <dualcast/io/npz.hpp>
 #include <dualcast/io/print.hpp>
-#include <dualcast/memory.hpp>
 #include <dualcast/nn/init.hpp>
 #include <dualcast/nn/optim.hpp>
 #include <dualcast/nn/parameters.hpp>
-#include <dualcast/no_grad.hpp>
 #include <dualcast/ops/argmax.hpp>
 #include <dualcast/ops/cast.hpp>
 #include <dualcast/ops/cells.hpp>
@@ -38,9 +35,12 @@
 #include <dualcast/ops/softmax.hpp>
 #include <dualcast/ops/statistics.hpp>
 #include <dualcast/ops/stencil.hpp>
-#include <dualcast/policy.hpp>
-#include <dualcast/tape.hpp>
-#include <dualcast/tensor.hpp>
+#include <dualcast/tape/custom_op.hpp>
+#include <dualcast/tape/no_grad.hpp>
+#include <dualcast/tape/policy.hpp>
+#include <dualcast/tape/tape.hpp>
+#include <dualcast/tensor/memory.hpp>
+#include <dualcast/tensor/tensor.hpp>
 
 #include <array>
 #include <utility>

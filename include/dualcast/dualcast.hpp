@@ -2,14 +2,14 @@
 // CUDA code includes <dualcast/cuda.cuh> in addition.
 #pragma once
 
+#include <dualcast/arrays/shape.hpp>
+#include <dualcast/arrays/view.hpp>
 #include <dualcast/backend/cpu.hpp>
-#include <dualcast/broadcast.hpp>
-#include <dualcast/cells.hpp>
-#include <dualcast/config.hpp>
-#include <dualcast/dual.hpp>
-#include <dualcast/errors.hpp>
-#include <dualcast/for_each.hpp>
-#include <dualcast/kernel.hpp>
-#include <dualcast/math.hpp>
-#include <dualcast/shape.hpp>
-#include <dualcast/view.hpp>
+#include <dualcast/broadcast/broadcast.hpp>
+#include <dualcast/broadcast/for_each.hpp>
+#include <dualcast/core/config.hpp>
+#include <dualcast/core/errors.hpp>
+#include <dualcast/kernel/cells.hpp>
+#include <dualcast/kernel/kernel.hpp>
+#include <dualcast/math/functions.hpp>
+#include <dualcast/numbers/dual.hpp>

@@ -5,7 +5,7 @@
 // machines without a GPU; on a GPU, gpu_tests runs the real warps.
 #pragma once
 
-#include <dualcast/shape.hpp>
+#include <dualcast/arrays/shape.hpp>
 
 #include <array>
 #include <barrier>

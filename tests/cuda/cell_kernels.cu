@@ -1,12 +1,12 @@
-// Instantiates the ready cells' fused kernels (dualcast/cells.hpp: LSTM, GRU, HM-LSTM update,
-// D-LSTM) for the CUDA backend in the three modes the tape runs them in -- values, values with
-// every diagonal partial (the store policy), and the VJP that re-evaluates the duals (the
+// Instantiates the ready cells' fused kernels (dualcast/kernel/cells.hpp: LSTM, GRU, HM-LSTM
+// update, D-LSTM) for the CUDA backend in the three modes the tape runs them in -- values, values
+// with every diagonal partial (the store policy), and the VJP that re-evaluates the duals (the
 // recompute policy) -- on contiguous float32 arrays, plus a broadcast VJP in double. CI compiles
 // them for sm_80 / sm_90 and fails on a register spill; scripts/cuda-resources turns ptxas' report
 // into the README's table of bytes and registers per cell. Nothing here runs: the GPU tests are
 // in cases_gpu.cu / tape_cases_gpu.cu.
-#include <dualcast/cells.hpp>
 #include <dualcast/cuda.cuh>
+#include <dualcast/kernel/cells.hpp>
 
 namespace dc = dualcast;
 

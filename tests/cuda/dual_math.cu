@@ -5,7 +5,7 @@
 // function whose results (values and every partial, at every nesting level) are written to an
 // output pointer, so nothing is optimised away. Built compile-only for sm_80 and sm_90 with
 // warnings as errors and the ptxas resource report (tests/CMakeLists.txt).
-#include <dualcast/math.hpp>
+#include <dualcast/math/functions.hpp>
 
 #include <cuda_runtime.h>
 

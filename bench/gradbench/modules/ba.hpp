@@ -13,8 +13,8 @@
 
 #include "common.hpp"
 
-#include <dualcast/broadcast.hpp>
-#include <dualcast/math.hpp>
+#include <dualcast/broadcast/broadcast.hpp>
+#include <dualcast/math/functions.hpp>
 
 #include <utility>
 

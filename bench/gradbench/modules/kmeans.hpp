@@ -12,8 +12,8 @@
 
 #include "common.hpp"
 
-#include <dualcast/dual.hpp>
-#include <dualcast/for_each.hpp>
+#include <dualcast/broadcast/for_each.hpp>
+#include <dualcast/numbers/dual.hpp>
 
 #include <limits>
 

@@ -26,9 +26,9 @@
 // allocated; a file that cannot be opened, read or written too.
 #pragma once
 
-#include <dualcast/errors.hpp>
-#include <dualcast/shape.hpp>
-#include <dualcast/tensor.hpp>
+#include <dualcast/arrays/shape.hpp>
+#include <dualcast/core/errors.hpp>
+#include <dualcast/tensor/tensor.hpp>
 
 #include <bit>
 #include <cstddef>

@@ -24,10 +24,10 @@
 // parameter are io_errors, raised before any value is written.
 #pragma once
 
-#include <dualcast/errors.hpp>
+#include <dualcast/core/errors.hpp>
 #include <dualcast/io/npy.hpp>
 #include <dualcast/nn/parameters.hpp>
-#include <dualcast/tensor.hpp>
+#include <dualcast/tensor/tensor.hpp>
 
 #include <array>
 #include <cstddef>

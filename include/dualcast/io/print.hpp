@@ -15,10 +15,10 @@
 // copied to the host first (possible in nvcc translation units; elsewhere device_error).
 #pragma once
 
+#include <dualcast/arrays/shape.hpp>
 #include <dualcast/backend/device.hpp>
-#include <dualcast/shape.hpp>
-#include <dualcast/tape.hpp>
-#include <dualcast/tensor.hpp>
+#include <dualcast/tape/tape.hpp>
+#include <dualcast/tensor/tensor.hpp>
 
 #include <algorithm>
 #include <cstdio>

@@ -11,8 +11,8 @@
 //   hypot'(0, 0) = 0; floor, ceil and round have zero derivative.
 #pragma once
 
-#include <dualcast/dual.hpp>
 #include <dualcast/math/scalar.hpp>
+#include <dualcast/numbers/dual.hpp>
 #if DUALCAST_HAS_SIMD
 #include <dualcast/math/simd.hpp>
 #endif

@@ -5,7 +5,7 @@
 // which nvcc also provides in device code.
 #pragma once
 
-#include <dualcast/config.hpp>
+#include <dualcast/core/config.hpp>
 
 #include <cmath>
 #include <concepts>

@@ -8,7 +8,7 @@
 #pragma once
 
 #include <dualcast/math/scalar.hpp>
-#include <dualcast/simd.hpp>
+#include <dualcast/numbers/simd.hpp>
 
 #if DUALCAST_HAS_SIMD
 

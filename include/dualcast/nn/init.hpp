@@ -24,9 +24,9 @@
 //   xavier_normal   N(0, s^2) with s = gain * sqrt(2 / (fan_in + fan_out))
 #pragma once
 
-#include <dualcast/errors.hpp>
-#include <dualcast/shape.hpp>
-#include <dualcast/tensor.hpp>
+#include <dualcast/arrays/shape.hpp>
+#include <dualcast/core/errors.hpp>
+#include <dualcast/tensor/tensor.hpp>
 
 #include <cmath>
 #include <cstdint>

@@ -40,15 +40,15 @@
 // steps (a learning-rate schedule).
 #pragma once
 
+#include <dualcast/arrays/shape.hpp>
 #include <dualcast/backend/seam.hpp>
-#include <dualcast/config.hpp>
-#include <dualcast/detail/device_dispatch.hpp>
-#include <dualcast/errors.hpp>
-#include <dualcast/for_each.hpp>
+#include <dualcast/broadcast/for_each.hpp>
+#include <dualcast/core/config.hpp>
+#include <dualcast/core/errors.hpp>
 #include <dualcast/nn/parameters.hpp>
-#include <dualcast/shape.hpp>
-#include <dualcast/tape.hpp>
-#include <dualcast/tensor.hpp>
+#include <dualcast/tape/tape.hpp>
+#include <dualcast/tensor/detail/device_dispatch.hpp>
+#include <dualcast/tensor/tensor.hpp>
 
 #include <cmath>
 #include <cstddef>
@@ -120,7 +120,7 @@ inline void check_hyper(char const *op, char const *name, double x, bool ok) {
     throw error(std::string(op) + ": invalid " + name + " " + std::to_string(x));
 }
 
-inline namespace DUALCAST_TAPE_ABI { // see detail/device_dispatch.hpp
+inline namespace DUALCAST_TAPE_ABI { // see tensor/detail/device_dispatch.hpp
 // The variables an optimizer updates (a copy of the handles) and their per-variable state.
 template <class T> class optimizer_base {
 public:
@@ -181,7 +181,7 @@ protected:
 } // namespace DUALCAST_TAPE_ABI
 } // namespace detail
 
-inline namespace DUALCAST_TAPE_ABI { // see detail/device_dispatch.hpp
+inline namespace DUALCAST_TAPE_ABI { // see tensor/detail/device_dispatch.hpp
 
 // Stochastic gradient descent with momentum (see the file comment).
 template <class T> class sgd : public detail::optimizer_base<T> {

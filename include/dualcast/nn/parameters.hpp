@@ -14,10 +14,10 @@
 // (frozen): the optimizers skip them.
 #pragma once
 
-#include <dualcast/errors.hpp>
-#include <dualcast/shape.hpp>
-#include <dualcast/tape.hpp>
-#include <dualcast/tensor.hpp>
+#include <dualcast/arrays/shape.hpp>
+#include <dualcast/core/errors.hpp>
+#include <dualcast/tape/tape.hpp>
+#include <dualcast/tensor/tensor.hpp>
 
 #include <cstddef>
 #include <initializer_list>
@@ -27,7 +27,7 @@
 #include <vector>
 
 namespace dualcast {
-inline namespace DUALCAST_TAPE_ABI { // see detail/device_dispatch.hpp
+inline namespace DUALCAST_TAPE_ABI { // see tensor/detail/device_dispatch.hpp
 
 template <class T> struct named_parameter {
   std::string name;

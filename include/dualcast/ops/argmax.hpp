@@ -9,11 +9,11 @@
 // PyTorch. An empty axis throws dualcast::shape_error.
 #pragma once
 
-#include <dualcast/detail/tape_ops.hpp>
-#include <dualcast/errors.hpp>
+#include <dualcast/core/errors.hpp>
+#include <dualcast/ops/detail/tape_ops.hpp>
 #include <dualcast/ops/indexing.hpp>
-#include <dualcast/tape.hpp>
-#include <dualcast/tensor.hpp>
+#include <dualcast/tape/tape.hpp>
+#include <dualcast/tensor/tensor.hpp>
 
 #include <string>
 #include <vector>

@@ -12,14 +12,14 @@
 // requires no gradient, nothing is recorded.
 #pragma once
 
+#include <dualcast/arrays/shape.hpp>
 #include <dualcast/backend/seam.hpp>
-#include <dualcast/config.hpp>
-#include <dualcast/detail/device_dispatch.hpp>
-#include <dualcast/detail/grad_slot.hpp>
-#include <dualcast/for_each.hpp>
-#include <dualcast/shape.hpp>
-#include <dualcast/tape.hpp>
-#include <dualcast/tensor.hpp>
+#include <dualcast/broadcast/for_each.hpp>
+#include <dualcast/core/config.hpp>
+#include <dualcast/tape/detail/grad_slot.hpp>
+#include <dualcast/tape/tape.hpp>
+#include <dualcast/tensor/detail/device_dispatch.hpp>
+#include <dualcast/tensor/tensor.hpp>
 
 #include <array>
 #include <memory>

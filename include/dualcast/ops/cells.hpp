@@ -1,19 +1,20 @@
-// dualcast/ops/cells.hpp: the ready cells (cells.hpp) on tape variables, each ONE fused node.
+// dualcast/ops/cells.hpp: the ready cells (kernel/cells.hpp) on tape variables, each ONE fused
+// node.
 //
 //   auto gates = dualcast::matmul(x, W) + dualcast::matmul(h, U) + b;   // (B, 4H): i, f, g, o
 //   auto [h2, c2] = dualcast::lstm_cell(gates, c);                       // one fused node
 //
-// Every wrapper takes an optional policy first (policy.hpp: store the partials, or recompute
+// Every wrapper takes an optional policy first (tape/policy.hpp: store the partials, or recompute
 // them in backward; by default the cost model decides). Arguments may be variables, lazy
 // expressions or tensors (constants), as for dualcast::fused. The packed forms slice the gate
 // matrix along its last axis (views: no copy, and no scatter of the gradient).
 #pragma once
 
-#include <dualcast/cells.hpp>
-#include <dualcast/errors.hpp>
+#include <dualcast/core/errors.hpp>
+#include <dualcast/kernel/cells.hpp>
 #include <dualcast/ops/fused.hpp>
 #include <dualcast/ops/shape_ops.hpp>
-#include <dualcast/policy.hpp>
+#include <dualcast/tape/policy.hpp>
 
 #include <array>
 #include <string>
@@ -57,8 +58,9 @@ requires(!is_policy_v<Gates>) auto lstm_cell(Gates const &gates, C const &c) {
   return lstm_cell(policy::automatic, gates, c);
 }
 
-// GRU cell (PyTorch's formulation, cells.hpp) from the packed input projection gx (..., 3H: r, z,
-// n), the packed hidden projection gh (..., 3H: r, z, n; its bias included) and h: returns h'.
+// GRU cell (PyTorch's formulation, kernel/cells.hpp) from the packed input projection gx (..., 3H:
+// r, z, n), the packed hidden projection gh (..., 3H: r, z, n; its bias included) and h: returns
+// h'.
 template <class P, class GX, class GH, class H>
 requires is_policy_v<P>
 auto gru_cell(P pol, GX const &gx, GH const &gh, H const &h) {
@@ -72,8 +74,8 @@ requires(!is_policy_v<GX>) auto gru_cell(GX const &gx, GH const &gh, H const &h)
   return gru_cell(policy::automatic, gx, gh, h);
 }
 
-// HM-LSTM cell-state update (cells.hpp): masks z, zb (give them as tensors: constants), the cell
-// state c and the gate pre-activations f, i, g: returns c'.
+// HM-LSTM cell-state update (kernel/cells.hpp): masks z, zb (give them as tensors: constants), the
+// cell state c and the gate pre-activations f, i, g: returns c'.
 template <class P, class Z, class ZB, class C, class F, class I, class G>
 requires is_policy_v<P>
 auto hmlstm_update(P pol, Z const &z, ZB const &zb, C const &c, F const &f, I const &i,
@@ -86,7 +88,8 @@ requires(!is_policy_v<Z>) auto hmlstm_update(Z const &z, ZB const &zb, C const &
   return fused(cells::hmlstm_update, z, zb, c, f, i, g);
 }
 
-// D-LSTM layer-step (cells.hpp): input x, state (h, s), diagonal weights and biases: {h', s'}.
+// D-LSTM layer-step (kernel/cells.hpp): input x, state (h, s), diagonal weights and biases: {h',
+// s'}.
 template <class P, class... A>
 requires(is_policy_v<P> && sizeof...(A) == 11) auto dlstm_cell(P pol, A const &...a) {
   return fused(pol, cells::dlstm, a...);

@@ -29,13 +29,13 @@
 // three gradients (input, weights, bias), on the tensors' device.
 #pragma once
 
-#include <dualcast/custom_op.hpp>
-#include <dualcast/detail/device_dispatch.hpp>
-#include <dualcast/errors.hpp>
+#include <dualcast/core/errors.hpp>
 #include <dualcast/ops/conv2d_gemm.hpp>
 #include <dualcast/ops/conv2d_geometry.hpp>
-#include <dualcast/tape.hpp>
-#include <dualcast/tensor.hpp>
+#include <dualcast/tape/custom_op.hpp>
+#include <dualcast/tape/tape.hpp>
+#include <dualcast/tensor/detail/device_dispatch.hpp>
+#include <dualcast/tensor/tensor.hpp>
 
 #include <string>
 #include <type_traits>

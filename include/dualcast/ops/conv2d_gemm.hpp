@@ -14,10 +14,10 @@
 // change the bits (the BLAS threads on its own; OpenBLAS splits C, not the sums).
 #pragma once
 
-#include <dualcast/detail/gemm_backends.hpp>
-#include <dualcast/for_each.hpp>
+#include <dualcast/broadcast/for_each.hpp>
 #include <dualcast/ops/conv2d_geometry.hpp>
-#include <dualcast/tensor.hpp>
+#include <dualcast/tensor/detail/gemm_backends.hpp>
+#include <dualcast/tensor/tensor.hpp>
 
 #include <algorithm>
 #include <climits>

@@ -3,10 +3,10 @@
 // the call is made).
 #pragma once
 
-#include <dualcast/config.hpp>
-#include <dualcast/errors.hpp>
-#include <dualcast/shape.hpp>
-#include <dualcast/tensor.hpp>
+#include <dualcast/arrays/shape.hpp>
+#include <dualcast/core/config.hpp>
+#include <dualcast/core/errors.hpp>
+#include <dualcast/tensor/tensor.hpp>
 
 #include <string>
 

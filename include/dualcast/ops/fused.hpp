@@ -12,7 +12,7 @@
 // per call; nothing inside the lambda is taped. Forward runs one fused pass: the values, plus
 // under the store policy the diagonal partials d y_k / d x_a (ops/fused/store_node.hpp); under
 // the recompute policy backward re-evaluates the duals instead (ops/fused/recompute_node.hpp).
-// The policy is a compile-time tag (policy.hpp): a call compiles only the node(s) it can take.
+// The policy is a compile-time tag (tape/policy.hpp): a call compiles only the node(s) it can take.
 // policy::automatic picks by the cost model (ops/fused/cost_model.hpp), or by the tape's
 // default_policy when that is set.
 //
@@ -22,17 +22,17 @@
 // operation instead.
 #pragma once
 
-#include <dualcast/detail/kernel_checks.hpp>
-#include <dualcast/kernel.hpp>
-#include <dualcast/math.hpp>
+#include <dualcast/kernel/detail/kernel_checks.hpp>
+#include <dualcast/kernel/kernel.hpp>
+#include <dualcast/math/functions.hpp>
 #include <dualcast/ops/fused/args.hpp>
 #include <dualcast/ops/fused/core.hpp>
 #include <dualcast/ops/fused/cost_model.hpp>
 #include <dualcast/ops/fused/recompute_node.hpp>
 #include <dualcast/ops/fused/store_node.hpp>
-#include <dualcast/policy.hpp>
-#include <dualcast/tape.hpp>
-#include <dualcast/tensor.hpp>
+#include <dualcast/tape/policy.hpp>
+#include <dualcast/tape/tape.hpp>
+#include <dualcast/tensor/tensor.hpp>
 
 #include <array>
 #include <cstddef>
@@ -74,7 +74,7 @@ requires(is_policy_v<P> && !(lazy_expr<A> || ...)) auto fused(P, kernel<F, S> co
   device const dev = info.dev;
   cpu const host = tp ? tp->ex : detail::ambient_cpu();
   auto const on_stream = detail::tape_stream_scope(tp, dev); // (CUDA tensors: the tape's stream)
-  // The rest runs with the executor of that device (detail/device_dispatch.hpp).
+  // The rest runs with the executor of that device (tensor/detail/device_dispatch.hpp).
   return detail::on_device(name, dev, host, [&](auto const &ex) {
     auto args = std::make_tuple(detail::as_kernel_arg<T>(a)...);
     shape const s = std::apply(

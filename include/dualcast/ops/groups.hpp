@@ -7,9 +7,9 @@
 // over lanes: ops/lane_scan.hpp.
 #pragma once
 
-#include <dualcast/detail/tape_ops.hpp>
-#include <dualcast/errors.hpp>
-#include <dualcast/shape.hpp>
+#include <dualcast/arrays/shape.hpp>
+#include <dualcast/core/errors.hpp>
+#include <dualcast/ops/detail/tape_ops.hpp>
 
 #include <string>
 #include <vector>

@@ -12,11 +12,11 @@
 // scatter-adds without atomics (index_lines below).
 #pragma once
 
-#include <dualcast/custom_op.hpp>
-#include <dualcast/detail/tape_ops.hpp>
+#include <dualcast/ops/detail/tape_ops.hpp>
 #include <dualcast/ops/shape_ops.hpp>
-#include <dualcast/tape.hpp>
-#include <dualcast/tensor.hpp>
+#include <dualcast/tape/custom_op.hpp>
+#include <dualcast/tape/tape.hpp>
+#include <dualcast/tensor/tensor.hpp>
 
 #include <memory>
 #include <string>
@@ -130,7 +130,7 @@ template <class T, bool Scatter> struct index_lines {
 };
 
 // The indices in a block of the device's memory (in the ABI namespace: the copy differs between
-// nvcc and host-compiler translation units, detail/device_dispatch.hpp).
+// nvcc and host-compiler translation units, tensor/detail/device_dispatch.hpp).
 inline namespace DUALCAST_TAPE_ABI {
 inline std::shared_ptr<storage> upload_indices(char const *op, std::vector<index_t> const &v,
                                                device const &d) {

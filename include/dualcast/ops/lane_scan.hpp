@@ -6,9 +6,9 @@
 // affine maps are what the recurrences compose over the lanes.
 #pragma once
 
-#include <dualcast/detail/device_dispatch.hpp>
+#include <dualcast/arrays/shape.hpp>
 #include <dualcast/ops/groups.hpp>
-#include <dualcast/shape.hpp>
+#include <dualcast/tensor/detail/device_dispatch.hpp>
 
 #include <type_traits>
 #include <utility>

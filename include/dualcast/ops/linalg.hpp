@@ -13,11 +13,11 @@
 // (cblas_sgemm / cblas_dgemm), and cuBLAS for CUDA tensors.
 #pragma once
 
-#include <dualcast/custom_op.hpp>
-#include <dualcast/detail/gemm_backends.hpp>
-#include <dualcast/detail/tape_ops.hpp>
-#include <dualcast/tape.hpp>
-#include <dualcast/tensor.hpp>
+#include <dualcast/ops/detail/tape_ops.hpp>
+#include <dualcast/tape/custom_op.hpp>
+#include <dualcast/tape/tape.hpp>
+#include <dualcast/tensor/detail/gemm_backends.hpp>
+#include <dualcast/tensor/tensor.hpp>
 
 #include <algorithm>
 #include <string>

@@ -22,14 +22,14 @@
 // forward / backward 23 / 91-93 -> 5.0-6.0 / 9.8-10.0 ms.
 #pragma once
 
-#include <dualcast/custom_op.hpp>
-#include <dualcast/detail/device_dispatch.hpp>
-#include <dualcast/errors.hpp>
+#include <dualcast/core/errors.hpp>
 #include <dualcast/ops/groups.hpp>
 #include <dualcast/ops/lane_scan.hpp>
 #include <dualcast/ops/vector_walks.hpp>
-#include <dualcast/tape.hpp>
-#include <dualcast/tensor.hpp>
+#include <dualcast/tape/custom_op.hpp>
+#include <dualcast/tape/tape.hpp>
+#include <dualcast/tensor/detail/device_dispatch.hpp>
+#include <dualcast/tensor/tensor.hpp>
 
 #include <string>
 #include <utility>

@@ -17,14 +17,14 @@
 // products on the CPU), one elementwise pass backward over the same blocks.
 #pragma once
 
-#include <dualcast/custom_op.hpp>
-#include <dualcast/detail/device_dispatch.hpp>
 #include <dualcast/math/simd.hpp>
+#include <dualcast/numbers/simd.hpp>
 #include <dualcast/ops/groups.hpp>
 #include <dualcast/ops/lane_scan.hpp>
-#include <dualcast/simd.hpp>
-#include <dualcast/tape.hpp>
-#include <dualcast/tensor.hpp>
+#include <dualcast/tape/custom_op.hpp>
+#include <dualcast/tape/tape.hpp>
+#include <dualcast/tensor/detail/device_dispatch.hpp>
+#include <dualcast/tensor/tensor.hpp>
 
 #include <vector>
 
@@ -68,7 +68,7 @@ template <class T> struct prod_blocks {
   }
   DUALCAST_HD static void serial(T const *p, index_t m, T &prod, T &z) {
     index_t i = 0;
-#if DUALCAST_HAS_SIMD // (not under nvcc: see config.hpp)
+#if DUALCAST_HAS_SIMD // (not under nvcc: see core/config.hpp)
     constexpr int W = native_width<T>;
     using B = batch<T, W>;
     B bp(T(1)), bz(T(0));

@@ -10,12 +10,12 @@
 // min groups through one function object per group (shared by the CPU and CUDA backends).
 #pragma once
 
+#include <dualcast/arrays/detail/chunks.hpp>
 #include <dualcast/backend/seam.hpp>
-#include <dualcast/custom_op.hpp>
-#include <dualcast/detail/chunks.hpp>
-#include <dualcast/detail/tape_ops.hpp>
-#include <dualcast/tape.hpp>
-#include <dualcast/tensor.hpp>
+#include <dualcast/ops/detail/tape_ops.hpp>
+#include <dualcast/tape/custom_op.hpp>
+#include <dualcast/tape/tape.hpp>
+#include <dualcast/tensor/tensor.hpp>
 
 #include <cstdint>
 #include <cstring>
@@ -225,7 +225,7 @@ auto extremum(char const *op, X const &x, std::vector<int> const &axes, bool kee
             storage::allocate(std::size_t(n_out) * sizeof(index_t), dev, default_resource(dev));
         auto *arg = static_cast<index_t *>(ctx.data.arg->data());
         extremum_groups<T, Max> groups{xp.data(), y.raw_data(), arg, n_red};
-        // Few long groups are cut into chunks (detail/chunks.hpp; the winner does not depend
+        // Few long groups are cut into chunks (arrays/detail/chunks.hpp; the winner does not depend
         // on it).
         chunking const c = cut_runs(n_out, n_red);
         groups.chunks = c.chunks, groups.chunk_len = c.len;

@@ -33,13 +33,13 @@
 // rows' gradients. A bin holding most rows runs on one thread.
 #pragma once
 
-#include <dualcast/custom_op.hpp>
-#include <dualcast/detail/device_dispatch.hpp>
-#include <dualcast/errors.hpp>
+#include <dualcast/core/errors.hpp>
 #include <dualcast/ops/groups.hpp>
 #include <dualcast/ops/indexing.hpp>
-#include <dualcast/tape.hpp>
-#include <dualcast/tensor.hpp>
+#include <dualcast/tape/custom_op.hpp>
+#include <dualcast/tape/tape.hpp>
+#include <dualcast/tensor/detail/device_dispatch.hpp>
+#include <dualcast/tensor/tensor.hpp>
 
 #include <limits>
 #include <memory>

@@ -22,14 +22,14 @@
 // element (three on numbers, two on duals), blocks in parallel. Linear.
 #pragma once
 
-#include <dualcast/custom_op.hpp>
-#include <dualcast/detail/device_dispatch.hpp>
-#include <dualcast/dual.hpp>
-#include <dualcast/math.hpp>
+#include <dualcast/math/functions.hpp>
+#include <dualcast/numbers/dual.hpp>
 #include <dualcast/ops/groups.hpp>
 #include <dualcast/ops/lane_scan.hpp>
-#include <dualcast/tape.hpp>
-#include <dualcast/tensor.hpp>
+#include <dualcast/tape/custom_op.hpp>
+#include <dualcast/tape/tape.hpp>
+#include <dualcast/tensor/detail/device_dispatch.hpp>
+#include <dualcast/tensor/tensor.hpp>
 
 #include <type_traits>
 #include <vector>

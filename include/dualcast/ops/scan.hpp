@@ -44,15 +44,15 @@
 // 6.3-9.1, cummin 20-22 / 44-46 -> 2.9-3.5 / 6.4-8.6.
 #pragma once
 
-#include <dualcast/custom_op.hpp>
-#include <dualcast/detail/device_dispatch.hpp>
-#include <dualcast/dual.hpp>
-#include <dualcast/math.hpp>
+#include <dualcast/math/functions.hpp>
+#include <dualcast/numbers/dual.hpp>
 #include <dualcast/ops/groups.hpp>
 #include <dualcast/ops/lane_scan.hpp>
 #include <dualcast/ops/vector_walks.hpp>
-#include <dualcast/tape.hpp>
-#include <dualcast/tensor.hpp>
+#include <dualcast/tape/custom_op.hpp>
+#include <dualcast/tape/tape.hpp>
+#include <dualcast/tensor/detail/device_dispatch.hpp>
+#include <dualcast/tensor/tensor.hpp>
 
 #include <limits>
 #include <string_view>

@@ -15,13 +15,13 @@
 // duplicate gets it, the others 0). Run on the operands' device.
 #pragma once
 
-#include <dualcast/broadcast.hpp>
-#include <dualcast/custom_op.hpp>
-#include <dualcast/detail/tape_ops.hpp>
-#include <dualcast/kernel.hpp>
+#include <dualcast/broadcast/broadcast.hpp>
+#include <dualcast/kernel/kernel.hpp>
+#include <dualcast/ops/detail/tape_ops.hpp>
 #include <dualcast/ops/indexing.hpp>
-#include <dualcast/tape.hpp>
-#include <dualcast/tensor.hpp>
+#include <dualcast/tape/custom_op.hpp>
+#include <dualcast/tape/tape.hpp>
+#include <dualcast/tensor/tensor.hpp>
 
 #include <string>
 #include <unordered_map>

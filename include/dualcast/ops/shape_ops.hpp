@@ -6,10 +6,10 @@
 // operand's device. Axes may be negative (counting from the end), and so may slice bounds.
 #pragma once
 
-#include <dualcast/custom_op.hpp>
-#include <dualcast/detail/tape_ops.hpp>
-#include <dualcast/tape.hpp>
-#include <dualcast/tensor.hpp>
+#include <dualcast/ops/detail/tape_ops.hpp>
+#include <dualcast/tape/custom_op.hpp>
+#include <dualcast/tape/tape.hpp>
+#include <dualcast/tensor/tensor.hpp>
 
 #include <memory>
 #include <string>

@@ -12,11 +12,11 @@
 // OpenMP, each sequential) and the CUDA backend (one warp per row).
 #pragma once
 
-#include <dualcast/custom_op.hpp>
-#include <dualcast/detail/tape_ops.hpp>
-#include <dualcast/math.hpp>
-#include <dualcast/tape.hpp>
-#include <dualcast/tensor.hpp>
+#include <dualcast/math/functions.hpp>
+#include <dualcast/ops/detail/tape_ops.hpp>
+#include <dualcast/tape/custom_op.hpp>
+#include <dualcast/tape/tape.hpp>
+#include <dualcast/tensor/tensor.hpp>
 
 #include <cmath>
 #include <limits>

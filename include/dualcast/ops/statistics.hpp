@@ -17,10 +17,10 @@
 // largest magnitude (reduce.hpp), with sign(x).
 #pragma once
 
-#include <dualcast/errors.hpp>
+#include <dualcast/core/errors.hpp>
 #include <dualcast/ops/elementwise.hpp>
 #include <dualcast/ops/reduce.hpp>
-#include <dualcast/tape.hpp>
+#include <dualcast/tape/tape.hpp>
 
 #include <cmath>
 #include <limits>

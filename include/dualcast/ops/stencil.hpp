@@ -37,15 +37,15 @@
 // threads, and on one lane or a warp (each element is computed by one thread in a fixed order).
 #pragma once
 
-#include <dualcast/custom_op.hpp>
-#include <dualcast/detail/device_dispatch.hpp>
-#include <dualcast/dual.hpp>
-#include <dualcast/errors.hpp>
-#include <dualcast/math.hpp>
+#include <dualcast/core/errors.hpp>
+#include <dualcast/math/functions.hpp>
+#include <dualcast/numbers/dual.hpp>
 #include <dualcast/ops/groups.hpp>
-#include <dualcast/policy.hpp>
-#include <dualcast/tape.hpp>
-#include <dualcast/tensor.hpp>
+#include <dualcast/tape/custom_op.hpp>
+#include <dualcast/tape/policy.hpp>
+#include <dualcast/tape/tape.hpp>
+#include <dualcast/tensor/detail/device_dispatch.hpp>
+#include <dualcast/tensor/tensor.hpp>
 
 #include <algorithm>
 #include <cstddef>

@@ -7,9 +7,9 @@
 // sequential loop does for its piece, in the same order: the same bits.
 #pragma once
 
-#include <dualcast/config.hpp>
-#include <dualcast/shape.hpp>
-#include <dualcast/simd.hpp>
+#include <dualcast/arrays/shape.hpp>
+#include <dualcast/core/config.hpp>
+#include <dualcast/numbers/simd.hpp>
 
 namespace dualcast::detail {
 // Lanes of a native vector of T for the passes' vector walks (1: no vectors, under nvcc).
@@ -39,7 +39,7 @@ inline constexpr int walks_in_vector =
 // cummin 10.8 -> 8.6-8.9 ms with it).
 template <class T> inline constexpr index_t prefetch_ahead = 512 / sizeof(T);
 
-// A walk vector is a SIMD batch's vector (simd.hpp), loaded and stored as batches are.
+// A walk vector is a SIMD batch's vector (numbers/simd.hpp), loaded and stored as batches are.
 template <class T, int W> using walk_vector = typename batch<T, W>::vec_t;
 
 template <int W, class T> inline walk_vector<T, W> load_walk(T const *p) {

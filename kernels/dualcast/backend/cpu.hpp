@@ -8,7 +8,7 @@
 #include <dualcast/backend/cpu/map.hpp>
 #include <dualcast/backend/cpu/reduce.hpp>
 #include <dualcast/backend/seam.hpp>
-#include <dualcast/errors.hpp>
+#include <dualcast/core/errors.hpp>
 
 #include <memory>
 #include <new>

@@ -11,7 +11,7 @@
 #include <dualcast/backend/cuda/memory.cuh>
 #include <dualcast/backend/cuda/reduce.cuh>
 #include <dualcast/backend/seam.hpp>
-#include <dualcast/errors.hpp>
+#include <dualcast/core/errors.hpp>
 
 namespace dualcast {
 template <> struct executor_traits<cuda> { static constexpr bool is_executor = true; };

@@ -1,7 +1,7 @@
 // dualcast/backend/device.hpp: where memory lives (a device: host or a CUDA GPU) and the
 // interface through which a backend allocates it (memory_resource). Part of the backend seam:
 // each backend provides a memory resource for its devices; the tape's tensors pool them
-// (dualcast/memory.hpp).
+// (dualcast/tensor/memory.hpp).
 #pragma once
 
 #include <dualcast/backend/stream.hpp>

@@ -4,8 +4,8 @@
 // copyable, so it can be a CUDA kernel parameter.
 #pragma once
 
-#include <dualcast/config.hpp>
-#include <dualcast/shape.hpp>
+#include <dualcast/arrays/shape.hpp>
+#include <dualcast/core/config.hpp>
 
 namespace dualcast::detail {
 

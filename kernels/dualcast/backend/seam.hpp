@@ -1,5 +1,5 @@
 // dualcast/backend/seam.hpp: what a backend provides -- the one header through which the front
-// end (broadcast.hpp, the tape's operations) reaches execution.
+// end (broadcast/broadcast.hpp, the tape's operations) reaches execution.
 //
 // A backend is an executor type (dualcast::cpu, dualcast::cuda) plus free functions in namespace
 // dualcast::detail, each taking the tag `hook` first so that argument-dependent lookup finds them
@@ -9,7 +9,7 @@
 //
 //   backend_map<Simd>(hook, ex, map_params<T, NI, NO> const&, op)
 //       one fused pass: op(in, out) at every element of the iteration space (element operations
-//       of detail/element_ops.hpp; Simd: the op may be called on SIMD batches)
+//       of kernel/detail/element_ops.hpp; Simd: the op may be called on SIMD batches)
 //   backend_reduce(hook, ex, shape s, T const* src, view<T> dst, bool accumulate)
 //       dst [+]= src (contiguous, shape s) summed over the dimensions along which dst broadcasts:
 //       the adjoint of broadcasting
@@ -41,7 +41,7 @@
 
 #include <dualcast/backend/device.hpp>
 #include <dualcast/backend/map_params.hpp>
-#include <dualcast/config.hpp>
+#include <dualcast/core/config.hpp>
 
 #include <type_traits>
 

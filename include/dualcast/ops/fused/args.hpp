@@ -3,9 +3,9 @@
 // kernel sees them (views and scalars), and the active set they make at compile time.
 #pragma once
 
-#include <dualcast/detail/element_ops.hpp>
-#include <dualcast/tape.hpp>
-#include <dualcast/tensor.hpp>
+#include <dualcast/kernel/detail/element_ops.hpp>
+#include <dualcast/tape/tape.hpp>
+#include <dualcast/tensor/tensor.hpp>
 
 #include <array>
 #include <cstddef>

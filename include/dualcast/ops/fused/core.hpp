@@ -5,14 +5,14 @@
 // compile than one with 4.
 #pragma once
 
-#include <dualcast/detail/arena.hpp>
-#include <dualcast/detail/call_checks.hpp>
-#include <dualcast/detail/device_dispatch.hpp>
-#include <dualcast/detail/grad_slot.hpp>
-#include <dualcast/detail/tape_node.hpp>
-#include <dualcast/tape.hpp>
-#include <dualcast/tensor.hpp>
-#include <dualcast/view_overlap.hpp>
+#include <dualcast/arrays/view_overlap.hpp>
+#include <dualcast/broadcast/detail/call_checks.hpp>
+#include <dualcast/tape/detail/arena.hpp>
+#include <dualcast/tape/detail/grad_slot.hpp>
+#include <dualcast/tape/detail/tape_node.hpp>
+#include <dualcast/tape/tape.hpp>
+#include <dualcast/tensor/detail/device_dispatch.hpp>
+#include <dualcast/tensor/tensor.hpp>
 
 #include <cstddef>
 #include <memory>

@@ -19,8 +19,8 @@
 // store for them anyway) unless a call asks for policy::store.
 #pragma once
 
-#include <dualcast/policy.hpp>
-#include <dualcast/shape.hpp>
+#include <dualcast/arrays/shape.hpp>
+#include <dualcast/tape/policy.hpp>
 
 #include <cstddef>
 

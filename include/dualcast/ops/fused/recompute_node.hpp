@@ -4,13 +4,13 @@
 // the inputs it saved, which usually live anyway.
 #pragma once
 
-#include <dualcast/broadcast.hpp>
-#include <dualcast/detail/grad_slot.hpp>
-#include <dualcast/kernel.hpp>
+#include <dualcast/arrays/view_overlap.hpp>
+#include <dualcast/broadcast/broadcast.hpp>
+#include <dualcast/kernel/kernel.hpp>
 #include <dualcast/ops/fused/core.hpp>
-#include <dualcast/tape.hpp>
-#include <dualcast/tensor.hpp>
-#include <dualcast/view_overlap.hpp>
+#include <dualcast/tape/detail/grad_slot.hpp>
+#include <dualcast/tape/tape.hpp>
+#include <dualcast/tensor/tensor.hpp>
 
 #include <array>
 #include <cstddef>
@@ -22,7 +22,7 @@
 namespace dualcast::detail {
 
 // Whether a node is flat: every array argument and output contiguous with the call's shape s
-// (broadcast.hpp's apply_flat / vjp_flat then run it on pointers).
+// (broadcast/broadcast.hpp's apply_flat / vjp_flat then run it on pointers).
 template <class T, std::size_t N, std::size_t K>
 bool is_flat(array_args<T, N> const &ins, std::array<tensor<T>, K> const &outs, shape const &s) {
   for (auto const &v : ins.views)

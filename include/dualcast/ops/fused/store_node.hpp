@@ -5,15 +5,15 @@
 // input, summed over its broadcast dimensions afterwards. Memory: one array per kept partial.
 #pragma once
 
+#include <dualcast/arrays/view_overlap.hpp>
 #include <dualcast/backend/seam.hpp>
-#include <dualcast/broadcast.hpp>
-#include <dualcast/detail/grad_slot.hpp>
-#include <dualcast/detail/tuple.hpp>
-#include <dualcast/kernel.hpp>
+#include <dualcast/broadcast/broadcast.hpp>
+#include <dualcast/kernel/kernel.hpp>
+#include <dualcast/numbers/detail/tuple.hpp>
 #include <dualcast/ops/fused/core.hpp>
-#include <dualcast/tape.hpp>
-#include <dualcast/tensor.hpp>
-#include <dualcast/view_overlap.hpp>
+#include <dualcast/tape/detail/grad_slot.hpp>
+#include <dualcast/tape/tape.hpp>
+#include <dualcast/tensor/tensor.hpp>
 
 #include <array>
 #include <cstddef>
@@ -25,7 +25,7 @@
 namespace dualcast::detail {
 
 // y * p, where with Guarded a zero factor wins over an infinite or NaN one (see vjp_op::contract,
-// detail/element_ops.hpp: the store and recompute nodes give the same gradients).
+// kernel/detail/element_ops.hpp: the store and recompute nodes give the same gradients).
 template <bool Guarded, class Y, class P> DUALCAST_HD auto times(Y const &y, P const &p) {
   if constexpr (Guarded)
     return pick((y == Y(0)) || (p == P(0)), Y(0), y * p);

@@ -8,12 +8,12 @@
 // operation that caused them.
 #pragma once
 
-#include <dualcast/errors.hpp>
+#include <dualcast/arrays/shape.hpp>
+#include <dualcast/core/errors.hpp>
 #include <dualcast/ops/lazy/tree.hpp>
-#include <dualcast/policy.hpp>
-#include <dualcast/shape.hpp>
-#include <dualcast/tape.hpp>
-#include <dualcast/tensor.hpp>
+#include <dualcast/tape/policy.hpp>
+#include <dualcast/tape/tape.hpp>
+#include <dualcast/tensor/tensor.hpp>
 
 #include <array>
 #include <cstddef>
@@ -25,7 +25,7 @@
 
 namespace dualcast {
 
-inline namespace DUALCAST_TAPE_ABI { // see detail/device_dispatch.hpp
+inline namespace DUALCAST_TAPE_ABI { // see tensor/detail/device_dispatch.hpp
 template <class T, class Tree, int NV, int NT> class expr;
 }
 

@@ -13,14 +13,14 @@
 // with fused == false the expression is evaluated node by node (ops/lazy/unfused.hpp).
 #pragma once
 
-#include <dualcast/kernel.hpp>
+#include <dualcast/kernel/kernel.hpp>
 #include <dualcast/ops/fused.hpp>
 #include <dualcast/ops/lazy/expr.hpp>
 #include <dualcast/ops/lazy/tree.hpp>
 #include <dualcast/ops/lazy/unfused.hpp>
-#include <dualcast/policy.hpp>
-#include <dualcast/tape.hpp>
-#include <dualcast/tensor.hpp>
+#include <dualcast/tape/policy.hpp>
+#include <dualcast/tape/tape.hpp>
+#include <dualcast/tensor/tensor.hpp>
 
 #include <array>
 #include <cstddef>

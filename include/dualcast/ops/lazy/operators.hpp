@@ -12,10 +12,10 @@
 // (ops/lazy/materialize.hpp).
 #pragma once
 
-#include <dualcast/config.hpp>
-#include <dualcast/dual.hpp>
-#include <dualcast/kernel.hpp>
-#include <dualcast/math.hpp>
+#include <dualcast/core/config.hpp>
+#include <dualcast/kernel/kernel.hpp>
+#include <dualcast/math/functions.hpp>
+#include <dualcast/numbers/dual.hpp>
 #include <dualcast/ops/lazy/expr.hpp>
 
 #include <type_traits>

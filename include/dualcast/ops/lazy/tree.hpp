@@ -4,9 +4,9 @@
 // shifting leaf indices when two trees are joined, and finding a subtree shared by two outputs.
 #pragma once
 
-#include <dualcast/config.hpp>
-#include <dualcast/detail/tuple.hpp>
-#include <dualcast/kernel.hpp>
+#include <dualcast/core/config.hpp>
+#include <dualcast/kernel/kernel.hpp>
+#include <dualcast/numbers/detail/tuple.hpp>
 
 #include <array>
 #include <atomic>

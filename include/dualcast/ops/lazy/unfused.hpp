@@ -11,12 +11,12 @@
 // value-dependent branches) can run unfused; fused() accepts any kernel.
 #pragma once
 
-#include <dualcast/kernel.hpp>
+#include <dualcast/kernel/kernel.hpp>
 #include <dualcast/ops/fused.hpp>
 #include <dualcast/ops/lazy/expr.hpp>
 #include <dualcast/ops/lazy/tree.hpp>
-#include <dualcast/tape.hpp>
-#include <dualcast/tensor.hpp>
+#include <dualcast/tape/tape.hpp>
+#include <dualcast/tensor/tensor.hpp>
 
 #include <array>
 #include <cstddef>

@@ -2,8 +2,8 @@
 // contiguous chunks once there is enough work; and row operations, each row on one thread.
 #pragma once
 
+#include <dualcast/arrays/shape.hpp>
 #include <dualcast/backend/cpu/executor.hpp>
-#include <dualcast/shape.hpp>
 
 namespace dualcast::detail::cpu_backend {
 

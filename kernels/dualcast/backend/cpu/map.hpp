@@ -1,4 +1,4 @@
-// dualcast/backend/cpu/map.hpp: runs an element operation (detail/element_ops.hpp) over a
+// dualcast/backend/cpu/map.hpp: runs an element operation (kernel/detail/element_ops.hpp) over a
 // broadcast iteration space on the CPU: OpenMP threads over fixed blocks, SIMD batches inside.
 //
 // The iteration space is cut into blocks whose boundaries do not depend on the thread count, and
@@ -9,7 +9,7 @@
 
 #include <dualcast/backend/cpu/executor.hpp>
 #include <dualcast/backend/map_params.hpp>
-#include <dualcast/simd.hpp>
+#include <dualcast/numbers/simd.hpp>
 
 #include <algorithm>
 #include <cstdint>
@@ -75,11 +75,11 @@ template <class L, class T> inline void store_lanes(L const &x, T *p, index_t st
 }
 
 // Evaluates op on one batch, once per distinct path its lanes take through the kernel's branches
-// (detail::lane_paths, simd.hpp; the caller has made them active with every lane running): the
-// first evaluation follows the lanes whose first disagreeing condition holds, each later one the
-// lanes split off, and the results are blended lane by lane. Batches whose lanes agree (the usual
-// case) cost one evaluation and one check. The operation is called from one place only, so the
-// kernel's body is inlined here once.
+// (detail::lane_paths, numbers/simd.hpp; the caller has made them active with every lane running):
+// the first evaluation follows the lanes whose first disagreeing condition holds, each later one
+// the lanes split off, and the results are blended lane by lane. Batches whose lanes agree (the
+// usual case) cost one evaluation and one check. The operation is called from one place only, so
+// the kernel's body is inlined here once.
 // (`done` is read only after the first evaluation wrote it; GCC cannot see that through the loop.)
 #if defined(__GNUC__) && !defined(__clang__)
 #pragma GCC diagnostic push

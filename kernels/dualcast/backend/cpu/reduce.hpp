@@ -6,9 +6,9 @@
 // results are reproducible bit for bit.
 #pragma once
 
+#include <dualcast/arrays/shape.hpp>
+#include <dualcast/arrays/view.hpp>
 #include <dualcast/backend/cpu/executor.hpp>
-#include <dualcast/shape.hpp>
-#include <dualcast/view.hpp>
 
 #include <algorithm>
 #include <vector>

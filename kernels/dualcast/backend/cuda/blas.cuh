@@ -9,7 +9,7 @@
 #include <dualcast/backend/cuda/check.cuh>
 #include <dualcast/backend/cuda/executor.cuh>
 #include <dualcast/backend/seam.hpp>
-#include <dualcast/errors.hpp>
+#include <dualcast/core/errors.hpp>
 
 #include <cublas_v2.h>
 

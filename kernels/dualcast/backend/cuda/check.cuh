@@ -2,7 +2,7 @@
 // failure into dualcast::cuda_error carrying CUDA's own error string and the call that failed.
 #pragma once
 
-#include <dualcast/errors.hpp>
+#include <dualcast/core/errors.hpp>
 
 #include <cuda_runtime.h>
 

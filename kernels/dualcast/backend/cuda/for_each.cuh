@@ -6,10 +6,10 @@
 // OpenMP loop (backend/cpu/for_each.hpp), this kernel runs them on the GPU.
 #pragma once
 
+#include <dualcast/arrays/shape.hpp>
 #include <dualcast/backend/cuda/check.cuh>
 #include <dualcast/backend/cuda/executor.cuh>
 #include <dualcast/backend/cuda/launch.cuh>
-#include <dualcast/shape.hpp>
 
 #include <cstring>
 #include <type_traits>

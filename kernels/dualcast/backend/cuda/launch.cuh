@@ -2,9 +2,9 @@
 // attributes, the largest block it is compiled for, and the grid for a grid-stride loop.
 #pragma once
 
+#include <dualcast/arrays/shape.hpp>
 #include <dualcast/backend/cuda/executor.cuh>
-#include <dualcast/config.hpp>
-#include <dualcast/shape.hpp>
+#include <dualcast/core/config.hpp>
 
 namespace dualcast::detail::cuda_backend {
 
@@ -26,12 +26,11 @@ inline unsigned grid_for(index_t work, int block) {
 } // namespace dualcast::detail::cuda_backend
 
 // __global__ functions have hidden visibility and live in a versioned inline namespace
-// (DUALCAST_KERNEL_ABI, config.hpp): two shared libraries built with different dualcast versions
-// or for different GPU architectures then never share, and so never overwrite, each other's
-// kernels.
-// A kernel instantiated with a type of internal linkage (a kernel functor in an anonymous
-// namespace) has internal linkage itself, and nvcc warns (#1407) that the attribute does not
-// apply to it: right and harmless, so the warning is silenced where dualcast defines kernels.
+// (DUALCAST_KERNEL_ABI, core/config.hpp): two shared libraries built with different dualcast
+// versions or for different GPU architectures then never share, and so never overwrite, each
+// other's kernels. A kernel instantiated with a type of internal linkage (a kernel functor in an
+// anonymous namespace) has internal linkage itself, and nvcc warns (#1407) that the attribute does
+// not apply to it: right and harmless, so the warning is silenced where dualcast defines kernels.
 #define DUALCAST_GLOBAL __global__ __attribute__((visibility("hidden")))
 #define DUALCAST_KERNELS_BEGIN _Pragma("nv_diagnostic push") _Pragma("nv_diag_suppress 1407")
 #define DUALCAST_KERNELS_END _Pragma("nv_diagnostic pop")

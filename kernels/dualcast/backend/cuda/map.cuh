@@ -1,4 +1,4 @@
-// dualcast/backend/cuda/map.cuh: runs an element operation (detail/element_ops.hpp) over a
+// dualcast/backend/cuda/map.cuh: runs an element operation (kernel/detail/element_ops.hpp) over a
 // broadcast iteration space on a GPU: one __global__ kernel per fused call, grid-stride loop.
 //
 // When every operand is contiguous and 16-byte aligned, each thread moves 16 bytes per operand

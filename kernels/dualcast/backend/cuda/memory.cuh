@@ -1,13 +1,13 @@
 // dualcast/backend/cuda/memory.cuh: the CUDA backend's memory: a cudaMalloc resource, the
-// stream-ordered pool the tape's CUDA tensors use (detail/device_dispatch.hpp), and copies
+// stream-ordered pool the tape's CUDA tensors use (tensor/detail/device_dispatch.hpp), and copies
 // between devices on a stream.
 #pragma once
 
+#include <dualcast/arrays/shape.hpp>
 #include <dualcast/backend/cuda/check.cuh>
 #include <dualcast/backend/device.hpp>
 #include <dualcast/backend/stream.hpp>
-#include <dualcast/errors.hpp>
-#include <dualcast/shape.hpp>
+#include <dualcast/core/errors.hpp>
 
 #include <cuda_runtime.h>
 

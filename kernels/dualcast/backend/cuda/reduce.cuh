@@ -10,13 +10,13 @@
 // fixed, so results do not vary from run to run.
 #pragma once
 
+#include <dualcast/arrays/detail/chunks.hpp>
+#include <dualcast/arrays/shape.hpp>
+#include <dualcast/arrays/view.hpp>
 #include <dualcast/backend/cuda/check.cuh>
 #include <dualcast/backend/cuda/executor.cuh>
 #include <dualcast/backend/cuda/launch.cuh>
 #include <dualcast/backend/cuda/memory.cuh>
-#include <dualcast/detail/chunks.hpp>
-#include <dualcast/shape.hpp>
-#include <dualcast/view.hpp>
 
 #include <cub/block/block_reduce.cuh>
 
@@ -143,7 +143,7 @@ void reduce_broadcast(cuda const &ex, shape const &s, T const *src, view<T> dst,
   constexpr int block = max_block;
   p.chunk_len = p.n_reduced;
   if (reduced_innermost && p.n_reduced >= block) {
-    // Long runs of few elements are cut into chunks (detail/chunks.hpp: the same sums in the
+    // Long runs of few elements are cut into chunks (arrays/detail/chunks.hpp: the same sums in the
     // same order on every run and every GPU).
     chunking const c = cut_runs(p.n_kept, p.n_reduced);
     p.chunks = c.chunks, p.chunk_len = c.len;

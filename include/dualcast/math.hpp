@@ -1,8 +1,0 @@
-// dualcast/math.hpp: every elementwise math function, on float, double, SIMD batches and duals.
-#pragma once
-
-#include <dualcast/math/dual.hpp>
-#include <dualcast/math/scalar.hpp>
-#if DUALCAST_HAS_SIMD
-#include <dualcast/math/simd.hpp>
-#endif

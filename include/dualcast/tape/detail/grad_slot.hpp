@@ -1,0 +1,193 @@
+// dualcast/tape/detail/grad_slot.hpp: the gradient side of a tape variable, and how backward writes
+// into it.
+//
+// Nodes hold slots, never values, so a node keeps alive exactly the tensors it saved. A slot's
+// gradient is created lazily by the first operation that writes it, in the cheapest form that
+// operation allows: uninitialised when it writes every element (grad_target), zero-filled when it
+// writes only some (grad_zeroed). A view variable (a slice) has no gradient of its own: it is the
+// same view of its base's gradient, so consumers of the four gate slices of an LSTM write into
+// one gradient in place.
+#pragma once
+
+#include <dualcast/arrays/shape.hpp>
+#include <dualcast/arrays/view.hpp>
+#include <dualcast/arrays/view_overlap.hpp>
+#include <dualcast/backend/device.hpp>
+#include <dualcast/backend/seam.hpp>
+#include <dualcast/core/errors.hpp>
+#include <dualcast/tensor/detail/device_dispatch.hpp>
+#include <dualcast/tensor/detail/recycling_allocator.hpp>
+#include <dualcast/tensor/tensor.hpp>
+
+#include <memory>
+#include <utility>
+#include <vector>
+
+namespace dualcast::detail {
+inline namespace DUALCAST_TAPE_ABI { // see tensor/detail/device_dispatch.hpp
+
+template <class T> struct grad_slot {
+  shape dims;
+  device dev;
+  tensor<T> grad;
+  bool is_leaf = true;
+  bool retain = false; // keep an intermediate's gradient after backward
+  // grad is a seed given to backward, shared with the caller: read-only until own_grad copies it.
+  bool borrowed = false;
+  // A view variable: its gradient is base->grad.slice(region).
+  std::shared_ptr<grad_slot> base;
+  struct slice_of_base {
+    int dim;
+    index_t begin, end, step;
+  } region{};
+  // A base's gradient just created as zeros, and the regions handed out to its views since then:
+  // a view disjoint from all of them still holds zeros, so its first writer may overwrite it.
+  bool zeros_outside_views = false;
+  std::vector<view<T const>> handed;
+};
+
+// A new slot (its control block recycled: tapes make one per operation output).
+template <class T> std::shared_ptr<grad_slot<T>> make_slot() {
+  return std::allocate_shared<grad_slot<T>>(recycling_allocator<grad_slot<T>>{});
+}
+
+// Makes a borrowed gradient (a seed, tape::backward) the slot's own before anything writes it.
+template <class T> void own_grad(grad_slot<T> &s) {
+  if (s.borrowed) {
+    s.grad = s.grad.clone();
+    s.borrowed = false;
+  }
+}
+
+// Creates s's gradient if it has none: zeros, or for a view the view of its base's gradient
+// (created the same way). true: it was created now, holds zeros and no other view of the same
+// base shares an element with it (so that its first writer may overwrite it).
+template <class T> bool ensure_grad(grad_slot<T> &s) {
+  if (s.grad.defined()) {
+    own_grad(s);
+    return false;
+  }
+  if (!s.base) {
+    s.grad = tensor<T>::zeros(s.dims, s.dev);
+    s.zeros_outside_views = true;
+    s.handed.clear();
+    return true;
+  }
+  ensure_grad(*s.base);
+  s.grad = s.base->grad.slice(s.region.dim, s.region.begin, s.region.end, s.region.step);
+  grad_slot<T> *root = s.base.get();
+  while (root->base)
+    root = root->base.get();
+  if (!root->zeros_outside_views)
+    return false;
+  bool disjoint = true;
+  for (auto const &h : root->handed)
+    disjoint = disjoint && !overlaps(h, s.grad.cview());
+  root->handed.push_back(s.grad.cview());
+  return disjoint;
+}
+
+// The gradient of a slot for an operation that writes EVERY element, made ready in s.grad (no copy
+// of the tensor: a fused node's backward asks this for each of its inputs); returns whether to
+// accumulate (false: its elements are free to overwrite -- freshly allocated, or a view into a
+// base gradient that was just created as zeros). s.grad may be a strided view (the gradient of a
+// slice).
+template <class T> bool grad_target_in(grad_slot<T> &s) {
+  if (!s.base) {
+    s.zeros_outside_views = false; // written everywhere now
+    if (s.grad.defined()) {
+      own_grad(s);
+      return true;
+    }
+    s.grad = tensor<T>::empty(s.dims, s.dev);
+    return false;
+  }
+  if (s.grad.defined())
+    return true;
+  return !ensure_grad(s);
+}
+// The same, returning the gradient tensor with the flag.
+template <class T> std::pair<tensor<T>, bool> grad_target(grad_slot<T> &s) {
+  bool const acc = grad_target_in(s);
+  return {s.grad, acc};
+}
+
+// The gradient tensor of a slot, zero-initialised if new (for operations that write some
+// elements: scatters).
+template <class T> tensor<T> grad_zeroed(grad_slot<T> &s) {
+  ensure_grad(s);
+  if (!s.base)
+    s.zeros_outside_views = false;
+  return s.grad;
+}
+
+// grad += g, where g has the slot's shape or a shape the slot broadcasts to (then summed over the
+// broadcast dimensions), on the slot's device.
+template <class T> void accumulate_grad(grad_slot<T> &s, tensor<T> const &g, cpu const &host) {
+  char const *op = "dualcast::tape (gradient accumulation)";
+  common_device(op, s.dev, g.dev());
+  if (g.dims() == s.dims) {
+    auto [t, acc] = grad_target(s);
+    if (acc)
+      add_into(t, g);
+    else
+      t.assign_raw(g);
+    return;
+  }
+  tensor<T> gc = g.contiguous();
+  auto const target = grad_target(s);
+  on_device(op, s.dev, host, [&](auto const &ex) {
+    backend_reduce(hook{}, ex, gc.dims(), static_cast<T const *>(gc.data()),
+                   target.first.raw_view(), target.second);
+  });
+}
+
+// The seed of backward for output slot s: an intermediate's gradient that backward frees after
+// its node ran borrows the seed's storage (its nodes only read it; a writer copies it first,
+// own_grad) instead of a copy -- 1.4 ms of a 10^7-element cumsum's 8.7 ms backward. A leaf's or a
+// kept gradient outlives backward and is the caller's to change, so it gets a copy.
+template <class T> void seed_grad(grad_slot<T> &s, tensor<T> const &seed, cpu const &host) {
+  if (!s.is_leaf && !s.retain && !s.base && !s.grad.defined() && seed.dims() == s.dims &&
+      seed.dev() == s.dev && seed.is_contiguous()) {
+    s.grad = seed;
+    s.borrowed = true;
+    s.zeros_outside_views = false;
+    return;
+  }
+  accumulate_grad(s, seed, host);
+}
+
+// grad += g for a temporary the caller gives up (custom_op's g.add with an rvalue): a fresh whole
+// gradient (none yet, not a slice of a base's) takes g's storage itself, instead of a new tensor
+// and a copy, when g is contiguous, has the slot's shape and device, and nothing else holds its
+// storage. Otherwise as above.
+template <class T> void accumulate_grad(grad_slot<T> &s, tensor<T> &&g, cpu const &host) {
+  if (!s.base && !s.grad.defined() && g.dims() == s.dims && g.dev() == s.dev && g.is_contiguous() &&
+      g.store() && g.store().use_count() == 1) {
+    s.zeros_outside_views = false; // written everywhere now (as grad_target)
+    s.grad = std::move(g);
+    return;
+  }
+  accumulate_grad(s, static_cast<tensor<T> const &>(g), host);
+}
+
+// The gradient of an output slot, or a zero tensor (stride 0) of its shape when backward did not
+// reach it. On the host that zero is one per thread and element type, made again if anything
+// wrote to it, so an unreached output costs no allocation.
+template <class T> tensor<T> out_grad(grad_slot<T> const &s) {
+  if (s.grad.defined())
+    return s.grad;
+  if (s.dev.is_host()) {
+    thread_local tensor<T> zero;
+    thread_local std::uint64_t version = 0;
+    if (!zero.defined() || zero.version() != version) {
+      zero = tensor<T>::zeros(shape{});
+      version = zero.version();
+    }
+    return zero.broadcast_to(s.dims);
+  }
+  return tensor<T>::zeros(shape{}, s.dev).broadcast_to(s.dims);
+}
+
+} // namespace DUALCAST_TAPE_ABI
+} // namespace dualcast::detail

@@ -1,0 +1,454 @@
+// dualcast/tape/tape.hpp: a define-by-run reverse-mode tape over whole arrays.
+//
+//   dualcast::tape tp;
+//   auto W = tp.variable(W0);                 // a leaf that requires gradients
+//   auto x = tp.constant(X0);                 // a leaf that does not
+//   auto loss = dualcast::sum(dualcast::matmul(x, W) * 2.0f);
+//   tp.backward(loss);                        // W.grad() holds d loss / d W (accumulated)
+//   tp.zero_grad(); tp.clear();               // next iteration
+//
+// Every operation on variables records ONE node holding what its backward needs (the tensors it
+// saved and a closure), in the tape's arena (tape/detail/tape_node.hpp). Nodes run in reverse
+// recording order, which is a topological order of a define-by-run graph. Backward frees the nodes'
+// saved data unless keep_graph is asked for; a second backward through freed nodes throws
+// dualcast::tape_error. Each saved tensor's storage version is recorded; if it changed when
+// backward reaches the node (an in-place write after the save), backward throws
+// dualcast::version_error naming the operation. A backward that throws leaves every leaf gradient
+// as it was before it started (each backward writes fresh leaf gradients and adds them to the old
+// ones only when it succeeds); the nodes it had already run are consumed, as they would have been
+// by a successful backward.
+//
+// Operations run where their operands live (tensor/detail/device_dispatch.hpp): on the tape's CPU
+// executor `ex` for host tensors, on the CUDA executor for CUDA tensors in translation units
+// compiled by nvcc. Gradients live on their variable's device. A tape may have a CUDA stream
+// (`dualcast::tape tp{s}` or `tp.stream = s`, backend/stream.hpp): its operations on CUDA
+// tensors, backward, zero_grad and var::item then run on s (each opens a stream_scope of s around
+// its work, so the tensors they allocate, copy and fill are on s too); without one (null) they run
+// on the thread's current stream. Host tensors ignore it.
+//
+// Operations are recorded through dualcast::custom_op (tape/custom_op.hpp), the public way to add
+// one; the fused elementwise node (ops/fused.hpp) and slices record their own node types.
+// dualcast::no_grad (tape/no_grad.hpp) turns recording off for a scope (grad_enabled() below).
+#pragma once
+
+#include <dualcast/backend/seam.hpp>
+#include <dualcast/backend/stream.hpp>
+#include <dualcast/core/errors.hpp>
+#include <dualcast/tape/detail/arena.hpp>
+#include <dualcast/tape/detail/grad_slot.hpp>
+#include <dualcast/tape/detail/tape_node.hpp>
+#include <dualcast/tape/policy.hpp>
+#include <dualcast/tensor/detail/device_dispatch.hpp>
+#include <dualcast/tensor/memory.hpp>
+#include <dualcast/tensor/tensor.hpp>
+
+#include <algorithm>
+#include <array>
+#include <cstdint>
+#include <cstring>
+#include <functional>
+#include <initializer_list>
+#include <memory>
+#include <string>
+#include <string_view>
+#include <unordered_set>
+#include <utility>
+#include <vector>
+
+namespace dualcast {
+inline namespace DUALCAST_TAPE_ABI { // see tensor/detail/device_dispatch.hpp
+class tape;
+}
+
+namespace detail {
+inline namespace DUALCAST_TAPE_ABI {
+// What backward does with a leaf's gradient: set aside the gradient from before (backward writes
+// a fresh one), then add the two (success) or put the old one back (an exception), so that a
+// backward that throws leaves every leaf gradient as it was.
+enum class leaf_step : std::uint8_t { zero, stash, commit, rollback };
+} // namespace DUALCAST_TAPE_ABI
+} // namespace detail
+
+inline namespace DUALCAST_TAPE_ABI {
+
+// A tensor on a tape: a value and, if it requires gradients, a gradient slot.
+template <class T> class var {
+public:
+  using value_type = T;
+  var() = default;
+  var(tensor<T> value, std::shared_ptr<detail::grad_slot<T>> slot, tape *tp)
+      : value_(std::move(value)), slot_(std::move(slot)), tape_(tp) {}
+
+  tensor<T> const &value() const { return value_; }
+  shape const &dims() const { return value_.dims(); }
+  int rank() const { return value_.rank(); }
+  index_t size() const { return value_.size(); }
+  bool requires_grad() const { return slot_ != nullptr; }
+  bool is_leaf() const { return !slot_ || slot_->is_leaf; }
+  // The accumulated gradient. A variable that requires gradients but that no backward reached has
+  // zeros; one that requires none (a constant) an undefined tensor; an intermediate's gradient is
+  // kept only when asked for with retain_grad() (else tape_error).
+  tensor<T> grad() const {
+    if (!slot_)
+      return tensor<T>{};
+    if (slot_->grad.defined())
+      return slot_->grad;
+    if (slot_->is_leaf)
+      return zeros_on_tape_stream();
+    throw tape_error("dualcast::var::grad: this intermediate variable has no gradient: backward "
+                     "keeps an intermediate's gradient only after retain_grad() was called on it");
+  }
+  // Whether a gradient is held (a leaf that backward reached, or a retained intermediate).
+  bool has_grad() const { return slot_ && slot_->grad.defined(); }
+  // Keep this intermediate's gradient after backward, until the next backward starts (leaves
+  // keep theirs and accumulate).
+  var const &retain_grad() const {
+    if (slot_)
+      slot_->retain = true;
+    return *this;
+  }
+  // The value of a one-element variable (a CUDA one: copied on the tape's stream, which it waits
+  // for).
+  T item() const;
+  tape *owner() const { return tape_; }
+  std::shared_ptr<detail::grad_slot<T>> const &slot() const { return slot_; }
+
+private:
+  tensor<T> zeros_on_tape_stream() const;
+
+  tensor<T> value_;
+  std::shared_ptr<detail::grad_slot<T>> slot_;
+  tape *tape_ = nullptr;
+};
+
+class tape {
+public:
+  tape() = default;
+  // A tape whose work on CUDA tensors runs on stream s (see the file comment).
+  explicit tape(stream_handle s) : stream(s) {}
+  tape(tape const &) = delete;
+  tape &operator=(tape const &) = delete;
+  ~tape() { destroy_nodes(); }
+
+  // The executor operations recorded on this tape run on.
+  cpu ex{};
+  // The CUDA stream of its operations on CUDA tensors, backward, zero_grad and var::item; null:
+  // the thread's current stream (backend/stream.hpp). Ignored by host tensors.
+  stream_handle stream{};
+  // Default policy of fused elementwise nodes (automatic: the cost model decides).
+  policy_kind default_policy = policy_kind::automatic;
+  // false: elementwise kernels called on variables are evaluated operation by operation, each
+  // recorded as its own node (classic unfused reverse mode), instead of as one fused node.
+  bool fused = true;
+
+  // A leaf variable (requires gradients unless told otherwise).
+  template <class T> var<T> variable(tensor<T> value, bool requires_grad = true) {
+    if (!detail::cuda_tape_available && !value.dev().is_host())
+      detail::no_cuda_here("dualcast::tape::variable", value.dev());
+    if (!requires_grad)
+      return var<T>(std::move(value), nullptr, this);
+    auto slot = detail::make_slot<T>();
+    slot->dims = value.dims();
+    slot->dev = value.dev();
+    // held: the gradient from before the running backward; zeroed: the gradient is all zeros
+    // (zero_grad), so a backward that reaches the leaf has nothing to add it to.
+    leaves_.push_back([w = std::weak_ptr<detail::grad_slot<T>>(slot), held = tensor<T>{},
+                       zeroed = false](detail::leaf_step step) mutable {
+      auto s = w.lock();
+      if (!s)
+        return false;
+      switch (step) {
+      case detail::leaf_step::zero:
+        if (s->grad.defined())
+          s->grad.fill_(T(0));
+        zeroed = true;
+        break;
+      case detail::leaf_step::stash:
+        held = std::move(s->grad);
+        s->grad = tensor<T>{};
+        break;
+      case detail::leaf_step::commit:
+        if (!s->grad.defined()) {
+          s->grad = std::move(held); // not reached by this backward
+        } else {
+          if (held.defined() && !zeroed)
+            detail::add_into(s->grad, held);
+          zeroed = false;
+        }
+        held = tensor<T>{};
+        break;
+      case detail::leaf_step::rollback:
+        s->grad = std::move(held);
+        held = tensor<T>{};
+        break;
+      }
+      return true;
+    });
+    return var<T>(std::move(value), std::move(slot), this);
+  }
+  template <class T> var<T> constant(tensor<T> value) { return variable(std::move(value), false); }
+
+  // ---- gradient mode (tape/no_grad.hpp)
+  // -------------------------------------------------------------- While false, operations on this
+  // tape's variables record nothing and their outputs require no gradients (every operation asks
+  // grad_enabled() before it computes what backward would need; make_output and record check it
+  // too). dualcast::no_grad sets it for a scope.
+  bool grad_enabled() const { return grad_enabled_; }
+  void set_grad_enabled(bool on) { grad_enabled_ = on; }
+
+  // ---- recording (used by operations) ----------------------------------------------------------
+  // An output variable of an operation: requires gradients iff `needs` (some input does) and
+  // gradients are enabled.
+  template <class T> var<T> make_output(tensor<T> value, bool needs) {
+    if (!needs || !grad_enabled_)
+      return var<T>(std::move(value), nullptr, this);
+    auto slot = detail::make_slot<T>();
+    slot->dims = value.dims();
+    slot->dev = value.dev();
+    slot->is_leaf = false;
+    return var<T>(std::move(value), std::move(slot), this);
+  }
+  // An output that is a slice of the variable with slot `base` (same elements, no copy): its
+  // gradient will be the same slice of base's gradient.
+  template <class T>
+  var<T> make_view_output(tensor<T> value, std::shared_ptr<detail::grad_slot<T>> base, int dim,
+                          index_t begin, index_t end, index_t step) {
+    var<T> r = make_output(std::move(value), true);
+    if (!r.slot())
+      return r;
+    r.slot()->base = std::move(base);
+    r.slot()->region = {dim, begin, end, step};
+    return r;
+  }
+  // Records a node: backward calls bwd() once one of the output slots `outs` has a gradient; the
+  // tensors in `saves` are kept alive and version-checked before it runs. The name is copied.
+  // Nothing is recorded while gradients are disabled.
+  template <class T, std::size_t K, class Bwd>
+  void record(std::string_view name, std::array<std::shared_ptr<detail::grad_slot<T>>, K> outs,
+              Bwd bwd, std::initializer_list<detail::saved_tensor> saves = {}) {
+    record_node<T, K>(name, std::move(outs), std::move(bwd), saves.begin(), saves.size());
+  }
+  template <class T, std::size_t K, class Bwd>
+  void record(std::string_view name, std::array<std::shared_ptr<detail::grad_slot<T>>, K> outs,
+              Bwd bwd, detail::saved_tensor const *saves, std::size_t n_saves) {
+    record_node<T, K>(name, std::move(outs), std::move(bwd), saves, n_saves);
+  }
+
+  // ---- backward --------------------------------------------------------------------------------
+  // d loss / d leaves for a single-element loss (seed 1).
+  template <class T> void backward(var<T> const &loss, bool keep_graph = false) {
+    detail::stream_scope_if const scope(stream, !stream.is_default());
+    if (loss.size() != 1)
+      throw tape_error("dualcast::tape::backward: the output has shape " + to_string(loss.dims()) +
+                       "; a non-scalar output needs seeds: backward({outputs}, {seeds})");
+    backward(std::vector<var<T>>{loss},
+             std::vector<tensor<T>>{tensor<T>::full(loss.dims(), T(1), loss.value().dev())},
+             keep_graph);
+  }
+  // A lazy elementwise expression (ops/lazy/) is materialised first.
+  template <class E>
+  requires requires(E const &e) { e.eval(); }
+  void backward(E const &loss, bool keep_graph = false) { backward(loss.eval(), keep_graph); }
+  // Vector-Jacobian product: seeds[i] is d L / d outputs[i].
+  template <class T>
+  void backward(std::vector<var<T>> const &outputs, std::vector<tensor<T>> const &seeds,
+                bool keep_graph = false) {
+    if (outputs.size() != seeds.size())
+      throw tape_error("dualcast::tape::backward: " + std::to_string(outputs.size()) +
+                       " outputs but " + std::to_string(seeds.size()) + " seeds");
+    // Every argument is checked before any gradient changes.
+    for (std::size_t i = 0; i < outputs.size(); ++i) {
+      auto const &o = outputs[i];
+      if (o.owner() != this)
+        throw tape_error("dualcast::tape::backward: output " + std::to_string(i) +
+                         " belongs to another tape");
+      if (!o.requires_grad())
+        throw tape_error("dualcast::tape::backward: output " + std::to_string(i) +
+                         " does not depend on any variable that requires gradients");
+      if (!(seeds[i].dims() == o.dims()))
+        throw shape_error("dualcast::tape::backward: seed " + std::to_string(i) + " has shape " +
+                          to_string(seeds[i].dims()) + " but output " + std::to_string(i) +
+                          " has shape " + to_string(o.dims()));
+      if (!(seeds[i].dev() == o.value().dev()))
+        throw device_error("dualcast::tape::backward: seed " + std::to_string(i) + " is on " +
+                           to_string(seeds[i].dev()) + " but output " + std::to_string(i) +
+                           " is on " + to_string(o.value().dev()));
+    }
+    // On the tape's stream (one thread-local write per backward; none without a stream).
+    detail::stream_scope_if const scope(stream, !stream.is_default());
+    // An intermediate's kept gradient is that of the last backward: a gradient left from an
+    // earlier one must not make its (possibly freed) node look reached.
+    for (detail::node *n : nodes_)
+      n->clear_outputs(true);
+    each_leaf(detail::leaf_step::stash);
+    try {
+      for (std::size_t i = 0; i < outputs.size(); ++i)
+        detail::seed_grad(*outputs[i].slot(), seeds[i], ex);
+      for (auto it = nodes_.rbegin(); it != nodes_.rend(); ++it)
+        run_node(**it, keep_graph);
+    } catch (...) {
+      // Nodes already run stay consumed (as after a successful backward: without keep_graph
+      // their saved tensors are freed as backward goes, which bounds its memory), the leaf
+      // gradients go back to what they were and the intermediate ones are dropped.
+      for (detail::node *n : nodes_)
+        n->clear_outputs(true);
+      each_leaf(detail::leaf_step::rollback);
+      throw;
+    }
+    each_leaf(detail::leaf_step::commit);
+  }
+
+  // Sets the gradients of all leaves of this tape to zero.
+  void zero_grad() {
+    detail::stream_scope_if const scope(stream, !stream.is_default());
+    each_leaf(detail::leaf_step::zero);
+  }
+  // Forgets all recorded nodes (the next iteration of a training loop). Variables stay valid.
+  void clear() {
+    destroy_nodes();
+    arena_.reset();
+  }
+
+  std::size_t node_count() const { return nodes_.size(); }
+  // Internal: memory that lives until clear() (where operations keep their nodes' state).
+  detail::arena &node_memory() { return arena_; }
+  // Bytes of the distinct storages the live nodes hold for backward.
+  std::size_t saved_bytes() const {
+    std::unordered_set<storage const *> seen;
+    std::size_t b = 0;
+    for (detail::node const *n : nodes_)
+      for (auto s = n->saved_begin(); s != n->saved_end(); ++s)
+        if (seen.insert(s->st).second)
+          b += s->st->bytes();
+    return b;
+  }
+
+private:
+  template <class T, std::size_t K, class Bwd>
+  void record_node(std::string_view name, std::array<std::shared_ptr<detail::grad_slot<T>>, K> outs,
+                   Bwd &&bwd, detail::saved_tensor const *saves, std::size_t n_saves) {
+    if (!grad_enabled_)
+      return;
+    auto *text = static_cast<char *>(arena_.allocate(name.size() + 1, 1));
+    std::memcpy(text, name.data(), name.size());
+    text[name.size()] = '\0';
+    detail::saved_tensor *saved = nullptr;
+    if (n_saves > 0) {
+      saved = static_cast<detail::saved_tensor *>(
+          arena_.allocate(n_saves * sizeof(detail::saved_tensor), alignof(detail::saved_tensor)));
+      std::uninitialized_copy_n(saves, n_saves, saved);
+    }
+    nodes_.push_back(arena_.make<detail::fn_node<T, K, std::decay_t<Bwd>>>(
+        text, std::move(outs), std::forward<Bwd>(bwd), saved, n_saves));
+  }
+  // One step of backward: the node's gradient if any of its outputs got one.
+  static void run_node(detail::node &n, bool keep_graph) {
+    if (!n.reached())
+      return;
+    if (n.freed)
+      throw tape_error(
+          std::string("dualcast::tape::backward: the graph through '") + n.name() +
+          "' was already freed by an earlier backward; pass keep_graph = true to the first "
+          "backward to run backward twice");
+    for (auto s = n.saved_begin(); s != n.saved_end(); ++s)
+      if (s->st->version() != s->version)
+        throw version_error("dualcast::tape::backward: " + s->describe() + " saved by '" +
+                            n.name() + "' was modified in place after it was saved (version " +
+                            std::to_string(s->version) + ", now " +
+                            std::to_string(s->st->version()) + ")");
+    n.backward();
+    if (!keep_graph) {
+      n.freed = true;
+      n.release();
+    }
+    n.clear_outputs(false);
+  }
+  // Applies a step to every live leaf and forgets the leaves whose variables are gone.
+  void each_leaf(detail::leaf_step step) {
+    std::erase_if(leaves_, [step](auto &f) { return !f(step); });
+  }
+  void destroy_nodes() {
+    for (detail::node *n : nodes_)
+      n->~node();
+    nodes_.clear();
+  }
+
+  detail::arena arena_;
+  bool grad_enabled_ = true;
+  std::vector<detail::node *> nodes_; // in the arena
+  std::vector<std::function<bool(detail::leaf_step)>> leaves_;
+};
+
+} // namespace DUALCAST_TAPE_ABI
+
+namespace detail {
+// Opens tp's stream (a stream_scope) around an operation's work on device d when tp has a stream
+// and d is a CUDA device; otherwise nothing (host tensors' paths touch no thread-local state).
+inline stream_scope_if tape_stream_scope(tape const *tp, device const &d) {
+  bool const on = tp && !d.is_host() && !tp->stream.is_default();
+  return stream_scope_if(on ? tp->stream : stream_handle{}, on);
+}
+// The same for the tape of the first variable among args (for an operation that uploads indices
+// or reads values before its custom_op, which checks that the variables share one tape).
+template <class... A> stream_scope_if operands_stream_scope(device const &d, A const &...a) {
+  tape *tp = nullptr;
+  auto one = [&](auto const &x) {
+    if constexpr (requires { x.owner(); })
+      tp = tp ? tp : x.owner();
+  };
+  (one(a), ...);
+  return tape_stream_scope(tp, d);
+}
+} // namespace detail
+
+inline namespace DUALCAST_TAPE_ABI {
+template <class T> T var<T>::item() const {
+  auto const scope = detail::tape_stream_scope(tape_, value_.dev());
+  return value_.item();
+}
+template <class T> tensor<T> var<T>::zeros_on_tape_stream() const {
+  auto const scope = detail::tape_stream_scope(tape_, value_.dev());
+  return tensor<T>::zeros(dims(), value_.dev());
+}
+} // namespace DUALCAST_TAPE_ABI
+
+template <class T> struct is_var : std::false_type {};
+template <class T> struct is_var<var<T>> : std::true_type {};
+template <class T> inline constexpr bool is_var_v = is_var<std::remove_cvref_t<T>>::value;
+
+// A variable or a lazy elementwise expression over variables (ops/lazy/expr.hpp), which every
+// operation accepts and materialises (ONE fused node) first.
+template <class X>
+concept lazy_expr = requires {
+  std::remove_cvref_t<X>::is_dualcast_expr;
+};
+template <class X>
+concept var_like = is_var_v<X> || lazy_expr<X>;
+namespace detail {
+template <class X> decltype(auto) as_var(X const &x) {
+  if constexpr (lazy_expr<X>)
+    return x.eval();
+  else
+    return (x);
+}
+template <class X>
+using var_of_t = std::remove_cvref_t<decltype(as_var(std::declval<X const &>()))>;
+} // namespace detail
+
+// Finds the tape of the variables among args (all must share it); nullptr if there are none.
+namespace detail {
+template <class... A> tape *tape_of(char const *op, A const &...a) {
+  tape *t = nullptr;
+  auto one = [&](auto const &x) {
+    if constexpr (is_var_v<decltype(x)>) {
+      if (t && x.owner() != t)
+        throw tape_error(std::string(op) + ": arguments are variables of different tapes");
+      t = x.owner();
+    }
+  };
+  (one(a), ...);
+  return t;
+}
+} // namespace detail
+
+} // namespace dualcast

@@ -1,0 +1,428 @@
+// dualcast/tensor/tensor.hpp: owning, strided arrays of float or double on a device.
+//
+//   auto x = dualcast::tensor<float>::zeros({256, 1024});
+//   auto t = x.transposed();                 // a view: shares storage, no copy
+//   auto s = x.slice(1, 0, 512);             // a view
+//   auto b = bias.broadcast_to({256, 1024}); // a view with stride 0
+//   x.fill_(1.0f);                           // in place: bumps the storage's version
+//
+// A tensor is a shared storage block (dualcast/tensor/memory.hpp: device, pool, version counter),
+// an offset, a shape and strides in elements. Copies of a tensor and its views share storage and
+// hence the version counter. Every in-place write through the tensor API (fill_, copy_, add_,
+// scale_, mview) bumps the version, which the tape checks for tensors saved for backward.
+//
+// CUDA tensors (device::cuda(i)) live in the CUDA pool; tensor::to copies between devices. Their
+// operations (fill_, copy_, add_, clone, ...) run on the GPU in translation units compiled by
+// nvcc and throw device_error elsewhere (tensor/detail/device_dispatch.hpp).
+#pragma once
+
+#include <dualcast/arrays/shape.hpp>
+#include <dualcast/arrays/view.hpp>
+#include <dualcast/broadcast/broadcast.hpp>
+#include <dualcast/broadcast/detail/call_checks.hpp>
+#include <dualcast/core/errors.hpp>
+#include <dualcast/kernel/kernel.hpp>
+#include <dualcast/tensor/detail/device_dispatch.hpp>
+#include <dualcast/tensor/memory.hpp>
+
+#include <cstring>
+#include <initializer_list>
+#include <limits>
+#include <memory>
+#include <string>
+#include <type_traits>
+#include <vector>
+
+namespace dualcast {
+
+namespace detail {
+// Function objects, not lambdas: nvcc runs them on the GPU too.
+struct copy_fn {
+  template <class X> DUALCAST_HD X operator()(X const &x) const { return x; }
+};
+struct add_fn {
+  template <class X, class Y> DUALCAST_HD auto operator()(X const &x, Y const &y) const {
+    return x + y;
+  }
+};
+struct scale_fn {
+  template <class X, class A> DUALCAST_HD auto operator()(X const &x, A const &a) const {
+    return x * a;
+  }
+};
+inline constexpr kernel<copy_fn> copy_kernel{copy_fn{}};
+inline constexpr kernel<add_fn> add_kernel{add_fn{}};
+inline constexpr kernel<scale_fn> scale_kernel{scale_fn{}};
+} // namespace detail
+
+inline namespace DUALCAST_TAPE_ABI { // see tensor/detail/device_dispatch.hpp
+
+// One element of a tensor: converts to its value; assigning to it writes the element and bumps
+// the tensor's version (the tape sees the write).
+template <class T> class element_ref {
+public:
+  element_ref(T *p, storage *st) : p_(p), st_(st) {}
+  element_ref(element_ref const &) = default;
+  operator T() const { return *p_; } // NOLINT(google-explicit-constructor)
+  element_ref &operator=(T v) {
+    st_->bump_version();
+    *p_ = v;
+    return *this;
+  }
+  element_ref &operator=(element_ref const &o) { return *this = T(o); }
+  element_ref &operator+=(T v) { return *this = *p_ + v; }
+  element_ref &operator-=(T v) { return *this = *p_ - v; }
+  element_ref &operator*=(T v) { return *this = *p_ * v; }
+  element_ref &operator/=(T v) { return *this = *p_ / v; }
+
+private:
+  T *p_;
+  storage *st_;
+};
+
+template <class T> class tensor {
+  static_assert(std::is_same_v<T, float> || std::is_same_v<T, double>,
+                "dualcast::tensor holds float or double");
+
+public:
+  using value_type = T;
+
+  tensor() = default;
+
+  // Uninitialised contiguous tensor of shape s (memory from the device's default pool, or r).
+  static tensor empty(shape const &s, device d = device::host()) {
+    return empty(s, d, detail::default_resource(d));
+  }
+  static tensor empty(shape const &s, device d, memory_resource &r) {
+    tensor t;
+    t.st_ = storage::allocate(checked_bytes(s), d, r);
+    t.shape_ = s;
+    t.set_contiguous_strides();
+    return t;
+  }
+  static tensor full(shape const &s, T v, device d = device::host()) {
+    tensor t = empty(s, d);
+    t.fill_(v);
+    return t;
+  }
+  static tensor zeros(shape const &s, device d = device::host()) { return full(s, T(0), d); }
+  // A contiguous tensor holding `values` (row-major), of shape s.
+  static tensor from(shape const &s, std::vector<T> const &values) {
+    if (index_t(values.size()) != s.size())
+      throw shape_error("dualcast::tensor::from: " + std::to_string(values.size()) +
+                        " values for shape " + to_string(s));
+    tensor t = empty(s);
+    for (index_t i = 0; i < s.size(); ++i)
+      t.raw_data()[i] = values[std::size_t(i)];
+    return t;
+  }
+  static tensor scalar(T v, device d = device::host()) { return full(shape{}, v, d); }
+
+  bool defined() const { return st_ != nullptr; }
+  shape const &dims() const { return shape_; }
+  int rank() const { return shape_.rank; }
+  index_t extent(int i) const { return shape_.ext[i]; }
+  index_t stride(int i) const { return stride_[i]; }
+  index_t size() const { return shape_.size(); }
+  device dev() const { return st_ ? st_->dev() : device::host(); }
+  std::size_t nbytes() const { return std::size_t(size()) * sizeof(T); }
+  // The storage block (shared with views); identity, version and size of the memory.
+  std::shared_ptr<storage> const &store() const { return st_; }
+  std::uint64_t version() const { return st_ ? st_->version() : 0; }
+  void bump_version() const {
+    if (st_)
+      st_->bump_version();
+  }
+
+  // ---- element access ---------------------------------------------------------------------
+  // Every write a tensor's API offers is seen by the tape: it bumps the storage's version, which
+  // backward checks for the tensors it saved (a stale save is a version_error, never a silently
+  // wrong gradient). The exceptions are named raw_*: for freshly allocated results only.
+
+  // Read-only pointer to element (0, ..., 0).
+  T const *data() const { return raw_data(); }
+  // Writable pointer: counts as an in-place modification now (bumps the version). Writes through
+  // a pointer kept after the tape saved the tensor again are not seen: take it where you write.
+  T *mutable_data() const {
+    bump_version();
+    return raw_data();
+  }
+  // Writable pointer without bumping the version (unchecked): for freshly allocated results.
+  // (Null for an undefined tensor.)
+  T *raw_data() const { return st_ ? static_cast<T *>(st_->data()) + offset_ : nullptr; }
+  // Read access as a view.
+  view<T const> cview() const { return view<T const>(data(), shape_, stride_); }
+  // Write access as a view: counts as an in-place modification (bumps the version).
+  view<T> mview() const {
+    bump_version();
+    return raw_view();
+  }
+  // Write access without bumping the version (unchecked): for freshly allocated results only.
+  view<T> raw_view() const { return view<T>(raw_data(), shape_, stride_); }
+
+  bool is_contiguous() const { return cview().is_contiguous(); }
+
+  // One element (host tensors): x(i, j) reads it, x(i, j) = v writes it and bumps the version.
+  // The indices are checked (their number against the rank, each against its extent) unless
+  // NDEBUG is defined; at() checks them always.
+  template <class... I> element_ref<T> operator()(I... i) const {
+#if !defined(NDEBUG)
+    return at(i...);
+#else
+    return element_ref<T>(raw_data() + offset_of(i...), st_.get());
+#endif
+  }
+  template <class... I> element_ref<T> at(I... i) const {
+    static_assert((std::is_integral_v<I> && ...), "dualcast::tensor::at: integer indices");
+    index_t const idx[] = {index_t(i)..., 0};
+    if (int(sizeof...(I)) != rank())
+      throw index_error("dualcast::tensor::at: " + std::to_string(sizeof...(I)) +
+                        " indices for a tensor of rank " + std::to_string(rank()) + " (shape " +
+                        to_string(shape_) + ")");
+    for (int d = 0; d < rank(); ++d)
+      if (idx[d] < 0 || idx[d] >= shape_.ext[d])
+        throw index_error("dualcast::tensor::at: index " + std::to_string(idx[d]) +
+                          " is out of range for dimension " + std::to_string(d) + " of shape " +
+                          to_string(shape_));
+    check_host("at");
+    return element_ref<T>(raw_data() + offset_of(i...), st_.get());
+  }
+  T item() const {
+    require_defined("item");
+    if (size() != 1)
+      throw shape_error("dualcast::tensor::item: tensor of shape " + to_string(shape_) +
+                        " is not a single element");
+    if (!dev().is_host())
+      return to(device::host(), "dualcast::tensor::item").item();
+    return *data();
+  }
+  std::vector<T> to_vector() const {
+    require_defined("to_vector");
+    tensor c = to(device::host(), "dualcast::tensor::to_vector").contiguous();
+    return std::vector<T>(c.data(), c.data() + c.size());
+  }
+
+  // ---- devices -------------------------------------------------------------------------------
+  // The same elements on device d: this tensor itself if it is already there, else a contiguous
+  // copy (synchronous: host memory is readable on return).
+  tensor to(device d) const { return to(d, "dualcast::tensor::to"); }
+
+  // ---- views ---------------------------------------------------------------------------------
+  tensor transposed(int a = 0, int b = 1) const { return with_view(cview().transposed(a, b)); }
+  tensor slice(int d, index_t begin, index_t end, index_t step = 1) const {
+    return with_view(cview().slice(d, begin, end, step));
+  }
+  tensor broadcast_to(shape const &s) const { return with_view(cview().broadcast_to(s)); }
+  // The sub-tensor at index i of dimension d (that dimension removed); a view.
+  tensor select(int d, index_t i) const {
+    if (d < 0 || d >= rank())
+      throw index_error("dualcast::tensor::select: dimension " + std::to_string(d) +
+                        " out of range for rank " + std::to_string(rank()));
+    if (i < 0 || i >= extent(d))
+      throw index_error("dualcast::tensor::select: index " + std::to_string(i) +
+                        " out of range for dimension " + std::to_string(d) + " of extent " +
+                        std::to_string(extent(d)));
+    tensor r = *this;
+    r.offset_ += i * stride_[d];
+    for (int j = d; j + 1 < rank(); ++j)
+      r.shape_.ext[j] = shape_.ext[j + 1], r.stride_[j] = stride_[j + 1];
+    r.shape_.rank -= 1;
+    return r;
+  }
+  // Any permutation of the dimensions.
+  tensor permuted(std::vector<int> const &perm) const {
+    if (int(perm.size()) != rank())
+      throw shape_error("dualcast::tensor::permuted: permutation of wrong length for shape " +
+                        to_string(shape_));
+    tensor r = *this;
+    for (int i = 0; i < rank(); ++i) {
+      if (perm[i] < 0 || perm[i] >= rank())
+        throw index_error("dualcast::tensor::permuted: dimension " + std::to_string(perm[i]) +
+                          " out of range for rank " + std::to_string(rank()));
+      r.shape_.ext[i] = shape_.ext[perm[i]];
+      r.stride_[i] = stride_[perm[i]];
+    }
+    return r;
+  }
+  // Same elements, new shape: a view when contiguous, else a copy.
+  tensor reshape(shape const &s) const {
+    if (s.size() != size())
+      throw shape_error("dualcast::tensor::reshape: cannot reshape " + to_string(shape_) + " (" +
+                        std::to_string(size()) + " elements) to " + to_string(s));
+    tensor c = is_contiguous() ? *this : contiguous();
+    c.shape_ = s;
+    c.set_contiguous_strides();
+    return c;
+  }
+  // A contiguous tensor with the same elements (itself if already contiguous).
+  tensor contiguous() const {
+    if (is_contiguous())
+      return *this;
+    return clone();
+  }
+  tensor clone() const {
+    tensor r = empty(shape_, dev());
+    r.assign_raw(*this);
+    return r;
+  }
+  // Runs f(executor) on this tensor's device (tensor/detail/device_dispatch.hpp).
+  template <class F> decltype(auto) on_device(char const *op, F &&f) const {
+    return detail::on_device(std::string("dualcast::tensor::") + op, dev(), detail::ambient_cpu(),
+                             std::forward<F>(f));
+  }
+
+  // ---- in place (bump the version) ------------------------------------------------------------
+  tensor const &fill_(T v) const {
+    on_device("fill_", [&](auto const &ex) { apply(ex, detail::copy_kernel, out(mview()), v); });
+    return *this;
+  }
+  // this = src (src broadcast to this shape).
+  tensor const &copy_(tensor const &src) const {
+    bump_version();
+    assign_raw(src);
+    return *this;
+  }
+  // this += src (src broadcast to this shape).
+  tensor const &add_(tensor const &src) const {
+    detail::common_device("dualcast::tensor::add_", dev(), src.dev());
+    on_device("add_", [&](auto const &ex) {
+      apply(ex, detail::add_kernel, out(mview()), cview(), src.cview());
+    });
+    return *this;
+  }
+  tensor const &scale_(T a) const {
+    on_device("scale_",
+              [&](auto const &ex) { apply(ex, detail::scale_kernel, out(mview()), cview(), a); });
+    return *this;
+  }
+
+  // Internal: writes src (broadcast to this shape, on any device) into this without bumping the
+  // version (fresh results).
+  void assign_raw(tensor const &src) const {
+    if (!(src.dev() == dev())) {
+      if (src.size() == size() && src.dims() == dims() && is_contiguous()) {
+        tensor c = src.contiguous();
+        detail::copy_bytes("dualcast::tensor::copy", raw_data(), dev(), c.data(), c.dev(),
+                           nbytes());
+        return;
+      }
+      assign_raw(src.to(dev(), "dualcast::tensor::copy"));
+      return;
+    }
+    if (copy_small_dense(src))
+      return;
+    on_device("copy", [&](auto const &ex) {
+      apply(ex, detail::copy_kernel, out(raw_view()), src.cview());
+    });
+  }
+  // A small host copy between dense arrays of one shape that do not overlap (the rows of stack,
+  // concat and their adjoints, fresh gradients): a memcpy, not a broadcast call, which costs
+  // about 100 ns of checks and dispatch per row. Anything else -- an overlap among them, which
+  // apply reports -- goes to apply.
+  bool copy_small_dense(tensor const &src) const {
+    constexpr std::size_t small = std::size_t(64) << 10;
+    if (!st_ || !src.st_ || !dev().is_host() || !(src.dims() == dims()) || nbytes() > small ||
+        !is_contiguous() || !src.is_contiguous())
+      return false;
+    auto const to = detail::flat_interval_of<T>(raw_data(), size()),
+               from = detail::flat_interval_of<T>(src.data(), size());
+    if (to.lo == from.lo)
+      return true; // the same elements: nothing to copy
+    if (detail::intervals_meet(to, from))
+      return false;
+    if (nbytes() != 0)
+      std::memcpy(raw_data(), src.data(), nbytes());
+    return true;
+  }
+  // Throws for an undefined tensor (a default-constructed one: the gradient of a variable that has
+  // none, say), which has no elements to read.
+  void require_defined(char const *op) const {
+    if (!st_)
+      throw error(std::string("dualcast::tensor::") + op +
+                  ": the tensor is undefined (a default-constructed handle, holding no memory)");
+  }
+  void check_host(char const *op) const {
+    if (st_ && !st_->dev().is_host())
+      throw device_error(std::string("dualcast::tensor::") + op + ": tensor on " +
+                         to_string(st_->dev()) +
+                         " but only host tensors are supported by this operation");
+  }
+
+private:
+  template <class... I> index_t offset_of(I... i) const {
+    index_t const idx[] = {index_t(i)..., 0};
+    index_t off = 0;
+    for (int d = 0; d < int(sizeof...(I)); ++d)
+      off += idx[d] * stride_[d];
+    return off;
+  }
+  tensor to(device d, char const *op) const {
+    if (dev() == d)
+      return *this;
+    tensor c = contiguous(); // on the source device
+    tensor r = empty(shape_, d);
+    detail::copy_bytes(op, r.raw_data(), d, c.data(), c.dev(), nbytes());
+    return r;
+  }
+  // n * sizeof(T) for the n elements of s (at least one element), or allocation_error when the
+  // element count or the byte count does not fit (checked before s.size() could overflow).
+  static std::size_t checked_bytes(shape const &s) {
+    constexpr std::size_t max = std::numeric_limits<std::size_t>::max();
+    std::size_t n = 1;
+    bool overflow = false;
+    for (int i = 0; i < s.rank; ++i) {
+      std::size_t e = std::size_t(s.ext[i]);
+      if (e == 0)
+        return sizeof(T);
+      overflow = overflow || n > max / e;
+      n = overflow ? n : n * e;
+    }
+    if (overflow || n > std::size_t(std::numeric_limits<index_t>::max()) || n > max / sizeof(T))
+      throw allocation_error(
+          "dualcast::tensor::empty: shape " + to_string(s) + " needs " +
+          (overflow ? std::string("more than ") + std::to_string(max) + " elements"
+                    : std::to_string(n) + " elements of " + std::to_string(sizeof(T)) + " bytes") +
+          ", more than " + std::to_string(max) + " bytes (size overflow)");
+    return n * sizeof(T);
+  }
+  tensor with_view(view<T const> const &v) const {
+    tensor r = *this;
+    r.offset_ = offset_ + (v.data() - static_cast<T const *>(cview().data()));
+    r.shape_ = v.dims();
+    for (int i = 0; i < v.rank(); ++i)
+      r.stride_[i] = v.stride(i);
+    return r;
+  }
+  void set_contiguous_strides() {
+    index_t s = 1;
+    for (int i = shape_.rank - 1; i >= 0; --i) {
+      stride_[i] = s;
+      s *= shape_.ext[i];
+    }
+  }
+
+  std::shared_ptr<storage> st_;
+  index_t offset_ = 0;
+  shape shape_{};
+  index_t stride_[max_rank] = {};
+};
+
+} // namespace DUALCAST_TAPE_ABI
+
+namespace detail {
+// dst += src (src broadcast to dst), without touching versions (gradient buffers); on their
+// device.
+template <class T> void add_into(tensor<T> const &dst, tensor<T> const &src) {
+  char const *op = "dualcast::tape (gradient accumulation)";
+  common_device(op, dst.dev(), src.dev());
+  on_device(op, dst.dev(), ambient_cpu(), [&](auto const &ex) {
+    apply(ex, add_kernel, out(dst.raw_view()), dst.cview(), src.cview());
+  });
+}
+} // namespace detail
+
+template <class T> struct is_tensor : std::false_type {};
+template <class T> struct is_tensor<tensor<T>> : std::true_type {};
+template <class T> inline constexpr bool is_tensor_v = is_tensor<std::remove_cvref_t<T>>::value;
+
+} // namespace dualcast
