@@ -190,6 +190,87 @@ TEST_CASE("tape_error: backward twice without keep_graph leaves the gradients un
   check_close(grads_of(x), ref_grad_x(X, Y));
 }
 
+namespace {
+// One step of a tanh RNN: h' = tanh(x W + h U).
+V64 rnn_step(V64 const &x, V64 const &h, V64 const &w, V64 const &u) {
+  return dc::tanh(dc::matmul(x, w) + dc::matmul(h, u));
+}
+} // namespace
+
+TEST_CASE("tape_error: backward from a loss recorded before clear() (it would give zeros)") {
+  dc::tape tp;
+  auto X = random_tensor({2, 3}, 11), W = random_tensor({3, 4}, 12);
+  auto x = tp.constant(X), w = tp.variable(W);
+  auto loss = dc::sum(dc::tanh(dc::matmul(x, w)));
+  tp.clear();
+  CHECK_THROWS_WITH_AS(tp.backward(loss), Contains("before tape::clear()"), dc::tape_error);
+  CHECK_THROWS_WITH_AS(tp.backward(loss), Contains("output 0"), dc::tape_error);
+  CHECK_FALSE(w.has_grad());
+  // Recorded again after clear(), it gives the gradient of central differences.
+  tp.backward(dc::sum(dc::tanh(dc::matmul(x, w))));
+  fn const f = [](std::vector<V64> const &v) { return dc::sum(dc::tanh(dc::matmul(v[0], v[1]))); };
+  auto g = grads_of(w);
+  for (dc::index_t j = 0; j < W.size(); ++j)
+    CHECK(g[std::size_t(j)] == doctest::Approx(central_difference(f, {X, W}, 1, j)));
+}
+
+TEST_CASE("tape_error: an RNN state carried past clear() is an error in every operation; "
+          "detach() carries its value") {
+  dc::tape tp;
+  auto X0 = random_tensor({2, 3}, 21), X1 = random_tensor({2, 3}, 22);
+  auto W = random_tensor({3, 4}, 23), U = random_tensor({4, 4}, 24), H0 = random_tensor({2, 4}, 25);
+  auto w = tp.variable(W), u = tp.variable(U);
+  auto h1 = rnn_step(tp.constant(X0), tp.constant(H0), w, u);
+  auto built_before = h1 * 2.0; // a lazy expression over h1, materialised after clear()
+  tp.backward(dc::sum(h1 * h1));
+  tp.zero_grad();
+  tp.clear();
+
+  // Every way of recording an operation on h1 says so, records nothing and names the fix (the
+  // gradient would otherwise stop at h1 without a word).
+  auto x1 = tp.constant(X1);
+  CHECK_THROWS_WITH_AS(rnn_step(x1, h1, w, u), Contains("before tape::clear()"), dc::tape_error);
+  CHECK_THROWS_WITH_AS(rnn_step(x1, h1, w, u), Contains("dualcast::detach"), dc::tape_error);
+  CHECK_THROWS_WITH_AS(dc::matmul(h1, u), Contains("before tape::clear()"), dc::tape_error);
+  CHECK_THROWS_WITH_AS((h1 * 2.0).eval(), Contains("before tape::clear()"), dc::tape_error);
+  CHECK_THROWS_WITH_AS(built_before.eval(), Contains("dualcast::eval"), dc::tape_error);
+  CHECK_THROWS_WITH_AS(dc::fused(dc::detail::add_kernel, h1, h1), Contains("dualcast::fused"),
+                       dc::tape_error);
+  CHECK_THROWS_WITH_AS(dc::cast<float>(h1), Contains("dualcast::cast"), dc::tape_error);
+  CHECK_THROWS_WITH_AS(dc::slice(h1, 0, 0, 1), Contains("dualcast::slice"), dc::tape_error);
+  CHECK_THROWS_WITH_AS(dc::concat(std::vector<V64>{h1, h1}, 0), Contains("before tape::clear()"),
+                       dc::tape_error);
+  CHECK(tp.node_count() == 0);
+  for (double g : grads_of(w)) // (zero_grad's zeros)
+    CHECK(g == 0.0);
+
+  // Its value may still be read, and used where nothing is recorded.
+  {
+    dc::no_grad const off(tp);
+    auto twice = (h1 * 2.0).eval();
+    auto hv = h1.value().to_vector(), tv = twice.value().to_vector();
+    for (std::size_t i = 0; i < hv.size(); ++i)
+      CHECK(tv[i] == 2 * hv[i]);
+  }
+
+  // detach(h1) carries the value as a constant: the gradient of the second step's loss is that of
+  // central differences with h1 held fixed (truncated backpropagation through time).
+  auto h1c = dc::detach(h1);
+  auto h2 = rnn_step(x1, h1c, w, u);
+  tp.backward(dc::sum(h2 * h2));
+  T64 const H1 = h1.value().clone();
+  fn const step2 = [&](std::vector<V64> const &v) {
+    auto *t = v[0].owner();
+    auto h = rnn_step(t->constant(X1), t->constant(H1), v[0], v[1]);
+    return dc::sum(h * h);
+  };
+  auto gw = grads_of(w), gu = grads_of(u);
+  for (dc::index_t j = 0; j < W.size(); ++j)
+    CHECK(gw[std::size_t(j)] == doctest::Approx(central_difference(step2, {W, U}, 0, j)));
+  for (dc::index_t j = 0; j < U.size(); ++j)
+    CHECK(gu[std::size_t(j)] == doctest::Approx(central_difference(step2, {W, U}, 1, j)));
+}
+
 TEST_CASE("version_error: names the operation; the other tensors are unchanged") {
   dc::tape tp;
   auto A = random_tensor({3, 3}, 9), B = random_tensor({3, 3}, 10);

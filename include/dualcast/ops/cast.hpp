@@ -64,6 +64,7 @@ template <class U, class T> var<U> cast(var<T> const &x) {
   if constexpr (std::is_same_v<U, T>) {
     return x;
   } else {
+    detail::check_graph_alive("dualcast::cast", x);
     tape *tp = x.owner();
     cpu const host = tp ? tp->ex : detail::ambient_cpu();
     auto const on_stream = detail::tape_stream_scope(tp, x.value().dev());

@@ -100,6 +100,7 @@ auto slice(X const &xin, int d0, index_t begin0, index_t end0, index_t step = 1)
   index_t const n = x.dims().ext[d];
   index_t const begin = begin0 < 0 ? begin0 + n : begin0, end = end0 < 0 ? end0 + n : end0;
   tensor<T> y = x.value().slice(d, begin, end, step);
+  detail::check_graph_alive("dualcast::slice", x);
   auto sx = x.slot();
   tape *tp = x.owner();
   if (!tp || !sx || !tp->grad_enabled())

@@ -274,6 +274,7 @@ auto custom_op(std::string_view name, Fwd &&fwd, Bwd &&bwd, std::vector<var<T>> 
     if (in[i].owner()) {
       if (tp && tp != in[i].owner())
         throw tape_error(op + ": inputs of different tapes");
+      detail::check_graph_alive(op.c_str(), in[i]);
       tp = in[i].owner();
     }
     if (!(in[i].value().dev() == in[0].value().dev()))

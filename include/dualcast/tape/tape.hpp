@@ -206,6 +206,7 @@ public:
     slot->dims = value.dims();
     slot->dev = value.dev();
     slot->is_leaf = false;
+    slot->generation = generation_;
     return var<T>(std::move(value), std::move(slot), this);
   }
   // An output that is a slice of the variable with slot `base` (same elements, no copy): its
@@ -265,6 +266,11 @@ public:
       if (!o.requires_grad())
         throw tape_error("dualcast::tape::backward: output " + std::to_string(i) +
                          " does not depend on any variable that requires gradients");
+      if (!o.slot()->is_leaf && o.slot()->generation != generation_)
+        throw tape_error("dualcast::tape::backward: output " + std::to_string(i) +
+                         " was computed before tape::clear(), which freed the operations "
+                         "behind it; compute it again after clear() (or call backward before "
+                         "clear())");
       if (!(seeds[i].dims() == o.dims()))
         throw shape_error("dualcast::tape::backward: seed " + std::to_string(i) + " has shape " +
                           to_string(seeds[i].dims()) + " but output " + std::to_string(i) +
@@ -303,11 +309,17 @@ public:
     detail::stream_scope_if const scope(stream, !stream.is_default());
     each_leaf(detail::leaf_step::zero);
   }
-  // Forgets all recorded nodes (the next iteration of a training loop). Variables stay valid.
+  // Forgets all recorded nodes (the next iteration of a training loop). Leaf variables stay
+  // valid; an intermediate computed before clear() keeps its value but has lost the graph behind
+  // it: backward from it, or recording an operation on it, throws tape_error (detach() it to carry
+  // its value on as a constant, as a truncated backpropagation through time does).
   void clear() {
     destroy_nodes();
     arena_.reset();
+    ++generation_;
   }
+  // How many times clear() has run: an intermediate records the generation it was computed in.
+  std::uint64_t generation() const { return generation_; }
 
   std::size_t node_count() const { return nodes_.size(); }
   // Internal: memory that lives until clear() (where operations keep their nodes' state).
@@ -374,6 +386,7 @@ private:
   }
 
   detail::arena arena_;
+  std::uint64_t generation_ = 0;
   bool grad_enabled_ = true;
   std::vector<detail::node *> nodes_; // in the arena
   std::vector<std::function<bool(detail::leaf_step)>> leaves_;
@@ -435,14 +448,31 @@ template <class X>
 using var_of_t = std::remove_cvref_t<decltype(as_var(std::declval<X const &>()))>;
 } // namespace detail
 
-// Finds the tape of the variables among args (all must share it); nullptr if there are none.
 namespace detail {
+// An operand of an operation being recorded must still have the graph behind it: an intermediate
+// computed before its tape's last clear() lost its node, so a gradient reaching it would stop
+// there without a word (an RNN's hidden state carried into the next iteration). Nothing is
+// recorded while gradients are disabled, so its value may be used there.
+template <class T> void check_graph_alive(char const *op, var<T> const &x) {
+  auto const &s = x.slot();
+  tape const *tp = x.owner();
+  if (s && !s->is_leaf && tp && tp->grad_enabled() && s->generation != tp->generation())
+    throw tape_error(std::string(op) +
+                     ": an operand was computed before tape::clear(), which freed the "
+                     "operations behind it, so no gradient could flow through it; pass "
+                     "dualcast::detach(x) to use its value as a constant (the gradient stops "
+                     "there, as in truncated backpropagation through time), or call clear() "
+                     "only after the last backward that should reach it");
+}
+
+// Finds the tape of the variables among args (all must share it); nullptr if there are none.
 template <class... A> tape *tape_of(char const *op, A const &...a) {
   tape *t = nullptr;
   auto one = [&](auto const &x) {
     if constexpr (is_var_v<decltype(x)>) {
       if (t && x.owner() != t)
         throw tape_error(std::string(op) + ": arguments are variables of different tapes");
+      check_graph_alive(op, x);
       t = x.owner();
     }
   };

@@ -186,6 +186,8 @@ template <class T, class Op, class... X> auto join(char const *op, X const &...x
     if constexpr (is_expr_v<Y>) {
       if (tp && y.owner() != tp)
         throw tape_error(std::string(op) + ": operands are variables of different tapes");
+      for (auto const &v : y.vars)
+        check_graph_alive(op, v);
       tp = y.owner();
     }
     bool ok = true;

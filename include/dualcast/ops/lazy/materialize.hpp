@@ -136,6 +136,8 @@ template <class T, class P, class... E> auto eval_fused(P pol, E const &...es) {
             check_versions(y);
             if (tp && y.owner() != tp)
               throw tape_error("dualcast::eval: expressions of different tapes");
+            for (auto const &v : y.vars)
+              check_graph_alive("dualcast::eval", v);
             tp = y.owner();
             for (auto const &v : y.vars)
               vars[iv++] = v;

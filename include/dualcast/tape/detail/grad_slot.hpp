@@ -19,6 +19,7 @@
 #include <dualcast/tensor/detail/recycling_allocator.hpp>
 #include <dualcast/tensor/tensor.hpp>
 
+#include <cstdint>
 #include <memory>
 #include <utility>
 #include <vector>
@@ -32,6 +33,9 @@ template <class T> struct grad_slot {
   tensor<T> grad;
   bool is_leaf = true;
   bool retain = false; // keep an intermediate's gradient after backward
+  // An intermediate's tape generation (tape::clear() starts a new one): the node that computed it
+  // lives only while its generation is the tape's.
+  std::uint64_t generation = 0;
   // grad is a seed given to backward, shared with the caller: read-only until own_grad copies it.
   bool borrowed = false;
   // A view variable: its gradient is base->grad.slice(region).
