@@ -1,14 +1,20 @@
 #!/usr/bin/env python3
-"""Plots and README tables from the benchmark CSVs (bench/results/, written by bench/run).
+"""Plots and the documentation's tables from the benchmark CSVs (bench/results/, written by
+bench/run and scripts/gpu-session).
 
-  bench/report.py [--no-plots] [--readme README.md]
+  bench/report.py [--no-plots] [--readme README.md] [--performance docs/performance.md]
 
 Plots (PNG, bench/results/): lstm_cell.png (time vs size per variant, the memory floor as a
 line), speedup.png (dualcast's speed-up over PyTorch eager and JAX jit per suite), hmlstm.png (per
-mask layout) and arity.png. The README's tables between `<!-- bench-tables:begin -->` and
-`<!-- bench-tables:end -->` (and the primitives' between `<!-- primitives-tables:... -->`) are
-rewritten from the same CSVs (never typed by hand), with the machine and peer versions from
-bench/results/machine.txt and the issues' targets, met or not.
+mask layout) and arity.png. Tables, rewritten from the same CSVs (never typed by hand), with the
+machine and peer versions from bench/results/machine.txt / gpu_machine.txt and the issues'
+targets, met or not:
+  docs/performance.md  the CPU tables between `<!-- bench-tables:begin -->` and
+                       `<!-- bench-tables:end -->`, the primitives' between
+                       `<!-- primitives-tables:... -->`, the GPU's between `<!-- gpu-tables:... -->`
+                       and the compile times' between `<!-- compile-tables:... -->`;
+  README.md            a short headline table between `<!-- headline-tables:begin -->` and
+                       `<!-- headline-tables:end -->`.
 """
 import argparse
 import csv
@@ -20,6 +26,8 @@ RESULTS = ROOT / "bench" / "results"
 BEGIN, END = "<!-- bench-tables:begin -->", "<!-- bench-tables:end -->"
 PRIM_BEGIN, PRIM_END = "<!-- primitives-tables:begin -->", "<!-- primitives-tables:end -->"
 GPU_BEGIN, GPU_END = "<!-- gpu-tables:begin -->", "<!-- gpu-tables:end -->"
+HEAD_BEGIN, HEAD_END = "<!-- headline-tables:begin -->", "<!-- headline-tables:end -->"
+COMPILE_BEGIN, COMPILE_END = "<!-- compile-tables:begin -->", "<!-- compile-tables:end -->"
 # The founding paper's HM-LSTM figures on a V100 (values + 4 partials, masks as vectors): fused,
 # and TensorFlow + XLA where given.
 PAPER_HM = {"512": ("17.4 us", "-"), "1024": ("51.4 us", "-"), "2048": ("192.8 us", "806.9 us")}
@@ -462,13 +470,138 @@ def gpu_section():
     ])
 
 
-def write_readme(path):
+def small_arrays_table():
+    """Issue 11's targets for small arrays and divergent branches, from tape_overhead.csv and
+    divergence.csv."""
+    to = rows("tape_overhead")
+    node = next((float(r["us_per_node"]) for r in to if r["benchmark"] == "node_chain"
+                 and r["variant"] == "fused_record_and_backward" and r["size"] == "14"), math.nan)
+    body = [["a fused node's record + backward, 14 doubles, `tanh(h * w + b)` (4096-node chain)",
+             f"{fmt(node)} us", "<= 1 us", "met" if node <= 1 else "not met"]]
+    for size, goal_obj, goal_grad in (("l2_c1024", 2, 4), ("l4_c1024", 2, 4)):
+        plain = ms(to, benchmark="dlstm", variant="plain_objective", size=size)
+        obj = ms(to, benchmark="dlstm", variant="objective", size=size)
+        grad = ms(to, benchmark="dlstm", variant="gradient", size=size)
+        body.append([f"D-LSTM {size.replace('_', ', ')}: objective / plain C++ objective "
+                     f"({fmt(plain)} ms)", f"{fmt(obj / plain)}x", f"<= {goal_obj}x",
+                     "met" if obj / plain <= goal_obj else "not met"])
+        body.append([f"D-LSTM {size.replace('_', ', ')}: gradient / plain C++ objective",
+                     f"{fmt(grad / plain)}x", f"<= {goal_grad}x",
+                     "met" if grad / plain <= goal_grad else "not met"])
+    hm = [r for r in rows("divergence") if r["benchmark"] == "divergence"]
+    for n in sizes_of(hm, "divergence"):
+        a = ms(hm, variant="fused_partials", size=n, mask_layout="1_x_n")
+        b = ms(hm, variant="fused_partials", size=n, mask_layout="n_x_1")
+        body.append([f"HM-LSTM values + 4 partials, n = {n}: masks 1 x n against n x 1",
+                     f"{fmt(a / b)}x", "<= 1.5x", "met" if a / b <= 1.5 else "not met"])
+    f = ms(hm, variant="fused_partials", size="2048", mask_layout="1_x_n")
+    sep = ms(hm, variant="separate_partials", size="2048", mask_layout="1_x_n")
+    body.append(["HM-LSTM n = 2048, masks 1 x n: all branches in separate passes + select / fused",
+                 f"{fmt(sep / f)}x", ">= 3x", "met" if sep / f >= 3 else "not met"])
+    return table(["what", "measured", "target (issue 11)", ""], body)
+
+
+def node_chain_table():
+    rs = [r for r in rows("tape_overhead") if r["benchmark"] == "node_chain"]
+    modes = ("fused", "lazy", "unfused")
+    body = []
+    for size in sizes_of(rs, "node_chain"):
+        row = [size]
+        for m in modes:
+            r = next((r for r in rs if r["variant"] == f"{m}_record_and_backward"
+                      and r["size"] == size), None)
+            row.append(fmt(float(r["us_per_node"])) if r else "missing")
+        body.append(row)
+    return table(["elements per node", "fused (us / node)", "lazy (us / node)",
+                  "unfused (us / node)"], body)
+
+
+def element_access_table():
+    rs = rows("element_access")
+    body = [[r["variant"], fmt(float(r["ns_per_element"])), r["ratio_to_raw"]] for r in rs]
+    return table(["1024 x 1024 doubles, one thread", "ns / element", "over the raw pointer"], body)
+
+
+def readme_extra_sections():
+    return "\n\n".join([
+        "**Small arrays and divergent branches** (`tape_overhead.csv`, `divergence.csv`):\n\n"
+        + small_arrays_table(),
+        "**Cost per node of a chain of `tanh(h * w + b)` nodes, record + backward** "
+        "(`tape_overhead.csv`, double):\n\n" + node_chain_table(),
+        "**Element access** (`element_access.csv`, `bench/element_access.cpp`):\n\n"
+        + element_access_table(),
+    ])
+
+
+def compile_section():
+    path = RESULTS / "compile_time.csv"
+    if not path.exists():
+        return "(no compile-time results)"
+    with path.open() as f:
+        rs = list(csv.DictReader(f))
+    body = [[r["kernel"].replace("_", " "), r["mode"], r["inputs"] or "-", r["outputs"] or "-",
+             r["seconds"], r["peak_mib"]] for r in rs]
+    compilers = sorted({r["compiler"] for r in rs})
+    return ("Generated by `bench/report.py` from `bench/results/compile_time.csv` "
+            f"(`bench/compile-time`, g++ {', '.join(compilers)}, -O3 -march=native unless noted, "
+            "one compile at a time; the `300_active_sets` rows: `bench/compile/hana_vs_constexpr.py`)."
+            "\n\n" + table(["kernel", "how it is called", "inputs", "outputs", "seconds",
+                            "peak MiB"], body))
+
+
+def headline_section():
+    """The README's few rows: the LSTM cell against PyTorch and JAX on the CPU and the GPU."""
+    m, g = machine(), gpu_info()
+    cell = rows("lstm_cell")
+    body = []
+    big = "4096x1024"
+    for variant, what in (("fused_vjp", "forward + VJP, two passes (`apply`, `vjp`)"),
+                          ("fused_value_vjp", "forward + VJP, one pass (`value_and_vjp`)")):
+        d = ms(cell, variant=variant, size=big)
+        if math.isnan(d):
+            continue
+        t, j = peer(cell, "torch_eager", size=big), peer(cell, "jax_jit", size=big)
+        body.append([f"LSTM cell {big}, {what}", f"CPU, {m.get('cores', '?')}",
+                     f"{fmt(d)} ms", f"{fmt(t)} ms ({fmt(t / d)}x)", f"{fmt(j)} ms ({fmt(j / d)}x)"])
+    ch = rows("char_lstm_step")
+    d = ms(ch, variant="dualcast_fused")
+    if not math.isnan(d):
+        t, j = ms(ch, variant="torch_eager"), ms(ch, variant="jax_jit")
+        body.append(["char-LSTM training step (B = 64, H = 512, 32 characters, Adam)",
+                     f"CPU, {m.get('cores', '?')}", f"{fmt(d)} ms", f"{fmt(t)} ms ({fmt(t / d)}x)",
+                     f"{fmt(j)} ms ({fmt(j / d)}x)"])
+    gr = [r for r in gpu_rows() if r["benchmark"] == "lstm_cell"]
+    dev = g.get("device", "?").split(" (")[0]
+    for size in sizes_of(gr, "lstm_cell"):
+        for variant, what in (("fused_vjp", "two passes"), ("fused_value_vjp", "one pass")):
+            d = ms(gr, variant=variant, size=size)
+            if math.isnan(d):
+                continue
+            t, j = ms(gr, variant="torch_eager", size=size), ms(gr, variant="jax_jit", size=size)
+            body.append([f"LSTM cell {size}, forward + VJP, {what}", dev, f"{us(d)} us",
+                         f"{us(t)} us ({ratio(t, d)})", f"{us(j)} us ({ratio(j, d)})"])
+    return (f"CPU: {m.get('date', '?')}, {m.get('cpu', '?')}; GPU: {g.get('date', '?')}. float32, "
+            "medians of interleaved repetitions; in brackets how many times longer the peer takes. "
+            "Generated by `bench/report.py` from `bench/results/*.csv`: every table, with the "
+            "machines and commands, is in [docs/performance.md](docs/performance.md).\n\n"
+            + table(["workload", "device", "dualcast", "PyTorch eager", "JAX jit"], body))
+
+
+def write_performance(path):
     text = path.read_text()
-    text = replace_block(text, BEGIN, END, readme_section(), path)
+    text = replace_block(text, BEGIN, END,
+                         readme_section() + "\n\n" + readme_extra_sections(), path)
     if rows("primitives"):
         text = replace_block(text, PRIM_BEGIN, PRIM_END, primitives_section(), path)
     if rows("gpu_cells"):
         text = replace_block(text, GPU_BEGIN, GPU_END, gpu_section(), path)
+    text = replace_block(text, COMPILE_BEGIN, COMPILE_END, compile_section(), path)
+    path.write_text(text)
+
+
+def write_readme(path):
+    text = path.read_text()
+    text = replace_block(text, HEAD_BEGIN, HEAD_END, headline_section(), path)
     path.write_text(text)
 
 
@@ -628,6 +761,7 @@ def main():
     ap = argparse.ArgumentParser(description=__doc__)
     ap.add_argument("--no-plots", action="store_true")
     ap.add_argument("--readme", default=str(ROOT / "README.md"))
+    ap.add_argument("--performance", default=str(ROOT / "docs" / "performance.md"))
     args = ap.parse_args()
     if not args.no_plots:
         plots()
@@ -638,6 +772,7 @@ def main():
             import matplotlib.pyplot as plt
 
             gpu_plot(plt)
+    write_performance(pathlib.Path(args.performance))
     write_readme(pathlib.Path(args.readme))
 
 
