@@ -1,14 +1,21 @@
 #!/usr/bin/env python3
-"""Plots and README tables from the benchmark CSVs (bench/results/, written by bench/run).
+"""Plots and the documentation's tables from the benchmark CSVs (bench/results/, written by
+bench/run and scripts/gpu-session).
 
-  bench/report.py [--no-plots] [--readme README.md]
+  bench/report.py [--no-plots] [--readme README.md] [--performance docs/performance.md]
 
 Plots (PNG, bench/results/): lstm_cell.png (time vs size per variant, the memory floor as a
 line), speedup.png (dualcast's speed-up over PyTorch eager and JAX jit per suite), hmlstm.png (per
-mask layout) and arity.png. The README's tables between `<!-- bench-tables:begin -->` and
-`<!-- bench-tables:end -->` (and the primitives' between `<!-- primitives-tables:... -->`) are
-rewritten from the same CSVs (never typed by hand), with the machine and peer versions from
-bench/results/machine.txt and the issues' targets, met or not.
+mask layout) and arity.png. Tables, rewritten from the same CSVs (never typed by hand), with the
+machine and peer versions from bench/results/machine.txt / gpu_machine.txt and the issues'
+targets, met or not:
+  docs/performance.md  the CPU tables between `<!-- bench-tables:begin -->` and
+                       `<!-- bench-tables:end -->`, the primitives' between
+                       `<!-- primitives-tables:... -->`, the GPU's between `<!-- gpu-tables:... -->`
+                       and the compile times' between `<!-- compile-tables:... -->`;
+  docs/gradbench.md    the GradBench comparison between `<!-- gradbench-tables:... -->`;
+  README.md            a short headline table between `<!-- headline-tables:begin -->` and
+                       `<!-- headline-tables:end -->`.
 """
 import argparse
 import csv
@@ -20,6 +27,18 @@ RESULTS = ROOT / "bench" / "results"
 BEGIN, END = "<!-- bench-tables:begin -->", "<!-- bench-tables:end -->"
 PRIM_BEGIN, PRIM_END = "<!-- primitives-tables:begin -->", "<!-- primitives-tables:end -->"
 GPU_BEGIN, GPU_END = "<!-- gpu-tables:begin -->", "<!-- gpu-tables:end -->"
+HEAD_BEGIN, HEAD_END = "<!-- headline-tables:begin -->", "<!-- headline-tables:end -->"
+COMPILE_BEGIN, COMPILE_END = "<!-- compile-tables:begin -->", "<!-- compile-tables:end -->"
+GB_BEGIN, GB_END = "<!-- gradbench-tables:begin -->", "<!-- gradbench-tables:end -->"
+# The GradBench targets (issue 12) per module: (what, measured ratio from the row's times, goal).
+GRADBENCH_TARGETS = {
+    ("lstm", "l=2,c=1024"): ("jacobian / plain", lambda t: t["dc_d"] / t["plain"], 2.5),
+    ("lstm", "l=6,c=8192"): ("jacobian / codipack's", lambda t: t["dc_d"] / t["cp_d"], 1.0),
+    "gmm": ("jacobian / manual's", lambda t: t["dc_d"] / t["m_d"], 1.0),
+    "ba": ("jacobian / manual's", lambda t: t["dc_d"] / t["m_d"], 1.0),
+    "lse": ("gradient / primal", lambda t: t["dc_d"] / t["dc_p"], 2.0),
+    "kmeans": ("dir / manual's", lambda t: t["dc_d"] / t["m_d"], 2.0),
+}
 # The founding paper's HM-LSTM figures on a V100 (values + 4 partials, masks as vectors): fused,
 # and TensorFlow + XLA where given.
 PAPER_HM = {"512": ("17.4 us", "-"), "1024": ("51.4 us", "-"), "2048": ("192.8 us", "806.9 us")}
@@ -462,13 +481,198 @@ def gpu_section():
     ])
 
 
-def write_readme(path):
+def small_arrays_table():
+    """Issue 11's targets for small arrays and divergent branches, from tape_overhead.csv and
+    divergence.csv."""
+    to = rows("tape_overhead")
+    node = next((float(r["us_per_node"]) for r in to if r["benchmark"] == "node_chain"
+                 and r["variant"] == "fused_record_and_backward" and r["size"] == "14"), math.nan)
+    body = [["a fused node's record + backward, 14 doubles, `tanh(h * w + b)` (4096-node chain)",
+             f"{fmt(node)} us", "<= 1 us", "met" if node <= 1 else "not met"]]
+    for size, goal_obj, goal_grad in (("l2_c1024", 2, 4), ("l4_c1024", 2, 4)):
+        plain = ms(to, benchmark="dlstm", variant="plain_objective", size=size)
+        obj = ms(to, benchmark="dlstm", variant="objective", size=size)
+        grad = ms(to, benchmark="dlstm", variant="gradient", size=size)
+        body.append([f"D-LSTM {size.replace('_', ', ')}: objective / plain C++ objective "
+                     f"({fmt(plain)} ms)", f"{fmt(obj / plain)}x", f"<= {goal_obj}x",
+                     "met" if obj / plain <= goal_obj else "not met"])
+        body.append([f"D-LSTM {size.replace('_', ', ')}: gradient / plain C++ objective",
+                     f"{fmt(grad / plain)}x", f"<= {goal_grad}x",
+                     "met" if grad / plain <= goal_grad else "not met"])
+    hm = [r for r in rows("divergence") if r["benchmark"] == "divergence"]
+    for n in sizes_of(hm, "divergence"):
+        a = ms(hm, variant="fused_partials", size=n, mask_layout="1_x_n")
+        b = ms(hm, variant="fused_partials", size=n, mask_layout="n_x_1")
+        body.append([f"HM-LSTM values + 4 partials, n = {n}: masks 1 x n against n x 1",
+                     f"{fmt(a / b)}x", "<= 1.5x", "met" if a / b <= 1.5 else "not met"])
+    f = ms(hm, variant="fused_partials", size="2048", mask_layout="1_x_n")
+    sep = ms(hm, variant="separate_partials", size="2048", mask_layout="1_x_n")
+    body.append(["HM-LSTM n = 2048, masks 1 x n: all branches in separate passes + select / fused",
+                 f"{fmt(sep / f)}x", ">= 3x", "met" if sep / f >= 3 else "not met"])
+    return table(["what", "measured", "target (issue 11)", ""], body)
+
+
+def node_chain_table():
+    rs = [r for r in rows("tape_overhead") if r["benchmark"] == "node_chain"]
+    modes = ("fused", "lazy", "unfused")
+    body = []
+    for size in sizes_of(rs, "node_chain"):
+        row = [size]
+        for m in modes:
+            r = next((r for r in rs if r["variant"] == f"{m}_record_and_backward"
+                      and r["size"] == size), None)
+            row.append(fmt(float(r["us_per_node"])) if r else "missing")
+        body.append(row)
+    return table(["elements per node", "fused (us / node)", "lazy (us / node)",
+                  "unfused (us / node)"], body)
+
+
+def element_access_table():
+    rs = rows("element_access")
+    body = [[r["variant"], fmt(float(r["ns_per_element"])), r["ratio_to_raw"]] for r in rs]
+    return table(["1024 x 1024 doubles, one thread", "ns / element", "over the raw pointer"], body)
+
+
+def readme_extra_sections():
+    return "\n\n".join([
+        "**Small arrays and divergent branches** (`tape_overhead.csv`, `divergence.csv`):\n\n"
+        + small_arrays_table(),
+        "**Cost per node of a chain of `tanh(h * w + b)` nodes, record + backward** "
+        "(`tape_overhead.csv`, double):\n\n" + node_chain_table(),
+        "**Element access** (`element_access.csv`, `bench/element_access.cpp`):\n\n"
+        + element_access_table(),
+    ])
+
+
+def compile_section():
+    path = RESULTS / "compile_time.csv"
+    if not path.exists():
+        return "(no compile-time results)"
+    with path.open() as f:
+        rs = list(csv.DictReader(f))
+    body = [[r["kernel"].replace("_", " "), r["mode"], r["inputs"] or "-", r["outputs"] or "-",
+             r["seconds"], r["peak_mib"]] for r in rs]
+    compilers = sorted({r["compiler"] for r in rs})
+    units = ""
+    upath = RESULTS / "compile_units.csv"  # scripts/compile-times release bench/results/compile_units.csv
+    if upath.exists():
+        with upath.open() as f:
+            us_ = sorted(csv.DictReader(f), key=lambda r: -float(r["seconds"]))
+        total = sum(float(r["seconds"]) for r in us_)
+        units = ("\n\nPer translation unit of the project's own build (`bench/results/compile_units.csv`, "
+                 "written by `scripts/compile-times`: each compile alone, seconds of CPU and peak "
+                 f"compiler memory; total {total:.0f} s):\n\n"
+                 + table(["target", "source", "seconds", "peak MiB"],
+                         [[r["target"], f"`{r['source']}`", r["seconds"], r["peak_mib"]]
+                          for r in us_]))
+    return ("Generated by `bench/report.py` from `bench/results/compile_time.csv` "
+            f"(`bench/compile-time`, g++ {', '.join(compilers)}, -O3 -march=native unless noted, "
+            "one compile at a time; the `300_active_sets` rows: `bench/compile/hana_vs_constexpr.py`)."
+            "\n\n" + table(["kernel", "how it is called", "inputs", "outputs", "seconds",
+                            "peak MiB"], body) + units)
+
+
+def headline_section():
+    """The README's few rows: the LSTM cell against PyTorch and JAX on the CPU and the GPU (the two
+    passes apply + vjp and the one pass value_and_vjp), and the char-LSTM training step."""
+    m, g = machine(), gpu_info()
+
+    def row(what, device, rs, size, unit, fmt_t):
+        two = ms(rs, variant="fused_vjp", size=size)
+        one = ms(rs, variant="fused_value_vjp", size=size)
+        t, j = ms(rs, variant="torch_eager", size=size), ms(rs, variant="jax_jit", size=size)
+
+        def peer_cell(p):
+            if math.isnan(one):
+                return f"{fmt_t(p)} {unit} ({p / two:.2f}x)"
+            return f"{fmt_t(p)} {unit} ({p / two:.2f}x / {p / one:.2f}x)"
+        mine = fmt_t(two) + ("" if math.isnan(one) else f" / {fmt_t(one)}") + f" {unit}"
+        return [what, device, mine, peer_cell(t), peer_cell(j)]
+
+    body = []
+    cell = rows("lstm_cell")
+    if not math.isnan(ms(cell, variant="fused_vjp", size="4096x1024")):
+        body.append(row("LSTM cell 4096x1024, forward + VJP", f"CPU, {m.get('cores', '?')}", cell,
+                        "4096x1024", "ms", fmt))
+    ch = rows("char_lstm_step")
+    d = ms(ch, variant="dualcast_fused")
+    if not math.isnan(d):
+        t, j = ms(ch, variant="torch_eager"), ms(ch, variant="jax_jit")
+        body.append(["char-LSTM training step (B = 64, H = 512, 32 characters, Adam)",
+                     f"CPU, {m.get('cores', '?')}", f"{fmt(d)} ms", f"{fmt(t)} ms ({t / d:.2f}x)",
+                     f"{fmt(j)} ms ({j / d:.2f}x)"])
+    gr = [r for r in gpu_rows() if r["benchmark"] == "lstm_cell"]
+    dev = g.get("device", "?").split(" (")[0]
+    for size in sizes_of(gr, "lstm_cell"):
+        body.append(row(f"LSTM cell {size}, forward + VJP", dev, gr, size, "us",
+                        lambda x: f"{x * 1000:.0f}"))
+    return (f"CPU: {m.get('date', '?')}, {m.get('cpu', '?')}; GPU: {g.get('date', '?')}. float32, "
+            "medians of interleaved repetitions. The LSTM cell's forward + VJP as two passes "
+            "(`apply`, `vjp`) / one pass (`value_and_vjp`); in brackets how many times longer the "
+            "peer takes than each. Generated by `bench/report.py` from `bench/results/*.csv`: every "
+            "table, with the machines and commands, is in "
+            "[docs/performance.md](docs/performance.md).\n\n"
+            + table(["workload", "device", "dualcast", "PyTorch eager", "JAX jit"], body))
+
+
+def gradbench_section():
+    path = RESULTS / "gradbench_compare.csv"
+    if not path.exists():
+        return "(no GradBench comparison)"
+    with path.open() as f:
+        rs = list(csv.DictReader(f))
+    evals = list(dict.fromkeys((r["module"], r["workload"]) for r in rs))
+    body = []
+    for mod, wl in evals:
+        sub = [r for r in rs if r["module"] == mod and r["workload"] == wl]
+
+        def two(impl):
+            v = [float(r["median_ms"]) for r in sub if r["implementation"] == impl]
+            return (v + [math.nan, math.nan])[:2]
+        dc_p, dc_d = two("dualcast")
+        m_p, m_d = two("manual")
+        cp_p, cp_d = two("codipack")
+        plain = next((float(r["median_ms"]) for r in sub if r["implementation"].startswith("plain")),
+                     math.nan)
+        t = dict(dc_p=dc_p, dc_d=dc_d, m_p=m_p, m_d=m_d, cp_p=cp_p, cp_d=cp_d, plain=plain)
+        g3 = lambda x: f"{x:.0f}" if x >= 100 else f"{x:.3g}"
+        pair = lambda a, b: "--" if math.isnan(a) else f"{g3(a)} / {g3(b)}"
+        target = GRADBENCH_TARGETS.get((mod, wl), GRADBENCH_TARGETS.get(mod))
+        goal = ""
+        if target:
+            what, f, limit = target
+            v = f(t)
+            goal = f"{what} <= {limit:g}: {v:.2f} ({'met' if v <= limit else 'not met'})"
+        body.append([f"{mod} {wl}", f"{pair(dc_p, dc_d)} ({dc_d / dc_p:.1f}x)",
+                     "--" if math.isnan(plain) else g3(plain), pair(m_p, m_d),
+                     pair(cp_p, cp_d), goal])
+    return ("Generated by `bench/report.py` from `bench/results/gradbench_compare.csv` "
+            "(milliseconds, the median over repetitions of each repetition's median; the CSV also "
+            "holds the minima).\n\n"
+            + table(["eval, workload", "dualcast primal / derivative (ratio)", "plain",
+                     "manual", "codipack", "target"], body))
+
+
+def write_gradbench(path):
+    if path.exists():
+        path.write_text(replace_block(path.read_text(), GB_BEGIN, GB_END, gradbench_section(), path))
+
+
+def write_performance(path):
     text = path.read_text()
-    text = replace_block(text, BEGIN, END, readme_section(), path)
+    text = replace_block(text, BEGIN, END,
+                         readme_section() + "\n\n" + readme_extra_sections(), path)
     if rows("primitives"):
         text = replace_block(text, PRIM_BEGIN, PRIM_END, primitives_section(), path)
     if rows("gpu_cells"):
         text = replace_block(text, GPU_BEGIN, GPU_END, gpu_section(), path)
+    text = replace_block(text, COMPILE_BEGIN, COMPILE_END, compile_section(), path)
+    path.write_text(text)
+
+
+def write_readme(path):
+    text = path.read_text()
+    text = replace_block(text, HEAD_BEGIN, HEAD_END, headline_section(), path)
     path.write_text(text)
 
 
@@ -628,6 +832,7 @@ def main():
     ap = argparse.ArgumentParser(description=__doc__)
     ap.add_argument("--no-plots", action="store_true")
     ap.add_argument("--readme", default=str(ROOT / "README.md"))
+    ap.add_argument("--performance", default=str(ROOT / "docs" / "performance.md"))
     args = ap.parse_args()
     if not args.no_plots:
         plots()
@@ -638,6 +843,8 @@ def main():
             import matplotlib.pyplot as plt
 
             gpu_plot(plt)
+    write_performance(pathlib.Path(args.performance))
+    write_gradbench(pathlib.Path(args.performance).with_name("gradbench.md"))
     write_readme(pathlib.Path(args.readme))
 
 

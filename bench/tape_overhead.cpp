@@ -79,7 +79,7 @@ int main(int argc, char **argv) {
   // more nodes leave the allocators' free lists holding blocks scattered over 12x the memory. The
   // fused gradient after one, even after an untimed run, took 5.5-7.4 ms instead of 5.0 (l = 2),
   // and a 14-element chain node 0.95 us instead of 0.75 -- a cost of alternating with a much
-  // larger tape (README, "Small arrays"), not of a loop running one model.
+  // larger tape (docs/performance.md, "Unfused after fused"), not of a loop running one model.
   struct dlstm_case {
     dlstm::problem p;
     dc::tensor<double> M, E;

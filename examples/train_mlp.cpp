@@ -1,4 +1,4 @@
-// The README's training example: a small MLP fitted to y = sin(2 x) with the training essentials
+// docs/training.md's example: a small MLP fitted to y = sin(2 x) with the training essentials
 // -- Xavier initialisation from a seed, a parameter list, Adam, no_grad for evaluation, printing,
 // and a checkpoint in NumPy's .npz format. Non-zero exit unless the loss falls at least tenfold
 // and the checkpoint loads back bit for bit.

@@ -10,7 +10,7 @@
 // DUALCAST_TAPE_FUZZ_SEED=s another seed; DUALCAST_TAPE_FUZZ_WILD=1 adds wild programs (values
 // and gradients may be inf or NaN): they agree too, except where a NaN partial meets paths that
 // cancel (x - x: reverse mode cancels the cotangents first, forward mode in a fused kernel gets
-// NaN - NaN; about 1 program in 2 x 10^4, see the README's "Semantics worth knowing").
+// NaN - NaN; about 1 program in 2 x 10^4, see docs/semantics.md).
 #include <doctest/doctest.h>
 
 #include "fuzz/tape_programs.hpp"

@@ -221,7 +221,7 @@ public:
 
     // Values and VJP in one pass (value_and_vjp), overwriting the cotangents. In float only: in
     // doubles the broadcast-row kernel (map_rows) of this 7-input, 7-output operation spills 36
-    // bytes on sm_80 / sm_90 (ptxas), which CI's cuda stage refuses (README, "Status").
+    // bytes on sm_80 / sm_90 (ptxas), which CI's cuda stage refuses (README.md, "Status").
     if constexpr (std::is_same_v<T, float>) {
       auto lstm_value_vjp = [&](auto const &ex, auto &a) {
         auto x = lstm_inputs(a);

@@ -3,7 +3,7 @@
 // with every diagonal partial (the store policy), and the VJP that re-evaluates the duals (the
 // recompute policy) -- on contiguous float32 arrays, plus a broadcast VJP in double. CI compiles
 // them for sm_80 / sm_90 and fails on a register spill; scripts/cuda-resources turns ptxas' report
-// into the README's table of bytes and registers per cell. Nothing here runs: the GPU tests are
+// into docs/gpu.md's table of bytes and registers per cell. Nothing here runs: the GPU tests are
 // in cases_gpu.cu / tape_cases_gpu.cu.
 #include <dualcast/cuda.cuh>
 #include <dualcast/kernel/cells.hpp>

@@ -54,7 +54,7 @@ inline constexpr kernel<gru_fn> gru{gru_fn{}};
 //   UPDATE (otherwise):         c' = sigmoid(f) c + sigmoid(i) tanh(g)
 // Arguments (z, zb, c, f, i, g); pass the masks as constants (tensors, not variables) so that they
 // are never dualized. Lanes of a SIMD batch that take different branches are evaluated once per
-// distinct branch (see the README's "Small arrays, divergent branches").
+// distinct branch (see docs/kernels.md, "Branches and divergence").
 struct hmlstm_update_fn {
   template <class Z, class ZB, class C, class F, class I, class G>
   DUALCAST_HD auto operator()(Z const &z, ZB const &zb, C const &c, F const &f, I const &i,

@@ -382,7 +382,7 @@ template <int W> inline batch<float, W> tanh_fast(batch<float, W> x) {
 // float tanh with DUALCAST_PRECISE_TANH: Cephes' tanhf, below 0.625 x + x^3 P(x^2), above
 // 1 - 2 / (exp(2 |x|) + 1) with x's sign (exp's error scaled down by 2 / (e + 1) < 0.6): within
 // 1 ulp of the correctly rounded value over all floats, at about 30 % more time for the LSTM
-// cell's fused VJP (README, "Small arrays"). +-1 beyond 9.01, x below 4e-4 (the sign of zero
+// cell's fused VJP (CHANGELOG.md, 2026-11-25). +-1 beyond 9.01, x below 4e-4 (the sign of zero
 // kept); NaN takes the polynomial and propagates.
 template <int W> inline batch<float, W> tanh_precise(batch<float, W> x) {
   using B = batch<float, W>;

@@ -22,8 +22,8 @@
 // These direct loops need no buffer and win with few channels (one channel and a 7 x 7 kernel:
 // 28x faster than im2col + gemm). With many channels the CPU takes im2col + gemm instead
 // (ops/conv2d_gemm.hpp; conv2d_options::algorithm chooses, automatic by shape); CUDA tensors always
-// take these kernels. bench/primitives.cpp measures both (the README's "Reductions, scans,
-// histograms and stencils" section has the figures).
+// take these kernels. bench/primitives.cpp measures both (the figures: docs/performance.md, "CPU:
+// parallel primitives").
 //
 // On tensors: conv2d(x, w[, b], options) gives the value and conv2d_vjp(x, w, ybar, options) the
 // three gradients (input, weights, bias), on the tensors' device.

@@ -12,9 +12,9 @@
 // deviations by n - correction (PyTorch's `correction`, NumPy's ddof); n <= correction gives inf or
 // NaN, as in PyTorch. The arguments follow sum / mean (axes, keepdims), with correction last.
 // Where the variance is 0, stddev's gradient is 0 (PyTorch's is NaN), and at x = 0 norm's is 0
-// for every p (subgradients: the zero inner derivatives win over sqrt'(0) = inf, see "Semantics
-// worth knowing" in the README); norm(x, inf) = max |x| sends the gradient to the first element of
-// largest magnitude (reduce.hpp), with sign(x).
+// for every p (subgradients: the zero inner derivatives win over sqrt'(0) = inf, see
+// docs/semantics.md); norm(x, inf) = max |x| sends the gradient to the first element of largest
+// magnitude (reduce.hpp), with sign(x).
 #pragma once
 
 #include <dualcast/core/errors.hpp>
