@@ -318,7 +318,7 @@ def replace_block(text, begin, end, body, path):
 
 # ---- GPU (bench/gpu_cells.cu, bench/peers/gpu_peers.py; run by scripts/gpu-session) -------------
 # The latest GPU session's files: bench/results/gpu_*.csv and gpu_machine.txt (its device and
-# times). An earlier device's files move to bench/results/<device>/ (h200/): kept, not read here,
+# times). An earlier device's files move to bench/results/runs/<date>-<device>/ (2026-11-26-h200/): kept, not read here,
 # so that no table sets one device's figures against another's.
 def gpu_info():
     return key_values("gpu_machine.txt")
