@@ -32,6 +32,9 @@ template <class T> struct grad_slot {
   tensor<T> grad;
   bool is_leaf = true;
   bool retain = false; // keep an intermediate's gradient after backward
+  // retain was set when the last backward over this slot's node started: an intermediate it left
+  // without a gradient was not reached (reads as zeros, like a leaf), rather than not kept.
+  bool retained_at_backward = false;
   // grad is a seed given to backward, shared with the caller: read-only until own_grad copies it.
   bool borrowed = false;
   // A view variable: its gradient is base->grad.slice(region).
