@@ -477,8 +477,8 @@ TEST_CASE_TEMPLATE("dual math: conventions at non-differentiable points", T, DC_
     CHECK_LANES(dc::clamp(x0(1.5), T(-1), T(1)).d[0], 0.0);
   }
   SUBCASE("pow: d/dx = 0 where y == 0; d/dy = 0 where x == 0 and y >= 0") {
-    // With both arguments dual, a partial is only clean when the other one is finite (forward
-    // mode multiplies it by a zero tangent: log(x < 0) = NaN, or y 0^(y-1) = inf for 0 < y < 1).
+    // With both arguments dual, the other argument's partial may not be finite (log(x < 0) =
+    // NaN, y 0^(y-1) = inf for 0 < y < 1): its zero tangent wins (see the negative-base case).
     for (double x : {0.0, 2.0}) {
       D2 r = dc::pow(D2::variable(T(x), 0), D2::variable(T(0), 1));
       CHECK_LANES(r.val, 1.0);
