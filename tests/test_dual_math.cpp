@@ -477,8 +477,8 @@ TEST_CASE_TEMPLATE("dual math: conventions at non-differentiable points", T, DC_
     CHECK_LANES(dc::clamp(x0(1.5), T(-1), T(1)).d[0], 0.0);
   }
   SUBCASE("pow: d/dx = 0 where y == 0; d/dy = 0 where x == 0 and y >= 0") {
-    // With both arguments dual, a partial is only clean when the other one is finite (forward
-    // mode multiplies it by a zero tangent: log(x < 0) = NaN, or y 0^(y-1) = inf for 0 < y < 1).
+    // With both arguments dual, the other argument's partial may not be finite (log(x < 0) =
+    // NaN, y 0^(y-1) = inf for 0 < y < 1): its zero tangent wins (see the negative-base case).
     for (double x : {0.0, 2.0}) {
       D2 r = dc::pow(D2::variable(T(x), 0), D2::variable(T(0), 1));
       CHECK_LANES(r.val, 1.0);
@@ -502,6 +502,27 @@ TEST_CASE_TEMPLATE("dual math: conventions at non-differentiable points", T, DC_
     CHECK_LANES(dc::pow(D2::variable(T(0), 0), D2::variable(T(1), 1)).d[0], 1.0);
     CHECK_LANES(dc::pow(D2::variable(T(0), 0), D2::variable(T(2), 1)).d[0], 0.0);
     CHECK_LANES(dc::pow(D2::variable(T(0), 0), D2::variable(T(0.5), 1)).d[0], inf);
+  }
+  SUBCASE("pow at a negative base: d/dy is NaN, d/dx is y x^(y-1); a zero tangent wins") {
+    // x^y with x < 0 is real only at integer y, where it is not differentiable in y (PyTorch and
+    // JAX: p log x = NaN); in x it is, wherever x^(y-1) is finite.
+    for (double y : {-1.0, 0.0, 2.0, 3.0}) {
+      D2 r = dc::pow(D2::variable(T(-2), 0), D2::variable(T(y), 1));
+      CHECK_LANES(r.val, std::pow(-2.0, y));
+      CHECK_LANES(r.d[0], y == 0 ? 0.0 : y * std::pow(-2.0, y - 1));
+      CHECK_LANES_NAN(r.d[1]);
+      CHECK_LANES_NAN(dc::pow(T(-2), x0(y)).d[0]); // constant base
+      // A constant exponent (zero tangent) or a dual one: the NaN partial does not reach x's.
+      D2 c = dc::pow(D2::variable(T(-2), 0), D2(T(y)));
+      CHECK_LANES(c.d[0], y == 0 ? 0.0 : y * std::pow(-2.0, y - 1));
+      CHECK_LANES(c.d[1], 0.0);
+      CHECK_LANES(dc::pow(x0(-2.0), T(y)).d[0], y == 0 ? 0.0 : y * std::pow(-2.0, y - 1));
+    }
+    // Off the integers the value itself is NaN, and so are both partials.
+    D2 r = dc::pow(D2::variable(T(-2), 0), D2::variable(T(0.5), 1));
+    CHECK_LANES_NAN(r.val);
+    CHECK_LANES_NAN(r.d[0]);
+    CHECK_LANES_NAN(r.d[1]);
   }
   SUBCASE("hypot'(0, 0) = 0") {
     D2 r = dc::hypot(D2::variable(T(0), 0), D2::variable(T(0), 1));

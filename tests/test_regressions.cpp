@@ -11,6 +11,7 @@
 #include <array>
 #include <cmath>
 #include <limits>
+#include <type_traits>
 #include <vector>
 
 using namespace tape_support;
@@ -103,6 +104,37 @@ TEST_CASE("the gradient of a parameter backward never reached is zeros; an inter
   CHECK(!c.grad().defined());
   CHECK_THROWS_WITH_AS(c.grad().to_vector(), Contains("undefined"), dc::error);
   CHECK_THROWS_WITH_AS(c.grad().item(), Contains("undefined"), dc::error);
+}
+
+TEST_CASE("a retained intermediate that backward did not reach reads as zeros, like a leaf; the "
+          "retain_grad() message only where it was not called (issue 42)") {
+  dc::tape tp;
+  auto x = tp.variable(T64::from({2}, {1, 2}));
+  V64 y = dc::exp(x);
+  y.retain_grad();
+  V64 s = dc::slice(y, 0, 1, 2); // a retained view
+  s.retain_grad();
+  V64 z = dc::sin(x); // never retained
+  V64 u = dc::cos(x); // retained only after the backward
+  tp.backward(dc::sum(x * 3.0), true);
+  CHECK(!y.has_grad());
+  CHECK(y.grad().dims() == shape{2});
+  CHECK(y.grad().to_vector() == std::vector<double>{0.0, 0.0});
+  CHECK(s.grad().to_vector() == std::vector<double>{0.0});
+  CHECK(x.grad().to_vector() == std::vector<double>{3.0, 3.0});
+  CHECK_THROWS_WITH_AS(z.grad(), Contains("only after retain_grad() was called on it"),
+                       dc::tape_error);
+  u.retain_grad();
+  CHECK_THROWS_WITH_AS(u.grad(), Contains("since retain_grad() was called on it"), dc::tape_error);
+  // A later backward that reaches them keeps its gradients; the one after, reaching neither,
+  // leaves zeros again (a kept gradient is that of the last backward).
+  tp.backward(dc::sum(y * 2.0) + dc::sum(u), true);
+  CHECK(y.grad().to_vector() == std::vector<double>{2.0, 2.0});
+  CHECK(u.grad().to_vector() == std::vector<double>{1.0, 1.0});
+  tp.backward(dc::sum(x * x), true);
+  CHECK(y.grad().to_vector() == std::vector<double>{0.0, 0.0});
+  CHECK(u.grad().to_vector() == std::vector<double>{0.0, 0.0});
+  CHECK_THROWS_AS(z.grad(), dc::tape_error);
 }
 
 TEST_CASE("a gradient does not depend on how the program is fused: zero factors win") {
@@ -273,4 +305,98 @@ TEST_CASE("fused and unfused agree on whole arrays: SIMD batches with some lanes
   grads([](V64 const &x) { return dc::exp(dc::log(x)) * 2.0 + dc::relu(dc::sqrt(x)); });
   grads([](V64 const &x) { return dc::sin(dc::log(dc::relu(x) - 1.0)); });
   grads([](V64 const &x) { return x / dc::exp(x) + dc::sqrt(x) * 0.0; });
+}
+
+// ---- pow at a negative base (issue 42) ---------------------------------------------------------
+// x^y with x < 0 is real only at integer y, isolated points where it is not differentiable in y:
+// d/dy is NaN there (PyTorch's and JAX's p log x), d/dx the ordinary y x^(y-1). A zero factor
+// still wins over the NaN partial (a where that masks the element, a zero weight): the other
+// terms of y's gradient stay finite, on every path (one lazily fused node, a node of its own,
+// unfused, fused kernels storing or recomputing), in float and double.
+namespace {
+struct pow_case {
+  // 19 elements (SIMD batches and a tail): negative bases at integer exponents (even elements),
+  // positive bases at fractional ones (odd), one zero weight at a negative base.
+  std::vector<double> x, y, w, neg;
+  pow_case() {
+    double const ints[] = {-2, -1, 0, 1, 2, 3};
+    for (int i = 0; i < 19; ++i) {
+      bool const n = i % 2 == 0;
+      x.push_back(n ? -(0.75 + 0.125 * i) : 0.5 + 0.1 * i);
+      y.push_back(n ? ints[(i / 2) % 6] : -1.45 + 0.3 * i);
+      w.push_back(i == 10 ? 0.0 : 0.5 + 0.05 * i);
+      neg.push_back(n ? 1.0 : 0.0);
+    }
+  }
+};
+double pow_dx(double x, double y) {
+  double const h = 1e-6;
+  return (std::pow(x + h, y) - std::pow(x - h, y)) / (2 * h);
+}
+double pow_dy(double x, double y) {
+  double const h = 1e-6;
+  return (std::pow(x, y + h) - std::pow(x, y - h)) / (2 * h);
+}
+template <class T, class P>
+dc::var<T> weighted_sum(P const &p, dc::tensor<T> const &w, dc::tensor<T> const *mask) {
+  if (mask)
+    return dc::sum(dc::where(*mask, T(0), p) * w);
+  return dc::sum(p * w);
+}
+// sum(pow(x, y) * w), the negative bases masked out by where when mask is given, in mode 0 (one
+// lazy node), 1 (pow a node of its own), 2 (unfused tape: the caller's), 3 / 4 (fused kernel,
+// store / recompute).
+template <class T>
+dc::var<T> pow_loss(int mode, dc::var<T> const &x, dc::var<T> const &y, dc::tensor<T> const &w,
+                    dc::tensor<T> const *mask) {
+  constexpr auto k = dc::kernel([](auto a, auto b) { return dc::outputs(dc::pow(a, b), b); });
+  if (mode == 1)
+    return weighted_sum(dc::pow(x, y).eval(), w, mask);
+  if (mode == 3)
+    return weighted_sum(dc::fused(dc::policy::store, k, x, y)[0], w, mask);
+  if (mode == 4)
+    return weighted_sum(dc::fused(dc::policy::recompute, k, x, y)[0], w, mask);
+  return weighted_sum(dc::pow(x, y), w, mask);
+}
+template <class T> void check_pow_at_negative_bases() {
+  pow_case const c;
+  auto cast = [](std::vector<double> const &v) {
+    std::vector<T> r;
+    for (double e : v)
+      r.push_back(T(e));
+    return dc::tensor<T>::from({dc::index_t(v.size())}, r);
+  };
+  double const tol = std::is_same_v<T, float> ? 2e-4 : 1e-6;
+  for (int mode = 0; mode < 5; ++mode)
+    for (bool masked : {false, true}) {
+      INFO("mode " << mode << (masked ? ", negative bases masked out" : ""));
+      dc::tape tp;
+      tp.fused = mode != 2;
+      auto x = tp.variable(cast(c.x)), y = tp.variable(cast(c.y));
+      auto const mask = cast(c.neg);
+      tp.backward(pow_loss<T>(mode, x, y, cast(c.w), masked ? &mask : nullptr) + dc::sum(y * y));
+      auto gx = x.grad().to_vector(), gy = y.grad().to_vector();
+      for (std::size_t i = 0; i < c.x.size(); ++i) {
+        INFO("x = " << c.x[i] << ", y = " << c.y[i] << ", weight " << c.w[i]);
+        double const xi = c.x[i], yi = c.y[i], wi = c.w[i];
+        auto near = [&](double e) { return doctest::Approx(e).epsilon(tol).scale(1.0); };
+        if (xi > 0) {
+          CHECK(double(gx[i]) == near(wi * pow_dx(xi, yi)));
+          CHECK(double(gy[i]) == near(wi * pow_dy(xi, yi) + 2 * yi));
+        } else if (masked || wi == 0) { // a zero factor wins over the NaN partial
+          CHECK(double(gx[i]) == 0.0);
+          CHECK(double(gy[i]) == near(2 * yi));
+        } else {
+          CHECK(double(gx[i]) == near(wi * pow_dx(xi, yi)));
+          CHECK(std::isnan(gy[i]));
+        }
+      }
+    }
+}
+} // namespace
+
+TEST_CASE("pow at a negative base: d/dy is NaN, d/dx is y x^(y-1); a zero factor wins over the "
+          "NaN") {
+  check_pow_at_negative_bases<double>();
+  check_pow_at_negative_bases<float>();
 }

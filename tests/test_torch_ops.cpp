@@ -336,6 +336,39 @@ TEST_CASE("torch ops: split by size and by sizes; pieces are views of one gradie
   check_gradients([](auto const &w) { return dc::split(w[0], 2, -1)[1] * 3.0; }, {x});
 }
 
+TEST_CASE("torch ops: split of an empty axis by a size gives one empty piece (torch.split)") {
+  dc::tape tp;
+  auto x = tp.variable(T64::zeros({0, 3}));
+  for (dc::index_t size : {1, 2, 5}) {
+    INFO("size " << size);
+    auto p = dc::split(x, size, 0);
+    REQUIRE(p.size() == 1);
+    CHECK(p[0].dims() == shape{0, 3});
+    auto q = dc::split(x, size, -2);
+    REQUIRE(q.size() == 1);
+    CHECK(q[0].dims() == shape{0, 3});
+  }
+  // Another axis of the same empty tensor is split as usual.
+  auto r = dc::split(x, 2, 1);
+  REQUIRE(r.size() == 2);
+  CHECK(r[0].dims() == shape{0, 2});
+  CHECK(r[1].dims() == shape{0, 1});
+  CHECK_THROWS_AS(dc::split(x, 0, 0), dc::shape_error);
+  // Backward runs through the empty piece: x gets an empty gradient of its shape, and the other
+  // variables of the program their usual ones.
+  auto u = tp.variable(random_tensor({2}, 39));
+  tp.backward(dc::sum(dc::split(x, 2)[0] * 2.0) + dc::sum(u * u));
+  CHECK(x.grad().dims() == shape{0, 3});
+  auto us = u.value().to_vector();
+  check_close(grads_of(u), {2 * us[0], 2 * us[1]});
+  check_gradients(
+      [](auto const &w) {
+        auto e = dc::split(w[0], 2, 0);
+        return dc::concat(std::vector<V64>{e[0] * 3.0, dc::exp(w[1])}, 0) * w[1];
+      },
+      {T64::zeros({0, 3}), random_tensor({2, 3}, 40)});
+}
+
 TEST_CASE("torch ops: repeat (PyTorch semantics); the gradient sums the copies") {
   auto x = T64::from({2, 3}, {1, 2, 3, 4, 5, 6});
   dc::tape tp;
@@ -413,6 +446,59 @@ TEST_CASE("torch ops: negative axes and indices (slice, index_select, gather, st
         return dc::stack(std::vector<V64>{w[0], w[1]}, -1);
       },
       {x, random_tensor({3, 4}, 35)});
+}
+
+namespace {
+// A tensor's values in float.
+dc::tensor<float> to_float(T64 const &x) {
+  std::vector<float> v;
+  for (double e : x.to_vector())
+    v.push_back(float(e));
+  return dc::tensor<float>::from(x.dims(), v);
+}
+} // namespace
+
+TEST_CASE("torch ops: stack along every axis (negative ones too), float and double gradients") {
+  std::vector<T64> const xs{random_tensor({3, 4}, 41), random_tensor({3, 4}, 42),
+                            random_tensor({3, 4}, 43)};
+  for (int axis : {0, 1, 2, -1, -2, -3}) {
+    INFO("axis " << axis);
+    // Non-linear pieces, one input used twice, one a transposed view: the gradients of the stacked
+    // slices reach the right inputs.
+    auto f = [axis](auto const &w) {
+      return dc::stack(std::vector<V64>{dc::sin(w[0]), w[1] * w[0],
+                                        dc::transpose(dc::transpose(w[2], 0, 1) * 2.0, 0, 1)},
+                       axis);
+    };
+    check_gradients(f, xs);
+    // The same program in float, against the double central differences (float rounding only).
+    dc::tape tp;
+    std::vector<dc::var<float>> v;
+    for (auto const &x : xs)
+      v.push_back(tp.variable(to_float(x)));
+    dc::var<float> y = dc::stack(
+        std::vector<dc::var<float>>{dc::sin(v[0]), v[1] * v[0],
+                                    dc::transpose(dc::transpose(v[2], 0, 1) * 2.0f, 0, 1)},
+        axis);
+    int const ax = axis < 0 ? axis + 3 : axis;
+    CHECK(y.dims() == (ax == 2 ? shape{3, 4, 3} : shape{3, 3, 4}));
+    // weigh()'s weights, so that the central differences are those of the same loss.
+    tp.backward(dc::sum(y * to_float(random_tensor(y.dims(), 777u + unsigned(y.size())))));
+    for (std::size_t i = 0; i < xs.size(); ++i) {
+      auto g = v[i].grad().to_vector();
+      REQUIRE(g.size() == std::size_t(xs[i].size()));
+      for (dc::index_t j = 0; j < xs[i].size(); ++j) {
+        INFO("input " << i << " element " << j);
+        CHECK(double(g[std::size_t(j)]) ==
+              doctest::Approx(central_difference(f, xs, i, j)).epsilon(1e-5).scale(1.0));
+      }
+    }
+  }
+  dc::tape tp;
+  auto a = tp.variable(xs[0]), b = tp.variable(random_tensor({4, 3}, 44));
+  CHECK_THROWS_AS(dc::stack(std::vector<V64>{a, b}), dc::shape_error);
+  CHECK_THROWS_AS(dc::stack(std::vector<V64>{a, a}, 3), dc::index_error);
+  CHECK_THROWS_AS(dc::stack(std::vector<V64>{}), dc::shape_error);
 }
 
 // ---- matmul: 1-D operands, broadcast batches, batch ranks above 1 -----------------------------

@@ -7,7 +7,9 @@
 //   abs'(0) = 0, relu'(0) = 0, sqrt'(0) = +inf, cbrt'(0) = +inf;
 //   min/max at a tie give half the derivative to each argument;
 //   clamp passes the derivative of x where lo <= x <= hi (inclusive), of lo / hi beyond;
-//   d/dx pow(x, y) = 0 where y == 0; d/dy pow(x, y) = 0 where x == 0 and y >= 0;
+//   d/dx pow(x, y) = 0 where y == 0; d/dy pow(x, y) = 0 where x == 0 and y >= 0, NaN where
+//   x < 0 (x^y is real there only at integer y, isolated points where it has no derivative in y;
+//   p log x gives the NaN, and a zero tangent or cotangent still wins over it);
 //   hypot'(0, 0) = 0; floor, ceil and round have zero derivative.
 #pragma once
 

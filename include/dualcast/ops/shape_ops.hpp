@@ -148,6 +148,9 @@ template <var_like X> auto split(X const &x, index_t size, int axis = 0) {
   std::vector<index_t> sizes;
   for (index_t at = 0; at < s.ext[ax]; at += size)
     sizes.push_back(at + size <= s.ext[ax] ? size : s.ext[ax] - at);
+  // An empty axis gives one empty piece, as torch.split does (callers index the first piece).
+  if (sizes.empty())
+    sizes.push_back(0);
   return split(x, sizes, ax);
 }
 

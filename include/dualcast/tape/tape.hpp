@@ -87,14 +87,19 @@ public:
   bool is_leaf() const { return !slot_ || slot_->is_leaf; }
   // The accumulated gradient. A variable that requires gradients but that no backward reached has
   // zeros; one that requires none (a constant) an undefined tensor; an intermediate's gradient is
-  // kept only when asked for with retain_grad() (else tape_error).
+  // kept only when asked for with retain_grad() before backward (else tape_error), and reads as
+  // zeros when that backward did not reach it.
   tensor<T> grad() const {
     if (!slot_)
       return tensor<T>{};
     if (slot_->grad.defined())
       return slot_->grad;
-    if (slot_->is_leaf)
+    if (slot_->is_leaf || slot_->retained_at_backward)
       return zeros_on_tape_stream();
+    if (slot_->retain)
+      throw tape_error("dualcast::var::grad: this intermediate variable has no gradient: no "
+                       "backward over it has run since retain_grad() was called on it (call "
+                       "retain_grad() before backward)");
     throw tape_error("dualcast::var::grad: this intermediate variable has no gradient: backward "
                      "keeps an intermediate's gradient only after retain_grad() was called on it");
   }

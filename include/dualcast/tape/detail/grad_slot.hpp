@@ -33,6 +33,9 @@ template <class T> struct grad_slot {
   tensor<T> grad;
   bool is_leaf = true;
   bool retain = false; // keep an intermediate's gradient after backward
+  // retain was set when the last backward over this slot's node started: an intermediate it left
+  // without a gradient was not reached (reads as zeros, like a leaf), rather than not kept.
+  bool retained_at_backward = false;
   // An intermediate's tape generation (tape::clear() starts a new one): the node that computed it
   // lives only while its generation is the tape's.
   std::uint64_t generation = 0;

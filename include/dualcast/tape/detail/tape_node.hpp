@@ -56,7 +56,8 @@ public:
   // Drops what backward needed (saved tensors, closure state), after a backward without
   // keep_graph.
   virtual void release() = 0;
-  // Drops the outputs' gradients (intermediates); kept ones (retain_grad) only if `kept_too`.
+  // Drops the outputs' gradients (intermediates); kept ones (retain_grad) only if `kept_too` (a
+  // backward starts, or one that threw ends), which also notes which outputs backward keeps.
   virtual void clear_outputs(bool kept_too) = 0;
   // The tensors saved for backward.
   virtual saved_tensor const *saved_begin() const = 0;
@@ -91,11 +92,14 @@ public:
     destroy_saved();
   }
   void clear_outputs(bool kept_too) override {
-    for (auto const &s : outs_)
+    for (auto const &s : outs_) {
+      if (s && kept_too)
+        s->retained_at_backward = s->retain;
       if (s && (kept_too || !s->retain)) {
         s->grad = tensor<T>{};
         s->borrowed = false;
       }
+    }
   }
   saved_tensor const *saved_begin() const override { return saved_; }
   saved_tensor const *saved_end() const override { return saved_ + n_saved_; }
