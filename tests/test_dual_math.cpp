@@ -22,6 +22,7 @@
 #include <cstring>
 #include <initializer_list>
 #include <limits>
+#include <numbers>
 #include <random>
 #include <sstream>
 #include <string>
@@ -133,6 +134,7 @@ auto const unary_cases = std::make_tuple(
     fn1("atanh",    -0.95, 0.95, [](auto x) { return dc::atanh(x); }),
     fn1("erf",      -3,    3,  [](auto x) { return dc::erf(x); }),
     fn1("erfc",     -3,    3,  [](auto x) { return dc::erfc(x); }),
+    fn1("normcdf",  -5,    5,  [](auto x) { return dc::normcdf(x); }),
     fn1("abs",      -5,    5,  [](auto x) { return dc::abs(x); }, not_near_0),
     fn1("relu",     -5,    5,  [](auto x) { return dc::relu(x); }, not_near_0),
     fn1("floor",    -5,    5,  [](auto x) { return dc::floor(x); }, not_near_int),
@@ -970,6 +972,38 @@ TEST_CASE("simd: select / where on batch masks pick per lane, for values and dua
 #endif // DUALCAST_HAS_SIMD
 
 } // namespace
+
+// normcdf through erfc: relative accuracy in the lower tail, where (1 + erf) / 2 cancels to 0.
+// The bound grows as x^2: erfc's condition number at -x / sqrt 2 is about x^2, times the rounding
+// of that argument (the reference, in long double, has almost none).
+TEST_CASE("normcdf: values in both tails, and its derivative") {
+  auto phi = [](double x) {
+    return 0.5L * std::erfc(-static_cast<long double>(x) / std::sqrt(2.0L));
+  };
+  for (double x : {-37.5, -30.0, -20.0, -8.0, -3.0, -1.0, -1e-3, 0.0, 0.5, 2.0, 6.0, 9.0}) {
+    INFO("x = " << x);
+    long double const ref = phi(x);
+    REQUIRE(ref > 0); // (so that the relative bounds below mean something)
+    CHECK(std::abs(dc::normcdf(x) - ref) <= (1 + x * x) * 4.4e-16 * ref);
+    if (x > -12) // (beyond, float's Phi is subnormal)
+      CHECK(std::abs(dc::normcdf(float(x)) - ref) <= (1 + x * x) * 2.4e-7 * ref);
+  }
+  CHECK(dc::normcdf(-30.0) > 4.9e-198); // 4.906e-198, where (1 + erf) / 2 gives 0 below x ~ -8.3
+  CHECK(dc::normcdf(0.0) == 0.5);
+  CHECK(dc::normcdf(40.0) == 1.0);
+  // The derivative, against central differences and the closed form exp(-x^2 / 2) / sqrt(2 pi).
+  for (double x : {-6.0, -2.5, -0.3, 0.0, 1.0, 4.0}) {
+    INFO("x = " << x);
+    dual<double, 1> d(x);
+    d.d[0] = 1;
+    auto const y = dc::normcdf(d);
+    double const h = 1e-5, fd = double((phi(x + h) - phi(x - h)) / (2 * h));
+    CHECK(y.val == dc::normcdf(x));
+    CHECK(std::abs(y.d[0] - fd) <= 1e-8 * fd);
+    double const closed = std::exp(-0.5 * x * x) / std::sqrt(2 * std::numbers::pi);
+    CHECK(std::abs(y.d[0] - closed) <= 1e-15 * closed);
+  }
+}
 
 TEST_CASE("pow with a floating exponent of another type keeps the fraction") {
   CHECK(dc::pow(1.5f, 2.5) == std::pow(1.5, 2.5));

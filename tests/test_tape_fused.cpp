@@ -48,6 +48,7 @@ TEST_CASE("elementwise: math functions match finite differences") {
       [](auto const &v) { return dc::atan(v[0]); },
       [](auto const &v) { return dc::log1p(v[0]); },
       [](auto const &v) { return dc::erf(v[0]); },
+      [](auto const &v) { return dc::normcdf(v[0]); },
       [](auto const &v) { return dc::relu(v[0] - 0.5); },
       [](auto const &v) { return dc::abs(v[0] - 0.5); },
       [](auto const &v) { return dc::asin(v[0]); },

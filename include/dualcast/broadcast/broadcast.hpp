@@ -202,14 +202,16 @@ void vjp_flat(Ex const &ex, kernel<F, S> const &k, std::array<T const *, N> cons
 template <class Ex, class F, bool S, class... O, class... A>
 void apply(Ex const &ex, kernel<F, S> const &k, pack<O...> const &outs, A const &...args) {
   using T = typename detail::common_element<O..., A...>::type;
-  static_assert(detail::all_arrays_of<T, O..., A...>,
-                "dualcast: all arrays of one call must have the same element type");
-  constexpr int K = detail::check_kernel<F, T, A...>();
-  static_assert(sizeof...(O) == K, "dualcast::apply: give one output array per kernel output");
-  using Layout = detail::arg_layout<A...>;
-  detail::values_op<F, Layout, K> op{{k.f, detail::scalar_table<F>(args...)}};
-  detail::apply_arrays<decltype(op), S>(ex, op, detail::collect_arrays<T>(args...),
-                                        detail::views_of<T>(outs), outs.add, K, "");
+  // (the call is compiled only when its checks pass: one message, no errors after it)
+  if constexpr (detail::call_fits<F, S, detail::values_mode, T>(detail::type_list<O..., A...>{},
+                                                                detail::type_list<A...>{})) {
+    constexpr int K = detail::check_kernel<F, T, A...>();
+    static_assert(sizeof...(O) == K, "dualcast::apply: give one output array per kernel output");
+    using Layout = detail::arg_layout<A...>;
+    detail::values_op<F, Layout, K> op{{k.f, detail::scalar_table<F>(args...)}};
+    detail::apply_arrays<decltype(op), S>(ex, op, detail::collect_arrays<T>(args...),
+                                          detail::views_of<T>(outs), outs.add, K, "");
+  }
 }
 
 // ---- values and partials d out_k / d in_a (partials given output-major: k * A + a) ------------
@@ -217,29 +219,30 @@ template <class Ex, class F, bool S, int C, int... I, class... O, class... P, cl
 void apply(Ex const &ex, kernel<F, S> const &k, active_set<C, I...>, pack<O...> const &outs,
            pack<P...> const &partials, A const &...args) {
   using T = typename detail::common_element<O..., A...>::type;
-  static_assert(detail::all_arrays_of<T, O..., P..., A...>,
-                "dualcast: all arrays of one call must have the same element type");
-  constexpr int K = detail::check_kernel<F, T, A...>();
-  using Layout = detail::arg_layout<A...>;
   using Active = active_set<C, I...>;
-  static_assert(detail::active_positions_valid<Layout, Active>(),
-                "dualcast: active positions must name distinct array arguments of the kernel");
-  constexpr int NA = Active::count;
-  static_assert(sizeof...(O) == K, "dualcast::apply: give one output array per kernel output");
-  static_assert(
-      sizeof...(P) == K * NA,
-      "dualcast::apply: give one partial array per (output, active input) pair, output-major");
-  auto ov = detail::views_of<T>(outs);
-  auto pv = detail::views_of<T>(partials);
-  std::array<view<T>, K + K * NA> all;
-  std::array<bool, K + K * NA> add;
-  for (int i = 0; i < K + K * NA; ++i) {
-    all[std::size_t(i)] = i < K ? ov[std::size_t(i)] : pv[std::size_t(i - K)];
-    add[std::size_t(i)] = i < K ? outs.add[std::size_t(i)] : partials.add[std::size_t(i - K)];
+  if constexpr (detail::call_fits<F, S, detail::chunked_mode<Active>, T>(
+                    detail::type_list<O..., P..., A...>{}, detail::type_list<A...>{})) {
+    constexpr int K = detail::check_kernel<F, T, A...>();
+    using Layout = detail::arg_layout<A...>;
+    static_assert(detail::active_positions_valid<Layout, Active>(),
+                  "dualcast: active positions must name distinct array arguments of the kernel");
+    constexpr int NA = Active::count;
+    static_assert(sizeof...(O) == K, "dualcast::apply: give one output array per kernel output");
+    static_assert(
+        sizeof...(P) == K * NA,
+        "dualcast::apply: give one partial array per (output, active input) pair, output-major");
+    auto ov = detail::views_of<T>(outs);
+    auto pv = detail::views_of<T>(partials);
+    std::array<view<T>, K + K * NA> all;
+    std::array<bool, K + K * NA> add;
+    for (int i = 0; i < K + K * NA; ++i) {
+      all[std::size_t(i)] = i < K ? ov[std::size_t(i)] : pv[std::size_t(i - K)];
+      add[std::size_t(i)] = i < K ? outs.add[std::size_t(i)] : partials.add[std::size_t(i - K)];
+    }
+    detail::partials_op<F, Layout, K, Active> op{{k.f, detail::scalar_table<F>(args...)}};
+    detail::apply_arrays<decltype(op), S>(ex, op, detail::collect_arrays<T>(args...), all, add, K,
+                                          "partial");
   }
-  detail::partials_op<F, Layout, K, Active> op{{k.f, detail::scalar_table<F>(args...)}};
-  detail::apply_arrays<decltype(op), S>(ex, op, detail::collect_arrays<T>(args...), all, add, K,
-                                        "partial");
 }
 
 // ---- JVP: values and output tangents from input tangents ---------------------------------------
@@ -249,45 +252,46 @@ void jvp(Ex const &ex, kernel<F, S> const &k, active_set<C, I...>, pack<O...> co
          pack<TO...> const &out_tangents, pack<A...> const &inputs,
          pack<TI...> const &in_tangents) {
   using T = typename detail::common_element<O..., A...>::type;
-  static_assert(detail::all_arrays_of<T, O..., TO..., A..., TI...>,
-                "dualcast: all arrays of one call must have the same element type");
-  constexpr int K = detail::check_kernel<F, T, A...>();
-  using Layout = detail::arg_layout<A...>;
   using Active = active_set<C, I...>;
-  static_assert(detail::active_positions_valid<Layout, Active>(),
-                "dualcast: active positions must name distinct array arguments of the kernel");
-  constexpr int NA = Active::count;
-  static_assert(sizeof...(O) == K && sizeof...(TO) == K,
-                "dualcast::jvp: give one output and one output tangent per kernel output");
-  static_assert(sizeof...(TI) == NA && (is_view_v<TI> && ...),
-                "dualcast::jvp: give one tangent array per active input");
-  char const *op_name = "dualcast::jvp";
-  auto ov = detail::views_of<T>(outs);
-  auto tv = detail::views_of<T>(out_tangents);
-  std::array<view<T>, 2 * K> all;
-  std::array<bool, 2 * K> add;
-  for (int i = 0; i < 2 * K; ++i) {
-    all[std::size_t(i)] = i < K ? ov[std::size_t(i)] : tv[std::size_t(i - K)];
-    add[std::size_t(i)] = i < K ? outs.add[std::size_t(i)] : out_tangents.add[std::size_t(i - K)];
-  }
-  auto ins =
-      std::apply([](auto const &...a) { return detail::collect_arrays<T>(a...); }, inputs.items);
-  detail::output_roles<2 * K> roles("output", K, "output tangent");
-  shape s = ov[0].dims();
-  detail::check_call(op_name, ins.views.data(), ins.pos.data(), ins.size, all.data(), roles.role,
-                     roles.idx, 2 * K, s);
-  // Each tangent has the shape of its input.
-  auto tin = detail::const_views_of<T>(in_tangents);
-  detail::check_tangents(op_name, ins, Active::positions, tin.data(), NA, all.data(), 2 * K,
-                         roles.role, roles.idx, s);
+  if constexpr (detail::call_fits<F, S, detail::jvp_mode<Active>, T>(
+                    detail::type_list<O..., TO..., A..., TI...>{}, detail::type_list<A...>{})) {
+    constexpr int K = detail::check_kernel<F, T, A...>();
+    using Layout = detail::arg_layout<A...>;
+    static_assert(detail::active_positions_valid<Layout, Active>(),
+                  "dualcast: active positions must name distinct array arguments of the kernel");
+    constexpr int NA = Active::count;
+    static_assert(sizeof...(O) == K && sizeof...(TO) == K,
+                  "dualcast::jvp: give one output and one output tangent per kernel output");
+    static_assert(sizeof...(TI) == NA && (is_view_v<TI> && ...),
+                  "dualcast::jvp: give one tangent array per active input");
+    char const *op_name = "dualcast::jvp";
+    auto ov = detail::views_of<T>(outs);
+    auto tv = detail::views_of<T>(out_tangents);
+    std::array<view<T>, 2 * K> all;
+    std::array<bool, 2 * K> add;
+    for (int i = 0; i < 2 * K; ++i) {
+      all[std::size_t(i)] = i < K ? ov[std::size_t(i)] : tv[std::size_t(i - K)];
+      add[std::size_t(i)] = i < K ? outs.add[std::size_t(i)] : out_tangents.add[std::size_t(i - K)];
+    }
+    auto ins =
+        std::apply([](auto const &...a) { return detail::collect_arrays<T>(a...); }, inputs.items);
+    detail::output_roles<2 * K> roles("output", K, "output tangent");
+    shape s = ov[0].dims();
+    detail::check_call(op_name, ins.views.data(), ins.pos.data(), ins.size, all.data(), roles.role,
+                       roles.idx, 2 * K, s);
+    // Each tangent has the shape of its input.
+    auto tin = detail::const_views_of<T>(in_tangents);
+    detail::check_tangents(op_name, ins, Active::positions, tin.data(), NA, all.data(), 2 * K,
+                           roles.role, roles.idx, s);
 
-  auto plan = detail::plan_with_args<T, Layout::num_arrays + NA, 2 * K>(s, ins);
-  plan.add_ins(tin.data(), NA);
-  plan.add_outs(all.data(), add.data(), 2 * K);
-  auto scalars =
-      std::apply([](auto const &...a) { return detail::scalar_table<F>(a...); }, inputs.items);
-  detail::jvp_op<F, Layout, K, Active> op{{k.f, scalars}};
-  backend_map<S>(detail::hook{}, ex, plan.p, op);
+    auto plan = detail::plan_with_args<T, Layout::num_arrays + NA, 2 * K>(s, ins);
+    plan.add_ins(tin.data(), NA);
+    plan.add_outs(all.data(), add.data(), 2 * K);
+    auto scalars =
+        std::apply([](auto const &...a) { return detail::scalar_table<F>(a...); }, inputs.items);
+    detail::jvp_op<F, Layout, K, Active> op{{k.f, scalars}};
+    backend_map<S>(detail::hook{}, ex, plan.p, op);
+  }
 }
 
 namespace detail {
@@ -299,28 +303,29 @@ void vjp_call(Ex const &ex, kernel<F, S> const &k, pack<O...> const &outs,
               pack<X...> const &in_cotangents, pack<A...> const &inputs,
               pack<Y...> const &out_cotangents, bool accumulate) {
   using T = typename common_element<O..., X..., A...>::type;
-  static_assert(all_arrays_of<T, O..., X..., A..., Y...>,
-                "dualcast: all arrays of one call must have the same element type");
-  constexpr int K = check_kernel<F, T, A...>();
-  using Layout = arg_layout<A...>;
-  static_assert(active_positions_valid<Layout, Active>(),
-                "dualcast: active positions must name distinct array arguments of the kernel");
-  constexpr int NA = Active::count;
-  static_assert(!Values || sizeof...(O) == K,
-                "dualcast::value_and_vjp: give one output array per kernel output");
-  static_assert(sizeof...(X) == NA,
-                "dualcast::vjp / value_and_vjp: give one cotangent array per active input");
-  static_assert(sizeof...(Y) == K && (is_view_v<Y> && ...),
-                "dualcast::vjp / value_and_vjp: give one cotangent array per kernel output");
-  bool add[NA > 0 ? NA : 1];
-  for (int a = 0; a < NA; ++a)
-    add[a] = accumulate || in_cotangents.add[std::size_t(a)];
-  auto ins = std::apply([](auto const &...a) { return collect_arrays<T>(a...); }, inputs.items);
-  auto scalars = std::apply([](auto const &...a) { return scalar_table<F>(a...); }, inputs.items);
-  auto values = views_of<T>(outs);
-  vjp_arrays<S, F, Layout, K, Active, Values>(ex, k, ins, scalars, views_of<T>(in_cotangents), add,
-                                              const_views_of<T>(out_cotangents), values.data(),
-                                              outs.add.data());
+  if constexpr (call_fits<F, S, chunked_mode<Active>, T>(type_list<O..., X..., A..., Y...>{},
+                                                         type_list<A...>{})) {
+    constexpr int K = check_kernel<F, T, A...>();
+    using Layout = arg_layout<A...>;
+    static_assert(active_positions_valid<Layout, Active>(),
+                  "dualcast: active positions must name distinct array arguments of the kernel");
+    constexpr int NA = Active::count;
+    static_assert(!Values || sizeof...(O) == K,
+                  "dualcast::value_and_vjp: give one output array per kernel output");
+    static_assert(sizeof...(X) == NA,
+                  "dualcast::vjp / value_and_vjp: give one cotangent array per active input");
+    static_assert(sizeof...(Y) == K && (is_view_v<Y> && ...),
+                  "dualcast::vjp / value_and_vjp: give one cotangent array per kernel output");
+    bool add[NA > 0 ? NA : 1];
+    for (int a = 0; a < NA; ++a)
+      add[a] = accumulate || in_cotangents.add[std::size_t(a)];
+    auto ins = std::apply([](auto const &...a) { return collect_arrays<T>(a...); }, inputs.items);
+    auto scalars = std::apply([](auto const &...a) { return scalar_table<F>(a...); }, inputs.items);
+    auto values = views_of<T>(outs);
+    vjp_arrays<S, F, Layout, K, Active, Values>(ex, k, ins, scalars, views_of<T>(in_cotangents),
+                                                add, const_views_of<T>(out_cotangents),
+                                                values.data(), outs.add.data());
+  }
 }
 } // namespace detail
 

@@ -184,6 +184,13 @@ template <class T, int N> DUALCAST_HD DUALCAST_MATH_INLINE dual<T, N> erfc(dual<
   return detail::chain(x, erfc(x.val), T(-std::numbers::inv_sqrtpi * 2) * exp(-x.val * x.val));
 }
 
+// Phi'(x) = exp(-x^2 / 2) / sqrt(2 pi).
+template <class T, int N> DUALCAST_HD DUALCAST_MATH_INLINE dual<T, N> normcdf(dual<T, N> const &x) {
+  return detail::chain(x, normcdf(x.val),
+                       T(std::numbers::inv_sqrtpi / std::numbers::sqrt2) *
+                           exp(T(-0.5) * (x.val * x.val)));
+}
+
 // ---- piecewise functions --------------------------------------------------------------------
 template <class T, int N> DUALCAST_HD DUALCAST_MATH_INLINE dual<T, N> abs(dual<T, N> const &x) {
   T sign = select(x.val > T(0), T(1), select(x.val < T(0), T(-1), T(0)));

@@ -82,6 +82,12 @@ template <std::floating_point T, std::integral I> DUALCAST_HD inline T pow(T x, 
   return dualcast::pow(x, static_cast<T>(n));
 }
 
+// normcdf(x): the standard normal CDF Phi(x) = erfc(-x / sqrt 2) / 2. Through erfc, not
+// (1 + erf) / 2, so that the lower tail keeps its relative accuracy (Phi(-30) ~ 4.9e-198, not 0).
+template <std::floating_point T> DUALCAST_HD inline T normcdf(T x) {
+  return T(0.5) * dualcast::erfc(x * T(-0.70710678118654752440)); // (-1 / sqrt 2)
+}
+
 // Branch-free helpers with value semantics shared by every type.
 template <std::floating_point T> DUALCAST_HD constexpr T abs(T x) {
   return x < T(0) ? -x : (x == T(0) ? T(0) : x); // abs(-0) == +0

@@ -228,6 +228,11 @@ DUALCAST_DETAIL_LANEWISE(ceil)
 DUALCAST_DETAIL_LANEWISE(round)
 #undef DUALCAST_DETAIL_LANEWISE
 
+// normcdf as on plain numbers (math/scalar.hpp), with erfc lane by lane: equal bit for bit.
+template <class T, int W> inline batch<T, W> normcdf(batch<T, W> x) {
+  return T(0.5) * erfc(x * T(-0.70710678118654752440));
+}
+
 #define DUALCAST_DETAIL_LANEWISE2(name)                                                            \
   template <class T, int W> inline batch<T, W> name(batch<T, W> x, batch<T, W> y) {                \
     return detail::map_lanes(x, y, [](T a, T b) { return dualcast::name(a, b); });                 \

@@ -6,6 +6,8 @@
 #include <dualcast/arrays/view.hpp>
 #include <dualcast/kernel/detail/element_ops.hpp>
 #include <dualcast/kernel/kernel.hpp>
+#include <dualcast/numbers/dual.hpp>
+#include <dualcast/numbers/simd.hpp>
 
 #include <cstddef>
 #include <tuple>
@@ -52,21 +54,119 @@ template <class F, class... X> constexpr bool returns_std_tuple() {
 }
 
 // Compile-time checks shared by every mode; gives readable messages instead of template errors.
+// Returns the number of outputs, or 0 after a failed check (whose message is then the only one:
+// the checks after it are not compiled).
 template <class F, class T, class... A> constexpr int check_kernel() {
-  static_assert(std::is_same_v<T, float> || std::is_same_v<T, double>,
-                "dualcast: arrays passed to a kernel must hold float or double");
-  static_assert(((is_view_v<A> || std::is_arithmetic_v<std::decay_t<A>>)&&...),
+  constexpr bool numbers = std::is_same_v<T, float> || std::is_same_v<T, double>;
+  static_assert(numbers, "dualcast: arrays passed to a kernel must hold float or double");
+  constexpr bool args = ((is_view_v<A> || std::is_arithmetic_v<std::decay_t<A>>)&&...);
+  static_assert(args,
                 "dualcast: kernel arguments must be dualcast::view arrays or arithmetic scalars");
-  static_assert(std::is_invocable_v<F const &, scalar_arg_t<A, T>...>,
-                "dualcast: the kernel's lambda cannot be called with this number of arguments "
-                "(check the kernel's arity against the arguments passed)");
-  static_assert(!returns_std_tuple<F, scalar_arg_t<A, T>...>(),
-                "dualcast: a kernel returns several outputs as dualcast::outputs(a, b, ...), not "
-                "as a std::tuple or std::pair");
-  using R = scalar_result_t<F, T, A...>;
-  static_assert(outputs_are_numbers<R>(std::make_index_sequence<R::size>{}),
-                "dualcast: every output of a kernel must be a number or a dual number");
-  return static_cast<int>(R::size);
+  if constexpr (!numbers || !args) {
+    return 0;
+  } else {
+    constexpr bool callable = std::is_invocable_v<F const &, scalar_arg_t<A, T>...>;
+    static_assert(callable,
+                  "dualcast: the kernel's lambda cannot be called with this number of arguments "
+                  "(check the kernel's arity against the arguments passed)");
+    if constexpr (!callable) {
+      return 0;
+    } else {
+      static_assert(!returns_std_tuple<F, scalar_arg_t<A, T>...>(),
+                    "dualcast: a kernel returns several outputs as dualcast::outputs(a, b, ...), "
+                    "not as a std::tuple or std::pair");
+      using R = scalar_result_t<F, T, A...>;
+      constexpr bool outputs_ok = outputs_are_numbers<R>(std::make_index_sequence<R::size>{});
+      static_assert(outputs_ok, "dualcast: every output of a kernel must be a number or a dual "
+                                "number");
+      return outputs_ok ? static_cast<int>(R::size) : 0;
+    }
+  }
+}
+
+// ---- the numbers a mode runs the lambda on ----------------------------------------------------
+// The lane an array argument becomes: a SIMD batch on the CPU backend, a plain number one element
+// at a time (per_element: Simd false; and under nvcc, whose host pass has no batches).
+#if DUALCAST_HAS_SIMD
+template <class T, bool Simd>
+using lane_of = std::conditional_t<Simd, batch<T, native_width<T>>, T>;
+#else
+template <class T, bool Simd> using lane_of = T;
+#endif
+
+// The modes (kernel/detail/element_ops.hpp): values on plain lanes; partials and VJP with the
+// active inputs of the first chunk as duals of that chunk's width; JVP with every active input a
+// dual with one partial.
+struct values_mode {
+  static constexpr int duals_of(int) { return 0; }
+};
+template <class Active> struct chunked_mode {
+  static constexpr int width = Active::count < Active::chunk ? Active::count : Active::chunk;
+  static constexpr int duals_of(int p) {
+    int const a = active_index<Active>(p);
+    return a >= 0 && a < width ? width : 0;
+  }
+};
+template <class Active> struct jvp_mode {
+  static constexpr int duals_of(int p) { return active_index<Active>(p) >= 0 ? 1 : 0; }
+};
+
+template <class L, int Duals> struct lane_arg { using type = dual<L, Duals>; };
+template <class L> struct lane_arg<L, 0> { using type = L; };
+// What the mode passes for argument P of type A.
+template <class Mode, class L, int P, class A>
+using mode_arg_t = std::conditional_t<is_view_v<A>, typename lane_arg<L, Mode::duals_of(P)>::type,
+                                      std::decay_t<A>>;
+
+template <class F, class Mode, class L, class... A, std::size_t... P>
+constexpr bool invocable_in_mode(std::index_sequence<P...>) {
+  return std::is_invocable_v<F const &, mode_arg_t<Mode, L, int(P), A>...>;
+}
+
+// Whether F's call operator takes fixed parameter types ([](double a) {...}: its operator() is
+// not a template, so its address can be taken).
+template <class F>
+concept fixed_parameters = requires {
+  &F::operator();
+};
+
+// A lambda with fixed parameter types, checked against the numbers the mode runs it on: only
+// such a lambda can be checked without compiling its body (a generic lambda's body is checked
+// as it is compiled; a std:: math function in it gets its message from
+// math/detail/std_functions.hpp).
+template <class F, bool Simd, class Mode, class T, class... A> constexpr bool check_lanes() {
+  if constexpr (fixed_parameters<F>) {
+    constexpr bool ok =
+        invocable_in_mode<F, Mode, lane_of<T, Simd>, A...>(std::index_sequence_for<A...>{});
+    static_assert(ok, "dualcast: the kernel's lambda takes fixed parameter types (such as double), "
+                      "but a kernel runs it on SIMD batches and dual numbers: write a generic "
+                      "lambda, [](auto a, auto b) { ... }, with dualcast:: math functions "
+                      "(dualcast::exp, not std::exp); or, for values only, one element at a "
+                      "time, declare dualcast::kernel(f, dualcast::per_element)");
+    return ok;
+  } else {
+    return true;
+  }
+}
+
+template <class... V> struct type_list {};
+
+// Every compile-time check of a call, in order, each only after the ones before it passed: its
+// element types (Arrays: all of the call's arrays), the kernel against its arguments A, the
+// numbers the mode runs it on. The call compiles the rest of its body only when this is true,
+// so that a failed check is the only error (a float array among double ones gave the message
+// and then some 50 lines of errors from the code after it).
+template <class F, bool Simd, class Mode, class T, class... V, class... A>
+constexpr bool call_fits(type_list<V...>, type_list<A...>) {
+  constexpr bool same = all_arrays_of<T, V...>;
+  static_assert(same, "dualcast: all arrays of one call must have the same element type (float "
+                      "and double arrays mixed? convert one of them first)");
+  if constexpr (!same)
+    return false;
+  else if constexpr (check_kernel<F, T, A...>() == 0)
+    return false;
+  else
+    return check_lanes<F, Simd, Mode, T, A...>();
 }
 
 template <class Layout, class Active> constexpr bool active_positions_valid() {
