@@ -648,6 +648,23 @@ TEST_CASE("npy: malformed files are io_errors (dtype_error for other dtypes), ne
   long_len[8] = char(0xff);
   long_len[9] = char(0x7f);
   CHECK_THROWS_AS(load(long_len), dc::io_error);
+  // An empty array whose other extents multiply past 2^63: no element to read, but its strides
+  // would overflow (UBSan's report in the tensor's strides, on an input of
+  // tests/fuzz/fuzz_npy.cpp).
+  for (bool fortran : {false, true}) {
+    INFO(fortran);
+    std::string const empty_huge = std::string("{'descr': '<f4', 'fortran_order': ") +
+                                   (fortran ? "True" : "False") +
+                                   ", 'shape': (0, 4611686018427387904, 4611686018427387904)}";
+    try {
+      load(hdr(empty_huge));
+      FAIL("no error");
+    } catch (dc::io_error const &e) {
+      CHECK(std::string(e.what()).find("too large") != std::string::npos);
+    }
+  }
+  CHECK(load(hdr("{'descr': '<f4', 'fortran_order': False, 'shape': (0, 4611686018427387904)}"))
+            .dims() == shape{0, 4611686018427387904});
 }
 
 // ---- .npz -------------------------------------------------------------------------------------
@@ -736,4 +753,63 @@ TEST_CASE("npz: compressed, corrupt and truncated archives are io_errors, never 
   CHECK_THROWS_AS(load(bad_crc), dc::io_error);
   CHECK_THROWS_AS(load("not a zip file at all, but long enough to look for one"), dc::io_error);
   prefixes_fail_corruptions_survive(good, load, 4);
+}
+
+// Central directory records that point at bytes another entry already uses: 200 floats of data
+// read once per record (a zip bomb: here 6 x 800 bytes of arrays from a 1.3 KB file; the
+// records could be 46 bytes each), and a CRC pass over the shared bytes per record.
+TEST_CASE("npz: overlapping entries and repeated names are io_errors before any array is read") {
+  std::string const one =
+      dc::detail::npz::zip({{"a.npy", dc::npy_bytes(T32::full({200}, 1.0f))}}, "test");
+  REQUIRE(dc::from_npz_bytes<float>(one).at("a").size() == 200);
+  std::size_t const cd = one.find(std::string("PK\x01\x02", 4)),
+                    eocd = one.find(std::string("PK\x05\x06", 4));
+  REQUIRE(cd != std::string::npos);
+  REQUIRE(eocd != std::string::npos);
+  std::string const record = one.substr(cd, eocd - cd);
+  // The archive with `names` as central directory records, each pointing at a.npy's bytes.
+  auto with_records = [&](std::string const &names) {
+    std::string central;
+    for (char c : names) {
+      std::string r = record;
+      r[r.find("a.npy")] = c;
+      central += r;
+    }
+    std::string out = one.substr(0, cd) + central;
+    auto put = [&](std::uint32_t v, int bytes) {
+      for (int i = 0; i < bytes; ++i)
+        out += char((v >> (8 * i)) & 0xff);
+    };
+    put(0x06054b50, 4);
+    put(0, 4);
+    put(std::uint32_t(names.size()), 2);
+    put(std::uint32_t(names.size()), 2);
+    put(std::uint32_t(central.size()), 4);
+    put(std::uint32_t(cd), 4);
+    put(0, 2);
+    return out;
+  };
+  CHECK(dc::from_npz_bytes<float>(with_records("a")).at("a").size() == 200);
+  auto message = [](std::string const &archive) {
+    try {
+      dc::from_npz_bytes<float>(archive, "'bomb.npz'");
+    } catch (dc::io_error const &e) {
+      return std::string(e.what());
+    }
+    return std::string("no error");
+  };
+  CHECK(message(with_records("abcdef")) ==
+        "dualcast::load_npz: 'bomb.npz': entries 'a.npy' and 'b.npy' overlap (a corrupt archive, "
+        "or a zip bomb)");
+  CHECK(message(with_records("aa")).find("overlap") != std::string::npos);
+  // Two entries of the same array name, at different bytes.
+  std::string const twice = dc::detail::npz::zip(
+      {{"a.npy", dc::npy_bytes(T32::full({2}, 1.0f))}, {"a", dc::npy_bytes(T32::full({3}, 2.0f))}},
+      "test");
+  CHECK(message(twice) == "dualcast::load_npz: 'bomb.npz': the array 'a' appears twice");
+  // In memory and from a file: the same arrays.
+  temp_file f(".npz");
+  write_bytes(f.path, one);
+  CHECK(dc::load_npz<float>(f.path).at("a").to_vector() ==
+        dc::from_npz_bytes<float>(one).at("a").to_vector());
 }

@@ -37,6 +37,7 @@
 #include <filesystem>
 #include <fstream>
 #include <iterator>
+#include <limits>
 #include <string>
 #include <string_view>
 #include <type_traits>
@@ -253,20 +254,26 @@ template <class T> tensor<T> parse(std::string_view bytes, std::string const &wh
   header const h = header_parser(bytes.substr(start, header_len), where).parse();
   std::size_t const data_at = start + header_len;
   std::size_t const available = bytes.size() - data_at;
-  // The element count, checked against the bytes present before anything is allocated.
-  std::uint64_t n = 1;
+  // The element count, checked against the bytes present before anything is allocated. The
+  // product of the non-zero extents must fit in index_t even when another extent is 0: the
+  // strides are products of the extents (NumPy refuses such shapes too).
+  std::uint64_t nonzero = 1;
+  bool empty = false;
   for (int i = 0; i < h.dims.rank; ++i) {
     std::uint64_t const e = std::uint64_t(h.dims.ext[i]);
-    if (e != 0 && n > available / e)
-      n = std::uint64_t(available) + 1; // more than could be there
-    else
-      n *= e;
+    if (e == 0) {
+      empty = true;
+      continue;
+    }
+    if (nonzero > std::uint64_t(std::numeric_limits<index_t>::max()) / e)
+      fail(where, "shape " + to_string(h.dims) + " is too large (its extents multiply past 2^63)");
+    nonzero *= e;
   }
+  std::uint64_t const n = empty ? 0 : nonzero;
   if (n > available / std::uint64_t(h.item_size))
     fail(where, "the data is shorter than shape " + to_string(h.dims) + " needs (" +
-                    std::to_string(available) + " bytes for " +
-                    (n > available ? std::string("more") : std::to_string(n)) + " elements of " +
-                    std::to_string(h.item_size) + " bytes)");
+                    std::to_string(available) + " bytes for " + std::to_string(n) +
+                    " elements of " + std::to_string(h.item_size) + " bytes)");
   // Fortran order: the contiguous tensor of the reversed shape, permuted back.
   shape stored = h.dims;
   if (h.fortran)

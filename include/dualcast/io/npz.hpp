@@ -5,6 +5,7 @@
 //   B}}); auto arrays = dualcast::load_npz<float>("model.npz");    // arrays.at("w")
 //   dualcast::save_npz("ckpt.npz", ps);                      // a dualcast::parameters<float>
 //   dualcast::load_npz("ckpt.npz", ps);                      // values copied in, by name
+//   auto same = dualcast::from_npz_bytes<float>(bytes);      // an .npz file in memory
 //   >>> d = np.load("model.npz"); d["w"]                       # in Python
 //
 // Writing: one stored (uncompressed) zip entry "<name>.npy" per tensor (io/npy.hpp), with its
@@ -16,7 +17,9 @@
 // writes them), each a stored .npy whose CRC-32 is checked; the ".npy" suffix is dropped from the
 // names, as numpy.load does. Deflate-compressed entries (np.savez_compressed) are an io_error
 // saying so: dualcast has no zlib dependency; write such files with np.savez. Element types
-// convert as in load_npy. Every malformed archive is an io_error naming the file and the entry.
+// convert as in load_npy. Every malformed archive is an io_error naming the file and the entry;
+// among them entries whose bytes overlap (refused before any array is read: the arrays never hold
+// more bytes than the file) and an array name that appears twice.
 //
 // load_npz(path, ps) copies each array into the value of the parameter of the same name, in
 // place (its version is bumped, as for an optimizer step); shapes must match (shape_error). With
@@ -29,6 +32,7 @@
 #include <dualcast/nn/parameters.hpp>
 #include <dualcast/tensor/tensor.hpp>
 
+#include <algorithm>
 #include <array>
 #include <cstddef>
 #include <cstdint>
@@ -173,7 +177,9 @@ struct entry {
   std::string_view data;
 };
 
-// The stored entries of a zip archive, CRC-checked.
+// The stored entries of a zip archive, CRC-checked. No two entries may share bytes: entries that
+// overlap (a "zip bomb" of central directory records pointing at the same data) would make the
+// arrays read from them larger than the file, and their CRCs quadratic in its size.
 inline std::vector<entry> unzip(std::string_view bytes, std::string const &where) {
   reader r(bytes, where);
   if (bytes.size() < 22)
@@ -203,7 +209,11 @@ inline std::vector<entry> unzip(std::string_view bytes, std::string const &where
     r.fail("the central directory lies past the end of the file");
   if (count > cd_size / 46)
     r.fail("the central directory is too small for its " + std::to_string(count) + " entries");
-  std::vector<entry> out;
+  struct located {
+    std::string name;
+    std::uint64_t crc, start, data_at, size; // the local header at start, the data at data_at
+  };
+  std::vector<located> found;
   std::uint64_t at = cd_offset;
   for (std::uint64_t k = 0; k < count; ++k) {
     if (r.get(at, 4) != central_sig)
@@ -246,12 +256,26 @@ inline std::vector<entry> unzip(std::string_view bytes, std::string const &where
     if (r.get(offset, 4) != local_sig)
       r.fail("entry '" + name + "': no local file header at byte " + std::to_string(offset));
     std::uint64_t const data_at = offset + 30 + r.get(offset + 26, 2) + r.get(offset + 28, 2);
-    std::string_view const data = r.span(data_at, usize);
-    if (crc32(data) != crc)
-      r.fail("entry '" + name + "': CRC-32 mismatch (the archive is corrupt)");
-    if (!name.empty() && name.back() == '/')
+    r.span(data_at, usize); // within the file
+    found.push_back({std::move(name), crc, offset, data_at, usize});
+  }
+  std::vector<located const *> by_start;
+  for (auto const &f : found)
+    by_start.push_back(&f);
+  std::stable_sort(by_start.begin(), by_start.end(),
+                   [](located const *a, located const *b) { return a->start < b->start; });
+  for (std::size_t i = 1; i < by_start.size(); ++i)
+    if (by_start[i]->start < by_start[i - 1]->data_at + by_start[i - 1]->size)
+      r.fail("entries '" + by_start[i - 1]->name + "' and '" + by_start[i]->name +
+             "' overlap (a corrupt archive, or a zip bomb)");
+  std::vector<entry> out;
+  for (auto &f : found) {
+    std::string_view const data = r.span(f.data_at, f.size);
+    if (crc32(data) != f.crc)
+      r.fail("entry '" + f.name + "': CRC-32 mismatch (the archive is corrupt)");
+    if (!f.name.empty() && f.name.back() == '/')
       continue; // a directory
-    out.push_back({std::move(name), data});
+    out.push_back({std::move(f.name), data});
   }
   return out;
 }
@@ -264,18 +288,23 @@ inline std::string array_name(std::string const &entry_name) {
   return entry_name;
 }
 
+} // namespace detail::npz
+
+// Every array of the bytes of an .npz file by name (".npy" dropped), converted to T; `where` names
+// them in errors.
 template <class T>
-std::vector<std::pair<std::string, tensor<T>>> load_all(std::filesystem::path const &path) {
-  std::string const where = "'" + path.string() + "'";
-  std::string const bytes = npy::read_file(path, "dualcast::load_npz");
-  std::vector<std::pair<std::string, tensor<T>>> r;
-  for (auto const &e : unzip(bytes, where))
-    r.emplace_back(array_name(e.name),
-                   from_npy_bytes<T>(e.data, where + " entry '" + e.name + "'"));
+std::map<std::string, tensor<T>> from_npz_bytes(std::string_view bytes,
+                                                std::string const &where = "npz data") {
+  std::map<std::string, tensor<T>> r;
+  for (auto const &e : detail::npz::unzip(bytes, where)) {
+    std::string name = detail::npz::array_name(e.name);
+    if (r.contains(name)) // before its array is read
+      throw io_error("dualcast::load_npz: " + where + ": the array '" + name + "' appears twice");
+    tensor<T> t = from_npy_bytes<T>(e.data, where + " entry '" + e.name + "'");
+    r.emplace(std::move(name), std::move(t));
+  }
   return r;
 }
-
-} // namespace detail::npz
 
 // Saves the tensors under their names (entries "<name>.npy"; see the file comment).
 template <class T>
@@ -289,12 +318,8 @@ void save_npz(std::filesystem::path const &path, std::map<std::string, tensor<T>
 
 // Every array of an .npz file by name (".npy" dropped), converted to T.
 template <class T> std::map<std::string, tensor<T>> load_npz(std::filesystem::path const &path) {
-  std::map<std::string, tensor<T>> r;
-  for (auto &[name, t] : detail::npz::load_all<T>(path))
-    if (!r.emplace(name, std::move(t)).second)
-      throw io_error("dualcast::load_npz: '" + path.string() + "': the array '" + name +
-                     "' appears twice");
-  return r;
+  return from_npz_bytes<T>(detail::npy::read_file(path, "dualcast::load_npz"),
+                           "'" + path.string() + "'");
 }
 
 // The values of a parameter list, by name, in the list's order.
