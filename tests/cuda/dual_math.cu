@@ -61,8 +61,8 @@ __host__ __device__ int all_math(T const &x, T const &y, T const &z, double *out
   put(dc::sinh(x)), put(dc::cosh(x)), put(dc::tanh(x));
   put(dc::asinh(x)), put(dc::acosh(x + S(2))), put(dc::atanh(x));
   put(dc::hypot(x, y)), put(dc::hypot(x, S(3))), put(dc::hypot(S(3), y));
-  // error function
-  put(dc::erf(x)), put(dc::erfc(x));
+  // error function and the normal CDF
+  put(dc::erf(x)), put(dc::erfc(x)), put(dc::normcdf(x));
   // piecewise
   put(dc::abs(x)), put(dc::relu(x)), put(dc::floor(x)), put(dc::ceil(x)), put(dc::round(x));
   put(dc::min(x, y)), put(dc::min(x, S(0))), put(dc::min(S(0), y));

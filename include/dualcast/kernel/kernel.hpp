@@ -56,6 +56,15 @@ template <class T> struct is_number : std::is_arithmetic<T> {};
 template <class T, int N> struct is_number<dual<T, N>> : is_number<T> {};
 } // namespace detail
 
+namespace detail {
+// Whether F's call operator takes fixed parameter types ([](double a) {...}: its operator() is
+// not a template, so its address can be taken).
+template <class F>
+concept fixed_parameters = requires {
+  &F::operator();
+};
+} // namespace detail
+
 // Evaluate SIMD batches (default) or one element at a time (for lambdas that convert values to
 // integers, call non-dualcast functions, or otherwise cannot take a SIMD batch).
 struct per_element_t {};
@@ -73,9 +82,14 @@ template <class F, bool Simd = true> struct kernel {
 
   // On plain numbers or duals a kernel is its lambda.
   template <class... A> DUALCAST_HD constexpr auto operator()(A const &...a) const {
-    static_assert(std::is_invocable_v<F const &, A const &...>,
+    constexpr bool callable = std::is_invocable_v<F const &, A const &...>;
+    static_assert(callable || detail::fixed_parameters<F>,
                   "dualcast: the kernel's lambda cannot be called with this number of arguments "
                   "(check the kernel's arity against the arguments passed)");
+    static_assert(callable || !detail::fixed_parameters<F>,
+                  "dualcast: the kernel's lambda takes fixed parameter types and cannot be called "
+                  "with these arguments (a dual or a SIMD batch?): write a generic lambda, "
+                  "[](auto a, auto b) { ... }, with dualcast:: math functions");
     return f(a...);
   }
 };

@@ -123,13 +123,6 @@ constexpr bool invocable_in_mode(std::index_sequence<P...>) {
   return std::is_invocable_v<F const &, mode_arg_t<Mode, L, int(P), A>...>;
 }
 
-// Whether F's call operator takes fixed parameter types ([](double a) {...}: its operator() is
-// not a template, so its address can be taken).
-template <class F>
-concept fixed_parameters = requires {
-  &F::operator();
-};
-
 // A lambda with fixed parameter types, checked against the numbers the mode runs it on: only
 // such a lambda can be checked without compiling its body (a generic lambda's body is checked
 // as it is compiled; a std:: math function in it gets its message from
