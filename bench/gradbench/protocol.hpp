@@ -9,7 +9,9 @@
 //   analysis and anything else -> {"id"}
 //
 // A line that is not a JSON object, or has no integer id, is answered with "id": null and an
-// error: the eval waits for one line per message, so silence would hang it.
+// error: the eval waits for one line per message, so silence would hang it. An evaluate asking
+// for more than input_limits() (registry.hpp: sizes beside the numbers, min_runs, min_seconds)
+// fails with an error saying so. tests/fuzz/fuzz_gradbench.cpp feeds this reader any bytes.
 #pragma once
 
 #include "registry.hpp"
@@ -34,13 +36,17 @@ inline json evaluate(function const &fn, json const &input) {
   double min_seconds = 0;
   if (input.is_object()) {
     if (auto it = input.find("min_runs"); it != input.end()) {
-      if (!it->is_number_integer() || it->get<std::int64_t>() < 0)
-        throw input_error("min_runs must be a non-negative integer");
+      if (!it->is_number_integer() || it->get<std::int64_t>() < 0 ||
+          it->get<std::int64_t>() > input_limits().max_runs)
+        throw input_error("min_runs must be an integer in [0, " +
+                          std::to_string(input_limits().max_runs) + "]");
       min_runs = it->get<std::int64_t>();
     }
     if (auto it = input.find("min_seconds"); it != input.end()) {
-      if (!it->is_number() || !(it->get<double>() >= 0))
-        throw input_error("min_seconds must be a non-negative number");
+      if (!it->is_number() || !(it->get<double>() >= 0) ||
+          !(it->get<double>() <= input_limits().max_seconds))
+        throw input_error("min_seconds must be a number in [0, " +
+                          shortest(input_limits().max_seconds) + "]");
       min_seconds = it->get<double>();
     }
   }
@@ -54,7 +60,8 @@ inline json evaluate(function const &fn, json const &input) {
   auto job = parsed->prepare();
   timings.push_back({{"name", "prepare"}, {"nanoseconds", ns(clock::now() - t0)}});
   double elapsed = 0;
-  for (std::int64_t run = 0; run < min_runs || elapsed < min_seconds; ++run) {
+  // (at least one run even for min_runs 0: the output is the last run's)
+  for (std::int64_t run = 0; run == 0 || run < min_runs || elapsed < min_seconds; ++run) {
     auto start = clock::now();
     job->run();
     auto took = ns(clock::now() - start);

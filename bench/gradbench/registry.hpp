@@ -10,6 +10,8 @@
 
 #include <cmath>
 #include <cstddef>
+#include <cstdint>
+#include <cstdio>
 #include <functional>
 #include <map>
 #include <memory>
@@ -70,6 +72,33 @@ public:
 private:
   std::map<std::string, std::map<std::string, function>> modules_;
 };
+
+// ---- bounds on what an input may ask for ------------------------------------------------------
+// The sizes an input states beside its numbers (llsq's n, ode's s, ba's n / m / p copies, the
+// repetitions of evaluate) are not bounded by the length of its line: past these bounds they are
+// an input_error, not an allocation or a loop without end. The defaults are far above GradBench's
+// largest inputs; the fuzzer (tests/fuzz/fuzz_gradbench.cpp) lowers them to keep each input fast.
+struct limits {
+  double max_elements = double(1L << 28); // of the arrays a module builds from stated sizes
+  std::int64_t max_runs = 1'000'000;      // evaluate's min_runs
+  double max_seconds = 24 * 3600.0;       // evaluate's min_seconds
+};
+inline limits &input_limits() {
+  static limits l;
+  return l;
+}
+inline std::string shortest(double x) { // 2e+15, 268435456, 86400
+  char buf[32];
+  std::snprintf(buf, sizeof buf, "%.15g", x);
+  return buf;
+}
+// `elements` (computed in double: a product of stated sizes must not overflow first) within
+// input_limits().max_elements.
+inline void check_size(double elements, std::string const &what) {
+  if (!(elements <= input_limits().max_elements))
+    throw input_error(what + " asks for " + shortest(elements) + " elements, more than " +
+                      shortest(input_limits().max_elements) + " (the tool's limit)");
+}
 
 // ---- reading inputs, with errors that name the field --------------------------------------------
 inline json const &field(json const &in, char const *name) {

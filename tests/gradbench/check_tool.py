@@ -252,6 +252,16 @@ def check_protocol_session(tool):
     for i in (14, 15):
         if by_id.get(i) != {"id": i}:
             fail(name, f"message {i} should be acknowledged with its id only: {by_id.get(i)}")
+    # sizes and repetitions beyond the tool's limits: refused, naming what was asked
+    for i, says in ((16, "n x m"), (17, "s steps"), (18, "cameras"), (19, "min_runs"),
+                    (20, "min_seconds")):
+        r = by_id.get(i, {})
+        if r.get("success") is not False or says not in r.get("error", ""):
+            fail(name, f"message {i} should fail with an error naming {says!r}, got {r}")
+    r = by_id.get(21, {})
+    runs = [t for t in r.get("timings", []) if t["name"] == "evaluate"]
+    if not r.get("success") or len(runs) != 1 or not close(r.get("output", 0), ref.lse([1.0, 2.0])):
+        fail(name, f"min_runs 0 should still run once and answer: {r}")
     malformed = [r for m, r in pairs if not isinstance(m, dict) or "id" not in m]
     if len(malformed) != 3:
         fail(name, f"3 malformed lines should get 3 answers with id null, got {len(malformed)}")

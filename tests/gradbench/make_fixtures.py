@@ -89,6 +89,22 @@ lines = [
     '"input": {"n": 1, "m": 1, "p": 1, "cam": [1, 2], "x": [1, 2, 3], "w": 1, "feat": [1, 2]}}',
     '{"id": 14, "kind": "analysis", "of": 4, "valid": true}',
     '{"id": 15, "kind": "something new"}',
+    # Sizes and repetitions beyond the tool's limits (registry.hpp's input_limits): an error, not
+    # an allocation of 10^15 elements or a loop without end.
+    '{"id": 16, "kind": "evaluate", "module": "llsq", "function": "primal", '
+    '"input": {"x": [1.0, 2.0], "n": 1000000000000000}}',
+    '{"id": 17, "kind": "evaluate", "module": "ode", "function": "primal", '
+    '"input": {"x": [1.0], "s": 1000000000000000000}}',
+    '{"id": 18, "kind": "evaluate", "module": "ba", "function": "objective", '
+    '"input": {"n": 1000000000000, "m": 1, "p": 1, "cam": [1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11], '
+    '"x": [1, 2, 3], "w": 1, "feat": [1, 2]}}',
+    '{"id": 19, "kind": "evaluate", "module": "lse", "function": "primal", '
+    '"input": {"x": [1.0], "min_runs": 1000000000000}}',
+    '{"id": 20, "kind": "evaluate", "module": "lse", "function": "primal", '
+    '"input": {"x": [1.0], "min_seconds": 1e300}}',
+    # min_runs 0: still one run, whose output is the answer.
+    '{"id": 21, "kind": "evaluate", "module": "lse", "function": "primal", '
+    '"input": {"x": [1.0, 2.0], "min_runs": 0}}',
 ]
 with open(os.path.join(here, "protocol.jsonl"), "w") as f:
     f.write("\n".join(lines) + "\n")

@@ -28,6 +28,8 @@ inline input parse(json const &in) {
   input r;
   r.n = integer(field(in, "n"), "n", 1), r.m = integer(field(in, "m"), "m", 1);
   r.p = integer(field(in, "p"), "p", 1);
+  check_size(double(r.n) * 11 + double(r.m) * 3 + double(r.p) * 3,
+             "n x 11 cameras, m x 3 points and p x 3 observations");
   auto cam = numbers(field(in, "cam"), "cam", 11), x = numbers(field(in, "x"), "x", 3);
   double w = number(field(in, "w"), "w");
   auto feat = numbers(field(in, "feat"), "feat", 2);

@@ -79,9 +79,10 @@ inline dc::var<double> log_posterior(input const &in, dc::var<double> const &alp
   auto slse = dc::sum(dc::logsumexp(main_term, 0));
   double const constant = -double(n * d) * 0.5 * std::log(2 * std::numbers::pi);
   // the Wishart prior
-  long const dof = d + in.m + 1;
-  double const c_prior = double(dof * d) * (std::log(in.gamma) - 0.5 * std::log(2.0)) -
-                         log_gamma_d(0.5 * double(dof), d);
+  // (in double: m is any non-negative integer the input states)
+  double const dof = double(d) + double(in.m) + 1;
+  double const c_prior =
+      dof * double(d) * (std::log(in.gamma) - 0.5 * std::log(2.0)) - log_gamma_d(0.5 * dof, d);
   dc::var<double> frobenius = dc::sum(dc::exp(2.0 * q));
   if (d > 1)
     frobenius = frobenius + dc::sum(l * l);

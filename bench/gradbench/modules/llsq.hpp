@@ -18,6 +18,7 @@ inline input parse(json const &in) {
   r.n = integer(field(in, "n"), "n", 2), r.m = long(x.size());
   if (x.empty())
     throw input_error("x must not be empty");
+  check_size(double(r.n) * double(r.m), "the n x m powers of t");
   r.x = dc::tensor<double>::from({r.m, 1}, x);
   return r;
 }

@@ -19,6 +19,7 @@ inline input parse(json const &in) {
   r.s = integer(field(in, "s"), "s", 1), r.n = long(x.size());
   if (x.empty())
     throw input_error("x must not be empty");
+  check_size(double(r.s) * double(r.n), "s steps of n values");
   r.x = dc::tensor<double>::from({r.n}, x);
   return r;
 }
