@@ -9,7 +9,7 @@
 //
 //   clang++-14 -std=c++20 -O1 -g -fsanitize=fuzzer,address,undefined -Iinclude -Ikernels \
 //     -Iexamples tests/fuzz/fuzz_gradbench.cpp -o fuzz_gradbench -lopenblas &&
-//   ./fuzz_gradbench -malloc_limit_mb=256 tests/fuzz/gradbench_corpus
+//   ./fuzz_gradbench -malloc_limit_mb=64 tests/fuzz/gradbench_corpus
 #include "../../bench/gradbench/modules/ba.hpp"
 #include "../../bench/gradbench/modules/gmm.hpp"
 #include "../../bench/gradbench/modules/kmeans.hpp"
