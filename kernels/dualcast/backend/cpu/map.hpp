@@ -131,7 +131,7 @@ DUALCAST_FORCEINLINE void eval_batch(Op const &op, L const *in, L *out,
 template <class L, class T, class Op>
 DUALCAST_FLATTEN void run_batches(void const *op_ptr, T const *const *in, index_t const *in_mask,
                                   T *const *out, index_t n) {
-  Op const &op = *static_cast<Op const *>(op_ptr);
+  Op const &f = *static_cast<Op const *>(op_ptr);
   constexpr int NI = Op::num_in, NO = Op::num_out;
   constexpr int W = lane_count<L>;
   // The staging area is larger than the operands need: GCC inlines a large kernel body only
@@ -147,12 +147,21 @@ DUALCAST_FLATTEN void run_batches(void const *op_ptr, T const *const *in, index_
     paths.n_pending = 0;
   }
 #endif
+  // The caller's pointers and masks copied to locals: the batches' stores (may_alias vectors)
+  // could otherwise overwrite them for all the compiler knows, and it reloads them per batch.
+  T const *ip[NI > 0 ? NI : 1];
+  index_t mask[NI > 0 ? NI : 1];
+  T *op_out[NO];
+  for (int k = 0; k < NI; ++k)
+    ip[k] = in[k], mask[k] = in_mask[k];
+  for (int k = 0; k < NO; ++k)
+    op_out[k] = out[k];
   for (index_t i = 0; i + W <= n; i += W) {
     for (int k = 0; k < NI; ++k)
-      in_l[k] = load_lanes<L>(in[k] + (i & in_mask[k]), 1, W);
-    eval_batch(op, in_l, out_l, paths);
+      in_l[k] = load_lanes<L>(ip[k] + (i & mask[k]), 1, W);
+    eval_batch(f, in_l, out_l, paths);
     for (int k = 0; k < NO; ++k)
-      store_lanes(out_l[k], out[k] + i, 1, W);
+      store_lanes(out_l[k], op_out[k] + i, 1, W);
   }
   paths.active = false;
 }
