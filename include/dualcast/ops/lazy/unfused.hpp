@@ -21,6 +21,7 @@
 #include <array>
 #include <cstddef>
 #include <cstdint>
+#include <type_traits>
 #include <unordered_map>
 #include <utility>
 
@@ -30,6 +31,26 @@ namespace detail::lz {
 
 // Node-by-node evaluation; memo keeps subexpressions used twice evaluated once.
 template <class T> using memo_t = std::unordered_map<std::uint64_t, var<T>>;
+
+// One operation of the node-by-node evaluation as ONE fused node whose kernel is the operation's
+// tree on leaves -- the kernel that materialising the same operation on distinct variables
+// compiles (ops/lazy/materialize.hpp: x + y, x * 0.5), so that both share one instantiation of
+// the fused node and its passes instead of one each (the same arithmetic; no deduplication here,
+// as before: x * x is a node of two inputs).
+// (nvcc translation units compile only the mapped variant of materialisation: so does this.)
+template <class T, class Tree, class... V> var<T> one_op(Tree const &tree, V const &...v) {
+  constexpr int NV = int(sizeof...(V));
+#if defined(__CUDACC__)
+  constexpr bool direct = false;
+#else
+  constexpr bool direct = true;
+#endif
+  std::array<std::uint8_t, NV> identity{};
+  for (int i = 0; i < NV; ++i)
+    identity[std::size_t(i)] = std::uint8_t(i);
+  tree_fn<direct, NV, 0, Tree> fn{detail::make_tuple(tree), identity, {}};
+  return dualcast::fused(kernel{fn}, v...);
+}
 
 template <class T, std::size_t NV, std::size_t NT, int I>
 var<T> eager(vleaf<I>, std::array<var<T>, NV> const &vs, std::array<var<T>, NT> const &,
@@ -50,7 +71,7 @@ var<T> eager(unary<Op, A> const &n, std::array<var<T>, NV> const &vs,
              std::array<var<T>, NT> const &ts, memo_t<T> &memo) {
   if (auto it = memo.find(n.id); it != memo.end())
     return it->second;
-  var<T> r = dualcast::fused(kernel<Op>{Op{}}, eager(n.a, vs, ts, memo));
+  var<T> r = one_op<T>(unary<Op, vleaf<0>>{{}, 0}, eager(n.a, vs, ts, memo));
   memo.emplace(n.id, r);
   return r;
 }
@@ -59,7 +80,15 @@ var<T> eager(binary<Op, A, B> const &n, std::array<var<T>, NV> const &vs,
              std::array<var<T>, NT> const &ts, memo_t<T> &memo) {
   if (auto it = memo.find(n.id); it != memo.end())
     return it->second;
-  var<T> r = dualcast::fused(kernel<Op>{Op{}}, eager(n.a, vs, ts, memo), eager(n.b, vs, ts, memo));
+  auto const a = eager(n.a, vs, ts, memo); // (a number where the operand is a scalar leaf)
+  auto const b = eager(n.b, vs, ts, memo);
+  var<T> r;
+  if constexpr (std::is_same_v<A, sleaf<T>>)
+    r = one_op<T>(binary<Op, sleaf<T>, vleaf<0>>{n.a, {}, 0}, b);
+  else if constexpr (std::is_same_v<B, sleaf<T>>)
+    r = one_op<T>(binary<Op, vleaf<0>, sleaf<T>>{{}, n.b, 0}, a);
+  else
+    r = one_op<T>(binary<Op, vleaf<0>, vleaf<1>>{{}, {}, 0}, a, b);
   memo.emplace(n.id, r);
   return r;
 }

@@ -124,10 +124,14 @@ DUALCAST_FORCEINLINE void eval_batch(Op const &op, L const *in, L *out,
 // and stores, the kernel's body inlined (flattened) into the loop. Input k's batch at i is read at
 // in[k] + (i & in_mask[k]): a mask of all ones for a contiguous input, 0 for a broadcast one (one
 // value, its first batch filled with it), so broadcast inputs need neither a packing pass nor an
-// instantiation of their own.
+// instantiation of their own. The element operation comes as a pointer (op_ptr, an Op): this loop
+// is the only part of a pass compiled per element operation; the rest (run_row, map_collapsed,
+// its OpenMP region) is compiled once per element type and operand count and reaches it through
+// a function pointer, called once per row or chunk of 64 elements (batch_loop below).
 template <class L, class T, class Op>
-DUALCAST_FLATTEN inline void run_batches(Op const &op, T const *const *in, index_t const *in_mask,
-                                         T *const *out, index_t n) {
+DUALCAST_FLATTEN void run_batches(void const *op_ptr, T const *const *in, index_t const *in_mask,
+                                  T *const *out, index_t n) {
+  Op const &f = *static_cast<Op const *>(op_ptr);
   constexpr int NI = Op::num_in, NO = Op::num_out;
   constexpr int W = lane_count<L>;
   // The staging area is larger than the operands need: GCC inlines a large kernel body only
@@ -143,15 +147,30 @@ DUALCAST_FLATTEN inline void run_batches(Op const &op, T const *const *in, index
     paths.n_pending = 0;
   }
 #endif
+  // The caller's pointers and masks copied to locals: the batches' stores (may_alias vectors)
+  // could otherwise overwrite them for all the compiler knows, and it reloads them per batch.
+  T const *ip[NI > 0 ? NI : 1];
+  index_t mask[NI > 0 ? NI : 1];
+  T *op_out[NO];
+  for (int k = 0; k < NI; ++k)
+    ip[k] = in[k], mask[k] = in_mask[k];
+  for (int k = 0; k < NO; ++k)
+    op_out[k] = out[k];
   for (index_t i = 0; i + W <= n; i += W) {
     for (int k = 0; k < NI; ++k)
-      in_l[k] = load_lanes<L>(in[k] + (i & in_mask[k]), 1, W);
-    eval_batch(op, in_l, out_l, paths);
+      in_l[k] = load_lanes<L>(ip[k] + (i & mask[k]), 1, W);
+    eval_batch(f, in_l, out_l, paths);
     for (int k = 0; k < NO; ++k)
-      store_lanes(out_l[k], out[k] + i, 1, W);
+      store_lanes(out_l[k], op_out[k] + i, 1, W);
   }
   paths.active = false;
 }
+
+// An element operation as the passes below see it: its batch loop and the operation.
+template <class T> struct batch_loop {
+  void (*run)(void const *op, T const *const *in, index_t const *in_mask, T *const *out, index_t n);
+  void const *op;
+};
 
 // Elements per packed chunk of a row that is strided (or of a row's partial last batch).
 inline constexpr index_t pack_elements = 64;
@@ -162,94 +181,80 @@ inline constexpr index_t pack_elements = 64;
 // -- goes in chunks through contiguous buffers: inputs packed (and padded to whole batches with
 // the last element), results unpacked or added to the outputs afterwards, so that the loop over
 // batches has no branch and the add reads and writes each output once. Both go through the one
-// call of run_batches below: the kernel's body is compiled once per element operation (which
-// keeps wide kernels quick to compile), and every element goes through the same instructions.
-template <class L, class T, class Op>
-void run_row(Op const &op, T const *const *in, index_t const *in_stride, T *const *out,
+// call of the operation's batch loop below: the kernel's body is compiled once per element
+// operation (which keeps wide kernels quick to compile), and every element goes through the same
+// instructions. (A plain-number lane, W = 1, takes the same way: strided rows packed.)
+template <class L, class T, int NI, int NO>
+void run_row(batch_loop<T> const &op, T const *const *in, index_t const *in_stride, T *const *out,
              index_t const *out_stride, bool const *add, index_t n) {
-  constexpr int NI = Op::num_in, NO = Op::num_out;
   constexpr int W = lane_count<L>;
-  if constexpr (W == 1) { // one element at a time: no batches to fill
-    L in_l[NI > 0 ? NI : 1], out_l[NO];
-    for (index_t i = 0; i < n; ++i) {
+  bool in_place = true; // contiguous or broadcast inputs, contiguous and overwritten outputs
+  for (int k = 0; k < NI; ++k)
+    in_place = in_place && (in_stride[k] == 1 || in_stride[k] == 0);
+  for (int k = 0; k < NO; ++k)
+    in_place = in_place && out_stride[k] == 1 && !add[k];
+  alignas(64) T in_buf[NI > 0 ? NI : 1][pack_elements];
+  alignas(64) T out_buf[NO][pack_elements];
+  T const *ip[NI > 0 ? NI : 1];
+  index_t in_mask[NI > 0 ? NI : 1];
+  T *op_out[NO];
+  for (int k = 0; k < NI; ++k) { // a broadcast input: one batch of its value, read again
+    in_mask[k] = in_stride[k] == 0 ? 0 : ~index_t(0);
+    if (in_stride[k] == 0) {
+      for (int j = 0; j < W; ++j)
+        in_buf[k][j] = in[k][0];
+      ip[k] = in_buf[k];
+    }
+  }
+  for (index_t done = 0; done < n;) {
+    index_t m, mp;
+    bool chunked = !in_place || n - done < W;
+    if (!chunked) { // every full batch left in the row
+      m = mp = (n - done) / W * W;
       for (int k = 0; k < NI; ++k)
-        in_l[k] = in[k][i * in_stride[k]];
-      op(static_cast<L const *>(in_l), out_l);
+        if (in_stride[k] != 0)
+          ip[k] = in[k] + done;
+      for (int k = 0; k < NO; ++k)
+        op_out[k] = out[k] + done;
+    } else {
+      m = std::min(pack_elements, n - done);
+      mp = (m + W - 1) / W * W;
+      for (int k = 0; k < NI; ++k) {
+        if (in_stride[k] == 0)
+          continue; // its batch, filled above
+        if (in_stride[k] == 1 && m == mp) {
+          ip[k] = in[k] + done;
+        } else {
+          for (index_t j = 0; j < mp; ++j)
+            in_buf[k][j] = in[k][(done + std::min(j, m - 1)) * in_stride[k]];
+          ip[k] = in_buf[k];
+        }
+      }
+      for (int k = 0; k < NO; ++k)
+        op_out[k] = out_stride[k] == 1 && m == mp && !add[k] ? out[k] + done : out_buf[k];
+    }
+    op.run(op.op, ip, in_mask, op_out, mp);
+    if (chunked)
       for (int k = 0; k < NO; ++k) {
-        T &o = out[k][i * out_stride[k]];
-        o = add[k] ? o + out_l[k] : out_l[k];
+        if (op_out[k] != out_buf[k])
+          continue;
+        T *o = out[k] + done * out_stride[k];
+        index_t st = out_stride[k];
+        if (add[k])
+          for (index_t j = 0; j < m; ++j)
+            o[j * st] = o[j * st] + out_buf[k][j];
+        else
+          for (index_t j = 0; j < m; ++j)
+            o[j * st] = out_buf[k][j];
       }
-    }
-  } else {
-    bool in_place = true; // contiguous or broadcast inputs, contiguous and overwritten outputs
-    for (int k = 0; k < NI; ++k)
-      in_place = in_place && (in_stride[k] == 1 || in_stride[k] == 0);
-    for (int k = 0; k < NO; ++k)
-      in_place = in_place && out_stride[k] == 1 && !add[k];
-    alignas(64) T in_buf[NI > 0 ? NI : 1][pack_elements];
-    alignas(64) T out_buf[NO][pack_elements];
-    T const *ip[NI > 0 ? NI : 1];
-    index_t in_mask[NI > 0 ? NI : 1];
-    T *op_out[NO];
-    for (int k = 0; k < NI; ++k) { // a broadcast input: one batch of its value, read again
-      in_mask[k] = in_stride[k] == 0 ? 0 : ~index_t(0);
-      if (in_stride[k] == 0) {
-        for (int j = 0; j < W; ++j)
-          in_buf[k][j] = in[k][0];
-        ip[k] = in_buf[k];
-      }
-    }
-    for (index_t done = 0; done < n;) {
-      index_t m, mp;
-      bool chunked = !in_place || n - done < W;
-      if (!chunked) { // every full batch left in the row
-        m = mp = (n - done) / W * W;
-        for (int k = 0; k < NI; ++k)
-          if (in_stride[k] != 0)
-            ip[k] = in[k] + done;
-        for (int k = 0; k < NO; ++k)
-          op_out[k] = out[k] + done;
-      } else {
-        m = std::min(pack_elements, n - done);
-        mp = (m + W - 1) / W * W;
-        for (int k = 0; k < NI; ++k) {
-          if (in_stride[k] == 0)
-            continue; // its batch, filled above
-          if (in_stride[k] == 1 && m == mp) {
-            ip[k] = in[k] + done;
-          } else {
-            for (index_t j = 0; j < mp; ++j)
-              in_buf[k][j] = in[k][(done + std::min(j, m - 1)) * in_stride[k]];
-            ip[k] = in_buf[k];
-          }
-        }
-        for (int k = 0; k < NO; ++k)
-          op_out[k] = out_stride[k] == 1 && m == mp && !add[k] ? out[k] + done : out_buf[k];
-      }
-      run_batches<L>(op, ip, in_mask, op_out, mp);
-      if (chunked)
-        for (int k = 0; k < NO; ++k) {
-          if (op_out[k] != out_buf[k])
-            continue;
-          T *o = out[k] + done * out_stride[k];
-          index_t st = out_stride[k];
-          if (add[k])
-            for (index_t j = 0; j < m; ++j)
-              o[j * st] = o[j * st] + out_buf[k][j];
-          else
-            for (index_t j = 0; j < m; ++j)
-              o[j * st] = out_buf[k][j];
-        }
-      done += m;
-    }
+    done += m;
   }
 }
 
 // Runs op over the iteration space of p, collapsed (collapse_dims): `total` elements.
-template <bool Simd, class T, int NI, int NO, class Op>
-void map_collapsed(cpu const &ex, map_params<T, NI, NO> const &p, index_t total, Op const &op) {
-  using L = typename lanes<T, Simd>::type;
-
+template <class L, class T, int NI, int NO>
+void map_collapsed(cpu const &ex, map_params<T, NI, NO> const &p, index_t total,
+                   batch_loop<T> const &op) {
   const int r = p.rank;
   const index_t inner = p.ext[r - 1];
   const index_t outer = total / inner;
@@ -279,7 +284,7 @@ void map_collapsed(cpu const &ex, map_params<T, NI, NO> const &p, index_t total,
       in_ptr[k] += begin * in_st[k];
     for (int k = 0; k < NO; ++k)
       out_ptr[k] += begin * out_st[k];
-    run_row<L>(op, in_ptr, in_st, out_ptr, out_st, p.add, n);
+    run_row<L, T, NI, NO>(op, in_ptr, in_st, out_ptr, out_st, p.add, n);
   };
 
   const int threads = total < parallel_threshold ? 1 : ex.thread_count();
@@ -298,18 +303,25 @@ void map_collapsed(cpu const &ex, map_params<T, NI, NO> const &p, index_t total,
 // Runs op over every element of the iteration space described by p. A rank-1 space (a flat call:
 // a small-array node) is already collapsed and runs from p itself: the copy that collapsing
 // needs is 1.9 KB for a 14-array call, about 4 % of the D-LSTM gradient.
-template <bool Simd, class T, int NI, int NO, class Op>
-void map(cpu const &ex, map_params<T, NI, NO> const &p, Op const &op) {
-  static_assert(Op::num_in == NI && Op::num_out == NO);
+template <class L, class T, int NI, int NO>
+void map_loop(cpu const &ex, map_params<T, NI, NO> const &p, batch_loop<T> const &op) {
   if (p.rank == 1 && p.ext[0] != 1) {
     if (p.ext[0] > 0)
-      map_collapsed<Simd>(ex, p, p.ext[0], op);
+      map_collapsed<L>(ex, p, p.ext[0], op);
     return;
   }
   map_params<T, NI, NO> c = p;
   index_t const total = collapse_dims(c);
   if (total > 0)
-    map_collapsed<Simd>(ex, c, total, op);
+    map_collapsed<L>(ex, c, total, op);
+}
+
+// The same for the element operation op: only its batch loop is compiled for it.
+template <bool Simd, class T, int NI, int NO, class Op>
+void map(cpu const &ex, map_params<T, NI, NO> const &p, Op const &op) {
+  static_assert(Op::num_in == NI && Op::num_out == NO);
+  using L = typename lanes<T, Simd>::type;
+  map_loop<L>(ex, p, batch_loop<T>{&run_batches<L, T, Op>, &op});
 }
 
 } // namespace dualcast::detail::cpu_backend
