@@ -544,6 +544,42 @@ def readme_extra_sections():
     ])
 
 
+def tape_compile_table():
+    """Issue 33's per-translation-unit figures (compile_time_tape.csv): CPU seconds (user + sys)
+    and peak compiler memory, the mean of each tree's repetitions, before (the first tree listed)
+    and after (the last tree, with its variants that differ only in run-time code)."""
+    path = RESULTS / "compile_time_tape.csv"
+    if not path.exists():
+        return ""
+    with path.open() as f:
+        rs = [r for r in csv.DictReader(f) if r["tree"] != "tree"]
+    trees = list(dict.fromkeys(r["tree"] for r in rs))
+    before, after = trees[0], trees[-1].split()[0]
+    after_trees = {t for t in trees if t.split()[0] == after}
+    keys = list(dict.fromkeys((r["source"], r["opt"]) for r in rs))
+
+    def cell(src, opt, wanted):
+        sel = [r for r in rs if r["source"] == src and r["opt"] == opt and r["tree"] in wanted]
+        if not sel:
+            return None
+        t = [float(r["user_s"]) + float(r["sys_s"]) for r in sel]
+        mem = max(int(r["peak_mib"]) for r in sel)
+        return f"{sum(t) / len(t):.1f} s, {mem} MiB ({len(t)} run{'s' if len(t) > 1 else ''})"
+
+    body = []
+    for src, opt in keys:
+        b, a = cell(src, opt, {before}), cell(src, opt, after_trees)
+        if b and a:
+            body.append([f"`{src}`", opt, b, a])
+    compilers = sorted({r["compiler"] for r in rs})
+    return ("\n\n**Tape programs and test files** (`bench/results/compile_time_tape.csv`: g++ "
+            f"{', '.join(compilers)} with the release preset's flags, CPU seconds (user + sys, mean "
+            f"of the runs) and peak compiler memory per translation unit; before = {before}, "
+            f"after = {after}; measured on a 2-core machine shared with other compiles, so only "
+            "each row's pair compares):\n\n"
+            + table(["translation unit", "level", "before", "after"], body))
+
+
 def compile_section():
     path = RESULTS / "compile_time.csv"
     if not path.exists():
@@ -569,7 +605,7 @@ def compile_section():
             f"(`bench/compile-time`, g++ {', '.join(compilers)}, -O3 -march=native unless noted, "
             "one compile at a time; the `300_active_sets` rows: `bench/compile/hana_vs_constexpr.py`)."
             "\n\n" + table(["kernel", "how it is called", "inputs", "outputs", "seconds",
-                            "peak MiB"], body) + units)
+                            "peak MiB"], body) + units + tape_compile_table())
 
 
 def headline_section():
