@@ -288,6 +288,11 @@ inline std::string array_name(std::string const &entry_name) {
   return entry_name;
 }
 
+// An .npz holding two arrays of one name (a map cannot hold both: refused, not overwritten).
+[[noreturn]] inline void repeated_name(std::string const &where, std::string const &name) {
+  throw io_error("dualcast::load_npz: " + where + ": the array '" + name + "' appears twice");
+}
+
 } // namespace detail::npz
 
 // Every array of the bytes of an .npz file by name (".npy" dropped), converted to T; `where` names
@@ -299,7 +304,7 @@ std::map<std::string, tensor<T>> from_npz_bytes(std::string_view bytes,
   for (auto const &e : detail::npz::unzip(bytes, where)) {
     std::string name = detail::npz::array_name(e.name);
     if (r.contains(name)) // before its array is read
-      throw io_error("dualcast::load_npz: " + where + ": the array '" + name + "' appears twice");
+      detail::npz::repeated_name(where, name);
     tensor<T> t = from_npy_bytes<T>(e.data, where + " entry '" + e.name + "'");
     r.emplace(std::move(name), std::move(t));
   }
