@@ -37,14 +37,13 @@ template <class T> using memo_t = std::unordered_map<std::uint64_t, var<T>>;
 // compiles (ops/lazy/materialize.hpp: x + y, x * 0.5), so that both share one instantiation of
 // the fused node and its passes instead of one each (the same arithmetic; no deduplication here,
 // as before: x * x is a node of two inputs).
-// (nvcc translation units compile only the mapped variant of materialisation: so does this.)
+// Host code only: in nvcc translation units the operation keeps its own kernel (kernel<Op>), as
+// before -- there the tree kernels of the operand patterns this would add (map_rows /
+// map_strided, VJP and partials over two variables) took 8-24-byte stack frames in float, which
+// CI's CUDA stage rejects, and the compile time it saves is the host's.
 template <class T, class Tree, class... V> var<T> one_op(Tree const &tree, V const &...v) {
   constexpr int NV = int(sizeof...(V));
-#if defined(__CUDACC__)
-  constexpr bool direct = false;
-#else
   constexpr bool direct = true;
-#endif
   std::array<std::uint8_t, NV> identity{};
   for (int i = 0; i < NV; ++i)
     identity[std::size_t(i)] = std::uint8_t(i);
@@ -71,7 +70,11 @@ var<T> eager(unary<Op, A> const &n, std::array<var<T>, NV> const &vs,
              std::array<var<T>, NT> const &ts, memo_t<T> &memo) {
   if (auto it = memo.find(n.id); it != memo.end())
     return it->second;
+#if defined(__CUDACC__)
+  var<T> r = dualcast::fused(kernel<Op>{Op{}}, eager(n.a, vs, ts, memo)); // (see one_op)
+#else
   var<T> r = one_op<T>(unary<Op, vleaf<0>>{{}, 0}, eager(n.a, vs, ts, memo));
+#endif
   memo.emplace(n.id, r);
   return r;
 }
@@ -83,12 +86,16 @@ var<T> eager(binary<Op, A, B> const &n, std::array<var<T>, NV> const &vs,
   auto const a = eager(n.a, vs, ts, memo); // (a number where the operand is a scalar leaf)
   auto const b = eager(n.b, vs, ts, memo);
   var<T> r;
+#if defined(__CUDACC__)
+  r = dualcast::fused(kernel<Op>{Op{}}, a, b); // (see one_op)
+#else
   if constexpr (std::is_same_v<A, sleaf<T>>)
     r = one_op<T>(binary<Op, sleaf<T>, vleaf<0>>{n.a, {}, 0}, b);
   else if constexpr (std::is_same_v<B, sleaf<T>>)
     r = one_op<T>(binary<Op, vleaf<0>, sleaf<T>>{{}, n.b, 0}, a);
   else
     r = one_op<T>(binary<Op, vleaf<0>, vleaf<1>>{{}, {}, 0}, a, b);
+#endif
   memo.emplace(n.id, r);
   return r;
 }
