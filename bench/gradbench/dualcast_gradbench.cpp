@@ -6,13 +6,7 @@
 //   dualcast_gradbench [--threads N]      (default 1: GradBench compares tools single-threaded)
 #include "protocol.hpp"
 
-#include "modules/ba.hpp"
-#include "modules/gmm.hpp"
-#include "modules/kmeans.hpp"
-#include "modules/llsq.hpp"
-#include "modules/lse.hpp"
-#include "modules/lstm.hpp"
-#include "modules/ode.hpp"
+#include "modules/all.hpp"
 
 #include <cstdio>
 #include <cstdlib>
@@ -45,13 +39,5 @@ int main(int argc, char **argv) {
   if (openblas_set_num_threads && threads > 0)
     openblas_set_num_threads(threads);
   std::ios::sync_with_stdio(false);
-  gradbench::registry modules;
-  gradbench::ba::add(modules);
-  gradbench::gmm::add(modules);
-  gradbench::kmeans::add(modules);
-  gradbench::llsq::add(modules);
-  gradbench::lse::add(modules);
-  gradbench::lstm::add(modules);
-  gradbench::ode::add(modules);
-  return gradbench::serve(modules, std::cin, std::cout);
+  return gradbench::serve(gradbench::all_modules(), std::cin, std::cout);
 }

@@ -10,13 +10,7 @@
 //   clang++-14 -std=c++20 -O1 -g -fsanitize=fuzzer,address,undefined -Iinclude -Ikernels \
 //     -Iexamples tests/fuzz/fuzz_gradbench.cpp -o fuzz_gradbench -lopenblas &&
 //   ./fuzz_gradbench -malloc_limit_mb=64 tests/fuzz/gradbench_corpus
-#include "../../bench/gradbench/modules/ba.hpp"
-#include "../../bench/gradbench/modules/gmm.hpp"
-#include "../../bench/gradbench/modules/kmeans.hpp"
-#include "../../bench/gradbench/modules/llsq.hpp"
-#include "../../bench/gradbench/modules/lse.hpp"
-#include "../../bench/gradbench/modules/lstm.hpp"
-#include "../../bench/gradbench/modules/ode.hpp"
+#include "../../bench/gradbench/modules/all.hpp"
 #include "../../bench/gradbench/protocol.hpp"
 
 #include <cstddef>
@@ -36,15 +30,7 @@ namespace {
 gradbench::registry const &modules() {
   static gradbench::registry const r = [] {
     gradbench::input_limits() = {256, 2, 1e-3}; // (the seeds need 66 elements, 2 runs)
-    gradbench::registry m;
-    gradbench::ba::add(m);
-    gradbench::gmm::add(m);
-    gradbench::kmeans::add(m);
-    gradbench::llsq::add(m);
-    gradbench::lse::add(m);
-    gradbench::lstm::add(m);
-    gradbench::ode::add(m);
-    return m;
+    return gradbench::all_modules();
   }();
   return r;
 }
