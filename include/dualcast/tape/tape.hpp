@@ -295,8 +295,12 @@ public:
     try {
       for (std::size_t i = 0; i < outputs.size(); ++i)
         detail::seed_grad(*outputs[i].slot(), seeds[i], ex);
-      for (auto it = nodes_.rbegin(); it != nodes_.rend(); ++it)
-        run_node(**it, keep_graph);
+      if (grad_hooks_.empty() && end_hooks_.empty()) {
+        for (auto it = nodes_.rbegin(); it != nodes_.rend(); ++it)
+          run_node(**it, keep_graph);
+      } else {
+        sweep_with_hooks(keep_graph);
+      }
     } catch (...) {
       // Nodes already run stay consumed (as after a successful backward: without keep_graph
       // their saved tensors are freed as backward goes, which bounds its memory), the leaf
@@ -327,6 +331,38 @@ public:
   std::uint64_t generation() const { return generation_; }
 
   std::size_t node_count() const { return nodes_.size(); }
+
+  // ---- gradient hooks (data parallelism: distributed/data_parallel.hpp) ------------------------
+  // Calls f during every backward, once the gradient that backward computes for the leaf v is
+  // final (no node left to run can add to it): v.grad() then reads this backward's contribution
+  // alone -- the gradient from before is added after the last node, when backward succeeds -- and
+  // f may replace it (e.g. by the mean over processes). A leaf that backward does not reach gets
+  // its call too, before the first node runs (its gradient undefined: zeros). Returns an id for
+  // remove_hook. The hooks of one backward run in an order that depends on the graph.
+  using hook_id = std::uint64_t;
+  template <class T> hook_id on_gradient_ready(var<T> const &v, std::function<void()> f) {
+    if (!v.requires_grad() || !v.is_leaf() || v.owner() != this)
+      throw tape_error("dualcast::tape::on_gradient_ready: the variable must be a leaf of this "
+                       "tape that requires gradients");
+    std::weak_ptr<detail::grad_slot<T>> w = v.slot();
+    // When the leaf's gradient is final in generation g: after the node at this index ran.
+    auto ready_after = [w](std::uint64_t g, std::size_t n_nodes) -> std::size_t {
+      auto s = w.lock();
+      return s && s->use_generation == g ? std::min(s->first_use, n_nodes) : n_nodes;
+    };
+    grad_hooks_.push_back({++last_hook_, std::move(ready_after), std::move(f)});
+    return last_hook_;
+  }
+  // Calls f at the end of every successful node sweep of backward, after every gradient hook and
+  // before the gradients from before are added back.
+  hook_id on_backward_end(std::function<void()> f) {
+    end_hooks_.push_back({++last_hook_, std::move(f)});
+    return last_hook_;
+  }
+  void remove_hook(hook_id id) {
+    std::erase_if(grad_hooks_, [id](auto const &h) { return h.id == id; });
+    std::erase_if(end_hooks_, [id](auto const &h) { return h.id == id; });
+  }
   // Internal: memory that lives until clear() (where operations keep their nodes' state).
   detail::arena &node_memory() { return arena_; }
   // Bytes of the distinct storages the live nodes hold for backward.
@@ -380,6 +416,29 @@ private:
     }
     n.clear_outputs(false);
   }
+  // The node sweep of backward, calling each gradient hook right after the last node that could
+  // write its leaf's gradient, then the end hooks.
+  void sweep_with_hooks(bool keep_graph) {
+    std::size_t const n = nodes_.size();
+    std::vector<std::pair<std::size_t, std::size_t>> order; // (ready after node, hook)
+    order.reserve(grad_hooks_.size());
+    for (std::size_t h = 0; h < grad_hooks_.size(); ++h)
+      order.emplace_back(grad_hooks_[h].ready_after(generation_, n), h);
+    std::stable_sort(order.begin(), order.end(),
+                     [](auto const &a, auto const &b) { return a.first > b.first; });
+    std::size_t k = 0;
+    auto fire_ready = [&](std::size_t i) {
+      for (; k < order.size() && order[k].first >= i; ++k)
+        grad_hooks_[order[k].second].fire();
+    };
+    fire_ready(n);
+    for (std::size_t i = n; i-- > 0;) {
+      run_node(*nodes_[i], keep_graph);
+      fire_ready(i);
+    }
+    for (auto &h : end_hooks_)
+      h.fire();
+  }
   // Applies a step to every live leaf and forgets the leaves whose variables are gone.
   void each_leaf(detail::leaf_step step) {
     std::erase_if(leaves_, [step](auto &f) { return !f(step); });
@@ -395,6 +454,18 @@ private:
   bool grad_enabled_ = true;
   std::vector<detail::node *> nodes_; // in the arena
   std::vector<std::function<bool(detail::leaf_step)>> leaves_;
+  struct grad_hook {
+    hook_id id;
+    std::function<std::size_t(std::uint64_t, std::size_t)> ready_after;
+    std::function<void()> fire;
+  };
+  struct end_hook {
+    hook_id id;
+    std::function<void()> fire;
+  };
+  std::vector<grad_hook> grad_hooks_;
+  std::vector<end_hook> end_hooks_;
+  hook_id last_hook_ = 0;
 };
 
 } // namespace DUALCAST_TAPE_ABI
@@ -461,6 +532,11 @@ namespace detail {
 template <class T> void check_graph_alive(char const *op, var<T> const &x) {
   auto const &s = x.slot();
   tape const *tp = x.owner();
+  // (and where a leaf is first used in this generation: see grad_slot::first_use)
+  if (s && s->is_leaf && tp && s->use_generation != tp->generation()) {
+    s->use_generation = tp->generation();
+    s->first_use = tp->node_count();
+  }
   if (s && !s->is_leaf && tp && tp->grad_enabled() && s->generation != tp->generation())
     throw tape_error(std::string(op) +
                      ": an operand was computed before tape::clear(), which freed the "

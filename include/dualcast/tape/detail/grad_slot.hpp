@@ -39,6 +39,12 @@ template <class T> struct grad_slot {
   // An intermediate's tape generation (tape::clear() starts a new one): the node that computed it
   // lives only while its generation is the tape's.
   std::uint64_t generation = 0;
+  // A leaf's first use in its tape's current generation (use_generation): the index the tape's
+  // next node had when an operation first took the leaf. Every node that can write the leaf's
+  // gradient comes at or after it, so backward knows when the gradient is final
+  // (tape::on_gradient_ready).
+  std::uint64_t use_generation = ~std::uint64_t(0);
+  std::size_t first_use = 0;
   // grad is a seed given to backward, shared with the caller: read-only until own_grad copies it.
   bool borrowed = false;
   // A view variable: its gradient is base->grad.slice(region).
