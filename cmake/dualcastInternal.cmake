@@ -34,3 +34,33 @@ function(dualcast_cuda_options target)
     "$<$<COMPILE_LANGUAGE:CUDA>:-Xcompiler=-Wall,-Wextra,-Werror>"
     "$<$<COMPILE_LANGUAGE:CUDA>:SHELL:-Xptxas -v>")
 endfunction()
+
+# dualcast_add_mpi_test(NAME <name> RANKS <n> COMMAND <target> [ARGS <args...>]
+#                       [PASS_REGULAR_EXPRESSION <re>])
+#   A ctest test (labels mpi, cpu) running <target> on <n> MPI ranks with mpiexec: one OpenMP
+#   thread per rank, more ranks than cores allowed (OpenMPI's --oversubscribe), as root too
+#   (OpenMPI refuses root without being told). TIMEOUT 120 s: a hang fails the test.
+function(dualcast_add_mpi_test)
+  cmake_parse_arguments(PARSE_ARGV 0 arg "" "NAME;RANKS;COMMAND;PASS_REGULAR_EXPRESSION" "ARGS")
+  set(flags ${MPIEXEC_PREFLAGS})
+  if(NOT DEFINED CACHE{DUALCAST_MPIEXEC_IS_OPENMPI})
+    execute_process(COMMAND ${MPIEXEC_EXECUTABLE} --version OUTPUT_VARIABLE version
+      ERROR_QUIET RESULT_VARIABLE failed)
+    set(open_mpi OFF)
+    if(NOT failed AND version MATCHES "Open MPI|OpenRTE")
+      set(open_mpi ON)
+    endif()
+    set(DUALCAST_MPIEXEC_IS_OPENMPI ${open_mpi} CACHE INTERNAL "")
+  endif()
+  if(DUALCAST_MPIEXEC_IS_OPENMPI)
+    list(APPEND flags --oversubscribe)
+  endif()
+  add_test(NAME ${arg_NAME} COMMAND ${MPIEXEC_EXECUTABLE} ${MPIEXEC_NUMPROC_FLAG} ${arg_RANKS}
+    ${flags} $<TARGET_FILE:${arg_COMMAND}> ${MPIEXEC_POSTFLAGS} ${arg_ARGS})
+  set_tests_properties(${arg_NAME} PROPERTIES LABELS "mpi;cpu" TIMEOUT 120 ENVIRONMENT
+    "OMP_NUM_THREADS=1;OMPI_ALLOW_RUN_AS_ROOT=1;OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1")
+  if(arg_PASS_REGULAR_EXPRESSION)
+    set_tests_properties(${arg_NAME} PROPERTIES
+      PASS_REGULAR_EXPRESSION "${arg_PASS_REGULAR_EXPRESSION}")
+  endif()
+endfunction()

@@ -80,19 +80,29 @@ struct window_batch {
   std::vector<std::vector<dc::index_t>> inputs; // [t][row]: the character at step t
   std::vector<dc::index_t> targets;             // [t * batch + row]: the next character
 };
-inline window_batch sample_batch(vocabulary const &voc, int batch, int seq, std::mt19937_64 &rng) {
+// The windows starting at `starts` (seq + 1 characters each).
+inline window_batch batch_at(vocabulary const &voc, std::vector<std::size_t> const &starts,
+                             int seq) {
+  int const batch = int(starts.size());
   window_batch wb{batch, seq, std::vector<std::vector<dc::index_t>>(std::size_t(seq)), {}};
-  std::uniform_int_distribution<std::size_t> start(0, corpus.size() - std::size_t(seq) - 2);
-  std::vector<std::size_t> at(static_cast<std::size_t>(batch));
-  for (auto &a : at)
-    a = start(rng);
   for (int t = 0; t < seq; ++t)
     for (int r = 0; r < batch; ++r) {
-      std::size_t const p = at[std::size_t(r)] + std::size_t(t);
+      std::size_t const p = starts[std::size_t(r)] + std::size_t(t);
       wb.inputs[std::size_t(t)].push_back(voc(corpus[p]));
       wb.targets.push_back(voc(corpus[p + 1]));
     }
   return wb;
+}
+// Where `batch` random windows of seq + 1 characters start.
+inline std::vector<std::size_t> random_starts(int batch, int seq, std::mt19937_64 &rng) {
+  std::uniform_int_distribution<std::size_t> start(0, corpus.size() - std::size_t(seq) - 2);
+  std::vector<std::size_t> at(static_cast<std::size_t>(batch));
+  for (auto &a : at)
+    a = start(rng);
+  return at;
+}
+inline window_batch sample_batch(vocabulary const &voc, int batch, int seq, std::mt19937_64 &rng) {
+  return batch_at(voc, random_starts(batch, seq, rng), seq);
 }
 
 // The mean negative log-likelihood of the batch's next characters, recorded on m's tape.
