@@ -20,6 +20,7 @@ targets, met or not:
 import argparse
 import csv
 import math
+import statistics
 import pathlib
 
 ROOT = pathlib.Path(__file__).resolve().parent.parent
@@ -864,6 +865,49 @@ def gpu_plot(plt):
     plt.close(fig)
 
 
+# ---- data parallelism (bench/distributed/run -> distributed.csv -> docs/distributed.md) --------
+DIST_BEGIN, DIST_END = "<!-- distributed-tables:begin -->", "<!-- distributed-tables:end -->"
+
+
+def distributed_table():
+    path = RESULTS / "distributed.csv"
+    if not path.exists():
+        return "(not measured yet: `bench/distributed/run`)"
+    with path.open() as f:
+        rs = list(csv.DictReader(f))
+    variants = {}  # (framework, ranks, overlap) -> {rep: row}
+    for r in rs:
+        variants.setdefault((r["framework"], int(r["ranks"]), r["overlap"]), {})[r["rep"]] = r
+    names = {("dualcast", "1"): "dualcast", ("dualcast", "0"): "dualcast, no overlap",
+             ("torch_ddp_gloo", "1"): "PyTorch DDP (Gloo)"}
+    body = []
+    for (fw, ranks, overlap), by_rep in sorted(variants.items(),
+                                               key=lambda kv: (kv[0][0], kv[0][1], -int(kv[0][2]))):
+        steps = [float(r["step_ms"]) for r in by_rep.values()]
+        waits = [float(r["wait_ms"]) for r in by_rep.values() if r["wait_ms"] != "nan"]
+        one = variants.get((fw, 1, "1"), {})
+        # paired: each round's 1-rank time over this variant's time in the same round
+        speedups = [float(one[k]["step_ms"]) / float(r["step_ms"]) for k, r in by_rep.items()
+                    if k in one]
+        wait = statistics.median(waits) if waits else math.nan
+        step = statistics.median(steps)
+        body.append([names.get((fw, overlap), fw), str(ranks), fmt(step),
+                     "-" if math.isnan(wait) else f"{fmt(wait, 3)} ({100 * wait / step:.1f} %)",
+                     fmt(statistics.median(speedups)) + "x" if speedups and ranks > 1 else "-"])
+    cpu = rs[0]["cpu"] if rs else "?"
+    cores = rs[0]["cores"] if rs else "?"
+    return (f"{cpu}, {cores} cores, one thread per rank; medians of {len(set(r['rep'] for r in rs))} "
+            "interleaved rounds (`bench/results/distributed.csv`)\n\n"
+            + table(["variant", "ranks", "ms / step (global batch 32)",
+                     "waiting at the end of backward", "1 rank / this (same round)"], body))
+
+
+def write_distributed(path):
+    if not path.exists():
+        return
+    path.write_text(replace_block(path.read_text(), DIST_BEGIN, DIST_END, distributed_table(), path))
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__)
     ap.add_argument("--no-plots", action="store_true")
@@ -882,6 +926,7 @@ def main():
     write_performance(pathlib.Path(args.performance))
     write_gradbench(pathlib.Path(args.performance).with_name("gradbench.md"))
     write_readme(pathlib.Path(args.readme))
+    write_distributed(pathlib.Path(args.performance).with_name("distributed.md"))
 
 
 if __name__ == "__main__":

@@ -3,7 +3,7 @@
 // gradients over the ranks during backward, and Adam runs unchanged on every rank.
 //
 //   mpirun -np 2 distributed_char_lstm [steps = 100] [hidden = 64] [global batch = 24] [seq = 16]
-//                                      [--fixed-order] [--check] [--bench]
+//                                      [--fixed-order] [--no-overlap] [--check] [--bench]
 //
 // Prints the loss of each global batch (the mean over the ranks of their mean losses) on rank 0.
 // --check: rank 0 also trains a replica on its own with the whole global batch and the same
@@ -37,11 +37,13 @@ double median(std::vector<double> v) {
 
 int main(int argc, char **argv) {
   std::vector<std::string> pos;
-  bool fixed = false, check = false, bench = false;
+  bool fixed = false, check = false, bench = false, overlap = true;
   for (int i = 1; i < argc; ++i) {
     std::string a = argv[i];
     if (a == "--fixed-order")
       fixed = true;
+    else if (a == "--no-overlap")
+      overlap = false;
     else if (a == "--check")
       check = true;
     else if (a == "--bench")
@@ -72,6 +74,7 @@ int main(int argc, char **argv) {
     model<float> m(tp, voc.size(), hidden, 42);
     dd::data_parallel_options o;
     o.fixed_order = fixed;
+    o.overlap = overlap;
     dd::data_parallel<float> dp(comm, tp, m.ps, o);
     dc::adam opt(m.ps, {.lr = 1e-2});
 
@@ -119,12 +122,18 @@ int main(int argc, char **argv) {
     if (root)
       std::printf("loss %.3f -> %.3f\n", first, last);
     if (bench && root) {
-      double const step = median(step_ms), wait = median(wait_ms);
-      std::printf("per step (median of %d): %.2f ms, of which %.3f ms (%.1f %%) waiting for "
+      // (the first three steps warm the caches and the memory pool up)
+      std::size_t const warm = std::min<std::size_t>(3, step_ms.size() / 2);
+      double const step = median({step_ms.begin() + long(warm), step_ms.end()});
+      double const wait = median({wait_ms.begin() + long(warm), wait_ms.end()});
+      std::printf("per step (median of %zu): %.2f ms, of which %.3f ms (%.1f %%) waiting for "
                   "gradient all-reduces at the end of backward; %zu buckets, %.2f MiB of "
                   "gradients\n",
-                  steps, step, wait, 100 * wait / step, dp.bucket_count(),
+                  step_ms.size() - warm, step, wait, 100 * wait / step, dp.bucket_count(),
                   double(dp.last_stats().bytes) / (1 << 20));
+      // framework,ranks,overlap,hidden,global_batch,seq,step_ms,wait_ms
+      std::printf("csv: dualcast,%d,%d,%ld,%d,%d,%.4f,%.4f\n", comm.size(), overlap ? 1 : 0,
+                  long(hidden), global_batch, seq, step, wait);
     }
     bool ok = last < first;
     if (check && root) {

@@ -49,6 +49,9 @@ struct data_parallel_options {
   // Add the ranks' gradients in rank order (all-gather, then a local sum) instead of MPI's
   // all-reduce: bit-identical results across runs, at size times the received bytes.
   bool fixed_order = false;
+  // Start each bucket's reduction as soon as its gradients are final (true), or all of them at
+  // the end of backward (false: no overlap; for measuring what the overlap hides).
+  bool overlap = true;
 };
 
 // What the last backward spent on communication (seconds), for benchmarks.
@@ -176,6 +179,12 @@ private:
     }
     --b.pending;
     stats_.copy_s += seconds_since(t0);
+    if (opt_.overlap)
+      start_ready_buckets();
+  }
+
+  // Starts the buckets whose gradients are all in, in bucket order (the same on every rank).
+  void start_ready_buckets() {
     char const *op = "dualcast::distributed::data_parallel (gradient all-reduce)";
     while (next_ < buckets_.size() && buckets_[next_].pending == 0) {
       bucket &nb = buckets_[next_];
@@ -190,15 +199,16 @@ private:
       comm_.test_all(requests_, op); // (lets MPI move the started ones on)
   }
 
-  // End of the node sweep: every hook has run, so every bucket has started. Wait, then write the
-  // means back as this backward's gradients.
+  // End of the node sweep: every hook has run, so every bucket can start (without overlap they
+  // all start here). Wait, then write the means back as this backward's gradients.
   void finish() {
     char const *op = "dualcast::distributed::data_parallel (gradient all-reduce)";
+    auto const t0 = std::chrono::steady_clock::now();
+    start_ready_buckets();
     if (next_ != buckets_.size())
       throw distributed_error(std::string(op) +
                               ": internal: " + std::to_string(buckets_.size() - next_) +
                               " buckets never became ready during backward");
-    auto const t0 = std::chrono::steady_clock::now();
     comm_.wait_all(requests_, op);
     stats_.end_wait_s = seconds_since(t0);
     auto const t1 = std::chrono::steady_clock::now();
