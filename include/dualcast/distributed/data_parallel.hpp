@@ -30,10 +30,12 @@
 
 #include <dualcast/core/errors.hpp>
 #include <dualcast/distributed/communicator.hpp>
+#include <dualcast/distributed/host_transport.hpp>
 #include <dualcast/nn/parameters.hpp>
 #include <dualcast/tape/tape.hpp>
 #include <dualcast/tensor/tensor.hpp>
 
+#include <algorithm>
 #include <chrono>
 #include <cstddef>
 #include <cstring>
@@ -62,27 +64,27 @@ struct data_parallel_stats {
   std::size_t bytes = 0; // of one rank's gradients
 };
 
-template <class T> class data_parallel {
+// Transport: how buckets move (host buffers and MPI: detail::host_transport; device buffers and
+// NCCL: cuda_data_parallel in distributed/nccl.cuh).
+template <class T, class Transport = detail::host_transport<T>> class data_parallel {
 public:
-  data_parallel(communicator &comm, tape &tp, parameters<T> const &ps, data_parallel_options o = {})
-      : comm_(comm), tp_(tp), opt_(o) {
+  // comm: a communicator (MPI), or for cuda_data_parallel an nccl_communicator.
+  template <class Comm>
+  data_parallel(Comm &comm, tape &tp, parameters<T> const &ps, data_parallel_options o = {})
+      : tr_(comm, o.fixed_order), tp_(tp), opt_(o) {
     char const *op = "dualcast::distributed::data_parallel";
     for (auto const &p : ps)
       if (p.v.requires_grad()) {
         if (p.v.owner() != &tp || !p.v.is_leaf())
           throw tape_error(std::string(op) + ": parameter '" + p.name +
                            "' is not a leaf variable of the tape given");
-        if (!p.v.value().dev().is_host())
-          throw device_error(std::string(op) + ": parameter '" + p.name + "' is on " +
-                             to_string(p.v.value().dev()) +
-                             "; data_parallel takes host parameters (CUDA ones need NCCL, which "
-                             "dualcast does not support yet)");
+        Transport::check_device(op, p.name, p.v.value().dev());
         params_.push_back({p.name, p.v, 0, 0});
       }
     agree_on_parameters(op);
     for (auto &p : params_) { // rank 0's values everywhere
       tensor<T> v = p.v.value();
-      comm_.broadcast(v, 0);
+      tr_.broadcast(v, 0);
     }
     make_buckets();
     for (std::size_t i = 0; i < params_.size(); ++i)
@@ -107,26 +109,25 @@ private:
   };
   struct bucket {
     std::vector<std::size_t> params;
-    std::size_t size = 0; // elements
-    std::vector<T> send, recv;
-    std::size_t pending = 0;
-    bool started = false;
+    std::size_t size = 0;    // elements
+    std::size_t pending = 0; // gradients not in yet in this backward
   };
 
   void agree_on_parameters(char const *op) {
     std::string mine;
     for (auto const &p : params_)
       mine += p.name + " " + to_string(p.v.dims()) + "; ";
-    std::vector<std::string> all = comm_.all_gather_strings(mine, op);
-    for (int r = 1; r < comm_.size(); ++r)
-      if (all[std::size_t(r)] != all[0])
+    std::vector<std::string> all = tr_.mpi().all_gather_strings(mine, op);
+    for (std::size_t r = 1; r < all.size(); ++r)
+      if (all[r] != all[0])
         throw distributed_error(std::string(op) + ": the parameters differ across ranks: rank 0 " +
                                 "has [" + all[0] + "], rank " + std::to_string(r) + " has [" +
-                                all[std::size_t(r)] + "]");
+                                all[r] + "]");
   }
 
+  // In the reverse order of the list (a model's last parameters get their gradients first).
   void make_buckets() {
-    std::size_t const limit = opt_.bucket_bytes / sizeof(T) > 0 ? opt_.bucket_bytes / sizeof(T) : 1;
+    std::size_t const limit = std::max<std::size_t>(1, opt_.bucket_bytes / sizeof(T));
     for (std::size_t k = params_.size(); k-- > 0;) {
       std::size_t const n = std::size_t(params_[k].v.size());
       if (buckets_.empty() || (buckets_.back().size > 0 && buckets_.back().size + n > limit))
@@ -137,20 +138,16 @@ private:
       b.params.push_back(k);
       b.size += n;
     }
-    std::size_t const ranks = std::size_t(comm_.size());
-    for (bucket &b : buckets_) {
-      b.send.resize(b.size);
-      b.recv.resize(opt_.fixed_order ? b.size * ranks : b.size);
-    }
-    requests_.assign(buckets_.size(), MPI_REQUEST_NULL);
+    std::vector<std::size_t> sizes;
+    for (bucket const &b : buckets_)
+      sizes.push_back(b.size);
+    tr_.allocate(sizes);
     reset();
   }
 
   void reset() {
-    for (bucket &b : buckets_) {
+    for (bucket &b : buckets_)
       b.pending = b.params.size();
-      b.started = false;
-    }
     next_ = 0;
     stats_ = {};
     stats_.buckets = buckets_.size();
@@ -158,8 +155,8 @@ private:
       stats_.bytes += b.size * sizeof(T);
   }
 
-  // This backward's gradient of parameter i is final: into its bucket; start the buckets that
-  // are complete, in bucket order.
+  // This backward's gradient of parameter i is final: into its bucket; with overlap, start the
+  // buckets that are complete.
   void gradient_ready(std::size_t i) {
     auto const t0 = std::chrono::steady_clock::now();
     param const &p = params_[i];
@@ -169,14 +166,7 @@ private:
           "dualcast::distributed::data_parallel: a backward on this rank stopped after it had "
           "started gradient all-reduces, so the ranks are out of step; end the job "
           "(distributed::run does) and start again");
-    T *dst = b.send.data() + p.offset;
-    auto const &slot = p.v.slot();
-    if (slot->grad.defined()) {
-      tensor<T> g = slot->grad.contiguous();
-      std::memcpy(dst, g.data(), std::size_t(g.size()) * sizeof(T));
-    } else {
-      std::fill(dst, dst + p.v.size(), T(0)); // not reached on this rank
-    }
+    tr_.put(p.bucket, p.offset, p.v.slot()->grad, std::size_t(p.v.size())); // (undefined: zeros)
     --b.pending;
     stats_.copy_s += seconds_since(t0);
     if (opt_.overlap)
@@ -185,44 +175,28 @@ private:
 
   // Starts the buckets whose gradients are all in, in bucket order (the same on every rank).
   void start_ready_buckets() {
-    char const *op = "dualcast::distributed::data_parallel (gradient all-reduce)";
-    while (next_ < buckets_.size() && buckets_[next_].pending == 0) {
-      bucket &nb = buckets_[next_];
-      if (opt_.fixed_order)
-        comm_.start_all_gather(nb.send.data(), nb.recv.data(), nb.size, op, requests_[next_]);
-      else
-        comm_.start_all_reduce_sum(nb.send.data(), nb.recv.data(), nb.size, op, requests_[next_]);
-      nb.started = true;
-      ++next_;
-    }
+    while (next_ < buckets_.size() && buckets_[next_].pending == 0)
+      tr_.start(next_++, reduce_op_name);
     if (next_ > 0)
-      comm_.test_all(requests_, op); // (lets MPI move the started ones on)
+      tr_.progress(reduce_op_name);
   }
 
   // End of the node sweep: every hook has run, so every bucket can start (without overlap they
-  // all start here). Wait, then write the means back as this backward's gradients.
+  // all start here). Wait, then put the means in place of this backward's gradients.
   void finish() {
-    char const *op = "dualcast::distributed::data_parallel (gradient all-reduce)";
     auto const t0 = std::chrono::steady_clock::now();
     start_ready_buckets();
     if (next_ != buckets_.size())
-      throw distributed_error(std::string(op) +
+      throw distributed_error(std::string(reduce_op_name) +
                               ": internal: " + std::to_string(buckets_.size() - next_) +
                               " buckets never became ready during backward");
-    comm_.wait_all(requests_, op);
+    tr_.wait_all(reduce_op_name);
     stats_.end_wait_s = seconds_since(t0);
     auto const t1 = std::chrono::steady_clock::now();
-    std::size_t const ranks = std::size_t(comm_.size());
-    for (bucket &b : buckets_) {
-      if (opt_.fixed_order) { // g0 + g1 + ... in rank order, into recv's first part
-        for (std::size_t r = 1; r < ranks; ++r)
-          for (std::size_t e = 0; e < b.size; ++e)
-            b.recv[e] += b.recv[r * b.size + e];
-      }
-      for (std::size_t e = 0; e < b.size; ++e)
-        b.recv[e] /= T(comm_.size());
-      for (std::size_t k : b.params)
-        write_back(params_[k], b);
+    for (std::size_t b = 0; b < buckets_.size(); ++b) {
+      tr_.mean(b);
+      for (std::size_t k : buckets_[b].params)
+        write_back(params_[k]);
     }
     stats_.copy_s += seconds_since(t1);
     double const wait = stats_.end_wait_s, copy = stats_.copy_s;
@@ -231,23 +205,14 @@ private:
     stats_.copy_s = copy;
   }
 
-  void write_back(param const &p, bucket const &b) {
+  void write_back(param const &p) {
     auto const &slot = p.v.slot();
-    T const *mean = b.recv.data() + p.offset;
-    std::size_t const n = std::size_t(p.v.size());
     // A gradient that changed after it was handed to the all-reduce would be lost without a word:
     // refuse it (a recording path that did not report the leaf's use to the tape).
-    T const *sent = b.send.data() + p.offset;
-    if (slot->grad.defined()) {
-      tensor<T> g = slot->grad.contiguous();
-      if (std::memcmp(g.data(), sent, n * sizeof(T)) != 0)
-        throw distributed_error(
-            "dualcast::distributed::data_parallel: internal: the gradient of '" + p.name +
-            "' changed after it was all-reduced");
-    }
-    tensor<T> out = tensor<T>::empty(p.v.dims());
-    std::memcpy(out.mutable_data(), mean, n * sizeof(T));
-    slot->grad = std::move(out);
+    if (!tr_.unchanged(p.bucket, p.offset, slot->grad, std::size_t(p.v.size())))
+      throw distributed_error("dualcast::distributed::data_parallel: internal: the gradient of '" +
+                              p.name + "' changed after it was all-reduced");
+    slot->grad = tr_.take(p.bucket, p.offset, p.v.dims(), p.v.value().dev());
     slot->borrowed = false;
     slot->zeros_outside_views = false;
     slot->handed.clear();
@@ -256,13 +221,14 @@ private:
   static double seconds_since(std::chrono::steady_clock::time_point t0) {
     return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   }
+  static constexpr char const *reduce_op_name =
+      "dualcast::distributed::data_parallel (gradient all-reduce)";
 
-  communicator &comm_;
+  Transport tr_;
   tape &tp_;
   data_parallel_options opt_;
   std::vector<param> params_;
   std::vector<bucket> buckets_;
-  std::vector<MPI_Request> requests_;
   std::size_t next_ = 0; // the next bucket to start
   std::vector<tape::hook_id> hooks_;
   data_parallel_stats stats_;
