@@ -11,7 +11,8 @@
 //
 // The engine is MPI (any implementation; tested with OpenMPI): this header needs <mpi.h> and the
 // program links MPI (CMake: the target dualcast::distributed, defined where MPI is found). Host
-// tensors only; CUDA tensors are refused with a device_error (the NCCL communicator is not built).
+// tensors only; CUDA tensors are refused with a device_error (their collectives: NCCL,
+// dualcast/distributed/nccl.cuh).
 //
 // Failures never hang: every collective waits with a timeout (communicator::timeout, 300 s by
 // default) and then throws distributed_error naming the operation and the rank; distributed::run
@@ -270,8 +271,8 @@ private:
   template <class T> static void require_host(char const *op, tensor<T> const &x) {
     if (!x.dev().is_host())
       throw device_error(std::string(op) + ": the tensor is on " + to_string(x.dev()) +
-                         "; the MPI communicator takes host tensors (CUDA tensors need NCCL, "
-                         "which dualcast does not support yet)");
+                         "; the MPI communicator takes host tensors (CUDA tensors: "
+                         "nccl_communicator, dualcast/distributed/nccl.cuh)");
   }
   // All ranks must pass the same shape: checked with one small all-gather, so that a mismatch
   // is an error on every rank instead of a truncated message or a hang.
