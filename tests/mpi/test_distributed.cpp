@@ -165,6 +165,48 @@ TEST_CASE("data-parallel gradients equal one process's gradient of the global ba
   }
 }
 
+TEST_CASE("no_sync: micro-batches accumulate on each rank, then one all-reduce of the whole") {
+  dd::communicator &c = *world;
+  int const shards = 2 * c.size(); // rank r: micro-batches r and r + size
+  for (bool fixed : {true, false}) {
+    CAPTURE(fixed);
+    dc::tape tp;
+    model m(tp, 3);
+    dd::data_parallel_options o;
+    o.fixed_order = fixed;
+    o.bucket_bytes = 100;
+    dd::data_parallel<double> dp(c, tp, m.ps, o);
+    {
+      auto local = dp.no_sync();
+      tp.backward(shard_loss(tp, m, c.rank(), shards));
+      tp.clear();
+    }
+    tp.backward(shard_loss(tp, m, c.rank() + c.size(), shards));
+    tp.clear();
+    auto got = gradients(m);
+    // One process: every micro-batch's gradient accumulated, divided by the number of ranks.
+    dc::tape ref_tp;
+    model ref(ref_tp, 3);
+    for (int r = 0; r < shards; ++r)
+      ref_tp.backward(shard_loss(ref_tp, ref, r, shards));
+    auto want = gradients(ref);
+    for (std::size_t k = 0; k < got.size(); ++k)
+      for (std::size_t i = 0; i < got[k].size(); ++i) {
+        CAPTURE(m.ps.at(k).name);
+        CHECK(got[k][i] == doctest::Approx(want[k][i] / double(c.size())).epsilon(1e-12));
+      }
+    // A synced backward without zero_grad adds its mean to what is there, as on one process.
+    tp.backward(shard_loss(tp, m, c.rank(), c.size()));
+    auto more = single_process_gradient(m, c.size());
+    auto after = gradients(m);
+    for (std::size_t k = 0; k < after.size(); ++k)
+      for (std::size_t i = 0; i < after[k].size(); ++i)
+        CHECK(after[k][i] ==
+              doctest::Approx(want[k][i] / double(c.size()) + more[k][i]).epsilon(1e-12));
+    tp.clear();
+  }
+}
+
 TEST_CASE("data-parallel gradients against central differences of the global loss") {
   dd::communicator &c = *world;
   dc::tape tp;

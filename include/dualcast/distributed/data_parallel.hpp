@@ -16,10 +16,13 @@
 // the gradients are gathered into buckets (about bucket_bytes each, in the reverse order of the
 // parameter list: a model's last parameters get their gradients first). A bucket's all-reduce
 // starts as soon as backward has computed every gradient in it (tape::on_gradient_ready) and runs
-// while backward goes on; at the end of the node sweep the results replace this backward's
-// gradients, divided by the number of ranks. Optimizers run unchanged.
+// while backward goes on; at the end of the node sweep the means over the ranks replace the
+// ranks' gradients (each rank's whole gradient is reduced: this backward's and any it held from
+// before, so gradients kept without zero_grad accumulate as on one process). Optimizers run
+// unchanged.
 //
-// Every rank must run the same sequence of backward calls (each one all-reduces); buckets start in
+// Every rank must run the same sequence of backward calls (each one all-reduces, except under
+// no_sync(): gradient accumulation over micro-batches); buckets start in
 // one fixed order on every rank, so a data-dependent graph (a parameter unused on one rank) is
 // fine: it contributes zeros there. fixed_order = true gathers every rank's gradients and adds
 // them in rank order on each rank: the result is bit-identical across runs and equals one
@@ -98,6 +101,23 @@ public:
       tp_.remove_hook(id);
   }
 
+  // While the returned guard lives, backward does not all-reduce: gradients accumulate on each
+  // rank as on one process (gradient accumulation over several micro-batches). The first
+  // backward after it all-reduces each rank's whole gradient -- what accumulated, and its own --
+  // as DistributedDataParallel's no_sync does.
+  class no_sync_guard {
+  public:
+    explicit no_sync_guard(data_parallel &dp) : dp_(dp), was_(dp.no_sync_) { dp.no_sync_ = true; }
+    no_sync_guard(no_sync_guard const &) = delete;
+    no_sync_guard &operator=(no_sync_guard const &) = delete;
+    ~no_sync_guard() { dp_.no_sync_ = was_; }
+
+  private:
+    data_parallel &dp_;
+    bool was_;
+  };
+  [[nodiscard]] no_sync_guard no_sync() { return no_sync_guard(*this); }
+
   data_parallel_stats const &last_stats() const { return stats_; }
   std::size_t bucket_count() const { return buckets_.size(); }
 
@@ -106,6 +126,7 @@ private:
     std::string name;
     var<T> v;
     std::size_t bucket, offset;
+    bool sent_fresh = true; // what went into the bucket is this backward's gradient alone
   };
   struct bucket {
     std::vector<std::size_t> params;
@@ -158,15 +179,30 @@ private:
   // This backward's gradient of parameter i is final: into its bucket; with overlap, start the
   // buckets that are complete.
   void gradient_ready(std::size_t i) {
+    if (no_sync_)
+      return;
     auto const t0 = std::chrono::steady_clock::now();
-    param const &p = params_[i];
+    param &p = params_[i];
     bucket &b = buckets_[p.bucket];
     if (b.pending == 0)
       throw distributed_error(
           "dualcast::distributed::data_parallel: a backward on this rank stopped after it had "
           "started gradient all-reduces, so the ranks are out of step; end the job "
           "(distributed::run does) and start again");
-    tr_.put(p.bucket, p.offset, p.v.slot()->grad, std::size_t(p.v.size())); // (undefined: zeros)
+    // The rank's whole gradient: this backward's (undefined: zeros) and, where it is not zero,
+    // the one from before (accumulated under no_sync, or kept without zero_grad).
+    auto const &slot = p.v.slot();
+    tensor<T> whole = slot->grad;
+    p.sent_fresh = !slot->held.defined() || slot->held_zero;
+    if (!p.sent_fresh) {
+      if (whole.defined()) {
+        whole = whole.clone();
+        dualcast::detail::add_into(whole, slot->held);
+      } else {
+        whole = slot->held;
+      }
+    }
+    tr_.put(p.bucket, p.offset, whole, std::size_t(p.v.size()));
     --b.pending;
     stats_.copy_s += seconds_since(t0);
     if (opt_.overlap)
@@ -184,6 +220,8 @@ private:
   // End of the node sweep: every hook has run, so every bucket can start (without overlap they
   // all start here). Wait, then put the means in place of this backward's gradients.
   void finish() {
+    if (no_sync_)
+      return;
     auto const t0 = std::chrono::steady_clock::now();
     start_ready_buckets();
     if (next_ != buckets_.size())
@@ -209,10 +247,11 @@ private:
     auto const &slot = p.v.slot();
     // A gradient that changed after it was handed to the all-reduce would be lost without a word:
     // refuse it (a recording path that did not report the leaf's use to the tape).
-    if (!tr_.unchanged(p.bucket, p.offset, slot->grad, std::size_t(p.v.size())))
+    if (p.sent_fresh && !tr_.unchanged(p.bucket, p.offset, slot->grad, std::size_t(p.v.size())))
       throw distributed_error("dualcast::distributed::data_parallel: internal: the gradient of '" +
                               p.name + "' changed after it was all-reduced");
     slot->grad = tr_.take(p.bucket, p.offset, p.v.dims(), p.v.value().dev());
+    slot->replace_held = true; // (the mean already holds the gradient from before)
     slot->borrowed = false;
     slot->zeros_outside_views = false;
     slot->handed.clear();
@@ -232,6 +271,7 @@ private:
   std::size_t next_ = 0; // the next bucket to start
   std::vector<tape::hook_id> hooks_;
   data_parallel_stats stats_;
+  bool no_sync_ = false;
 };
 
 } // namespace distributed

@@ -155,10 +155,8 @@ public:
     auto slot = detail::make_slot<T>();
     slot->dims = value.dims();
     slot->dev = value.dev();
-    // held: the gradient from before the running backward; zeroed: the gradient is all zeros
-    // (zero_grad), so a backward that reaches the leaf has nothing to add it to.
-    leaves_.push_back([w = std::weak_ptr<detail::grad_slot<T>>(slot), held = tensor<T>{},
-                       zeroed = false](detail::leaf_step step) mutable {
+    // (the slot's held / held_zero / replace_held: see grad_slot)
+    leaves_.push_back([w = std::weak_ptr<detail::grad_slot<T>>(slot)](detail::leaf_step step) {
       auto s = w.lock();
       if (!s)
         return false;
@@ -166,25 +164,28 @@ public:
       case detail::leaf_step::zero:
         if (s->grad.defined())
           s->grad.fill_(T(0));
-        zeroed = true;
+        s->held_zero = true;
         break;
       case detail::leaf_step::stash:
-        held = std::move(s->grad);
+        s->held = std::move(s->grad);
         s->grad = tensor<T>{};
+        s->replace_held = false;
         break;
       case detail::leaf_step::commit:
         if (!s->grad.defined()) {
-          s->grad = std::move(held); // not reached by this backward
+          s->grad = std::move(s->held); // not reached by this backward
         } else {
-          if (held.defined() && !zeroed)
-            detail::add_into(s->grad, held);
-          zeroed = false;
+          if (s->held.defined() && !s->held_zero && !s->replace_held)
+            detail::add_into(s->grad, s->held);
+          s->held_zero = false;
         }
-        held = tensor<T>{};
+        s->held = tensor<T>{};
+        s->replace_held = false;
         break;
       case detail::leaf_step::rollback:
-        s->grad = std::move(held);
-        held = tensor<T>{};
+        s->grad = std::move(s->held);
+        s->held = tensor<T>{};
+        s->replace_held = false;
         break;
       }
       return true;

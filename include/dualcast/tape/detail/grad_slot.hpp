@@ -39,6 +39,13 @@ template <class T> struct grad_slot {
   // An intermediate's tape generation (tape::clear() starts a new one): the node that computed it
   // lives only while its generation is the tape's.
   std::uint64_t generation = 0;
+  // A leaf's gradient from before the running backward: set aside while backward writes a fresh
+  // one into grad, added back when backward succeeds, put back when it throws. held_zero: it is
+  // all zeros (zero_grad), so there is nothing to add. replace_held: a gradient hook wrote the
+  // leaf's whole gradient (the fresh one and held together) into grad, which backward keeps.
+  tensor<T> held;
+  bool held_zero = false;
+  bool replace_held = false;
   // A leaf's first use in its tape's current generation (use_generation): the index the tape's
   // next node had when an operation first took the leaf. Every node that can write the leaf's
   // gradient comes at or after it, so backward knows when the gradient is final
