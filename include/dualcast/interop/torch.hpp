@@ -1,0 +1,415 @@
+// dualcast/interop/torch.hpp: dualcast kernels as PyTorch operators, on torch's own tensors.
+//
+//   #include <dualcast/interop/torch.hpp>
+//   constexpr auto softclip = dualcast::kernel([](auto x, auto t) {
+//     return dualcast::select(x > t, t + dualcast::log(1 + (x - t)), x);
+//   });
+//   DUALCAST_TORCH_KERNEL(myops, softclip, softclip, .doc = "x clipped softly above t",
+//                         .args = "x, t")
+//
+// registers two operators from one line:
+//   myops::softclip(Tensor[] args) -> Tensor[]               the kernel's outputs (one fused pass)
+//   myops::softclip_vjp(Tensor[] args, Tensor[] cotangents, int mask) -> Tensor[]
+//       the cotangents of the inputs whose bit is set in mask (bit a: argument a), from the
+//       outputs' cotangents, by dualcast::vjp: the kernel is re-evaluated on duals of only those
+//       inputs (interop/active_subsets.hpp), nothing is stored beyond the inputs; an input
+//       broadcast against the others gets its cotangent summed to its own shape by the VJP itself.
+// dualcast.torch.load_library (python/dualcast/torch.py) wraps the pair in a
+// torch.autograd.Function; the library lists its kernels through the C function
+// dualcast_torch_kernels() (name, arity, outputs, documentation, argument names, masks).
+//
+// Tensors are viewed in place (dualcast::view over data_ptr and strides, stride-0 broadcasts and
+// non-contiguous layouts included), never copied. Arguments broadcast by torch's (numpy's) rules;
+// the outputs have the broadcast shape. Wrong dtype (float and double only, all arguments alike),
+// layout (sparse, mkldnn), device (CPU; CUDA where the registering translation unit is compiled
+// by nvcc; all arguments on one device), rank (at most dualcast::max_rank) or argument count is a
+// c10::Error naming the operator and the argument (a RuntimeError in Python). Calling the
+// forward operator directly while autograd would record it is an error too (its outputs would
+// silently carry no gradient): differentiation goes through dualcast.torch.
+//
+// CPU: dualcast::cpu with torch's thread count (torch.set_num_threads). CUDA (nvcc translation
+// units only): dualcast::cuda on torch's current stream of the arguments' device.
+#pragma once
+
+#include <dualcast/arrays/shape.hpp>
+#include <dualcast/arrays/view.hpp>
+#include <dualcast/backend/cpu.hpp>
+#include <dualcast/broadcast/broadcast.hpp>
+#include <dualcast/core/errors.hpp>
+#include <dualcast/interop/active_subsets.hpp>
+#include <dualcast/kernel/kernel.hpp>
+
+#include <ATen/Parallel.h>
+#include <ATen/core/Tensor.h>
+#include <ATen/ops/empty.h>
+#include <ATen/ops/zeros.h>
+#include <c10/core/GradMode.h>
+#include <torch/library.h>
+
+#if defined(__CUDACC__)
+#include <ATen/cuda/CUDAContext.h>
+#include <c10/cuda/CUDAGuard.h>
+#include <dualcast/backend/cuda.cuh>
+#endif
+
+#include <array>
+#include <bit>
+#include <cstdint>
+#include <string>
+#include <type_traits>
+#include <utility>
+#include <vector>
+
+namespace dualcast::interop {
+
+// What a registration says about its kernel besides the kernel itself.
+struct torch_options {
+  char const *doc = "";  // the Python callable's docstring
+  char const *args = ""; // argument names, comma-separated, for messages and the docstring
+  // Arguments never differentiated (bit a: argument a), e.g. masks that pick a branch: they never
+  // become duals, and Python reports no gradient for them.
+  unsigned nondiff = 0;
+};
+
+namespace detail {
+
+#if defined(__GNUC__)
+#define DUALCAST_INTEROP_HIDDEN __attribute__((visibility("hidden")))
+#else
+#define DUALCAST_INTEROP_HIDDEN
+#endif
+
+// The number of arguments a kernel's lambda takes (its smallest arity up to 16; 0: none fits).
+template <class F, class T, std::size_t... J>
+constexpr bool callable_with(std::index_sequence<J...>) {
+  return std::is_invocable_v<F const &, decltype((void)J, T{})...>;
+}
+template <class F, class T, int N = 1> constexpr int kernel_arity() {
+  if constexpr (N > 16)
+    return 0;
+  else if constexpr (callable_with<F, T>(std::make_index_sequence<N>{}))
+    return N;
+  else
+    return kernel_arity<F, T, N + 1>();
+}
+
+template <class F, class T, std::size_t... J> constexpr int outputs_of_views(std::index_sequence<J...>) {
+  return dualcast::detail::check_kernel<F, T, decltype((void)J, view<T const>{})...>();
+}
+
+// The kernels a shared library registered, for dualcast.torch.load_library: one line each,
+// tab-separated: qualified name, arity, outputs, nondiff mask, argument names, documentation.
+DUALCAST_INTEROP_HIDDEN inline std::string &torch_registry() {
+  static std::string r;
+  return r;
+}
+
+inline std::string argument_name(torch_options const &o, int a) {
+  std::string all = o.args, name;
+  int i = 0;
+  std::size_t p = 0;
+  while (p <= all.size()) {
+    std::size_t q = all.find(',', p);
+    if (q == std::string::npos)
+      q = all.size();
+    if (i++ == a) {
+      name = all.substr(p, q - p);
+      break;
+    }
+    p = q + 1;
+  }
+  auto b = name.find_first_not_of(' '), e = name.find_last_not_of(' ');
+  std::string r = "argument " + std::to_string(a);
+  if (b != std::string::npos)
+    r += " (" + name.substr(b, e - b + 1) + ")";
+  return r;
+}
+
+// One registered operator: what the implementations need for their work and their messages.
+struct torch_op_info {
+  std::string name; // "ns::name"
+  torch_options opts;
+  int arity = 0, outputs = 0;
+};
+
+inline std::string op_prefix(torch_op_info const &info) { return "dualcast op " + info.name + ": "; }
+
+// The element type all arguments share (float or double) and their device, checked.
+inline c10::ScalarType check_arguments(torch_op_info const &info, at::TensorList args,
+                                       char const *role) {
+  TORCH_CHECK(!args.empty(), op_prefix(info), "no ", role, "s");
+  for (std::size_t a = 0; a < args.size(); ++a) {
+    at::Tensor const &t = args[a];
+    std::string what = std::string(role) == "argument"
+                           ? argument_name(info.opts, int(a))
+                           : std::string(role) + " " + std::to_string(a);
+    TORCH_CHECK(t.defined(), op_prefix(info), what, " is an undefined tensor");
+    TORCH_CHECK(t.layout() == c10::kStrided, op_prefix(info), what, " has layout ", t.layout(),
+                "; dualcast views only strided (dense) tensors");
+    TORCH_CHECK(t.scalar_type() == c10::kFloat || t.scalar_type() == c10::kDouble,
+                op_prefix(info), what, " has dtype ", t.scalar_type(),
+                "; dualcast kernels take float32 or float64");
+    TORCH_CHECK(t.scalar_type() == args[0].scalar_type(), op_prefix(info), what, " has dtype ",
+                t.scalar_type(), " but ", role, " 0 has ", args[0].scalar_type(),
+                " (convert them to one dtype)");
+    TORCH_CHECK(t.device() == args[0].device(), op_prefix(info), what, " is on ", t.device(),
+                " but ", role, " 0 is on ", args[0].device());
+    TORCH_CHECK(t.dim() <= max_rank, op_prefix(info), what, " has ", t.dim(),
+                " dimensions; dualcast arrays have at most ", max_rank);
+    TORCH_CHECK(!t.is_conj() && !t.is_neg(), op_prefix(info), what,
+                " has a lazy conjugate or negation bit");
+    for (int d = 0; d < t.dim(); ++d)
+      TORCH_CHECK(t.stride(d) >= 0, op_prefix(info), what, " has a negative stride");
+  }
+  return args[0].scalar_type();
+}
+
+template <class T> view<T> view_of(at::Tensor const &t) {
+  shape s;
+  s.rank = int(t.dim());
+  index_t st[max_rank] = {};
+  for (int d = 0; d < s.rank; ++d) {
+    s.ext[d] = t.size(d);
+    st[d] = t.stride(d);
+  }
+  return view<T>(static_cast<T *>(t.data_ptr()), s, st);
+}
+
+inline std::vector<std::int64_t> sizes_of(shape const &s) {
+  return std::vector<std::int64_t>(s.ext, s.ext + s.rank);
+}
+
+template <class T, class Ex, class F, bool S, std::size_t NI, std::size_t NO, std::size_t... J,
+          std::size_t... K>
+void run_apply(Ex const &ex, kernel<F, S> const &k, std::array<view<T const>, NI> const &in,
+               std::array<view<T>, NO> const &out, std::index_sequence<J...>,
+               std::index_sequence<K...>) {
+  dualcast::apply(ex, k, dualcast::out(out[K]...), in[J]...);
+}
+
+template <class T, class Ex, class F, bool S, int C, int... A, std::size_t NI, std::size_t NO,
+          std::size_t... J, std::size_t... K>
+void run_vjp(Ex const &ex, kernel<F, S> const &k, active_set<C, A...> act,
+             std::array<view<T const>, NI> const &in, std::array<view<T>, NI> const &xbar,
+             std::array<view<T const>, NO> const &ybar, std::index_sequence<J...>,
+             std::index_sequence<K...>) {
+  dualcast::vjp(ex, k, act, dualcast::out(xbar[std::size_t(A)]...), dualcast::in(in[J]...),
+                dualcast::in(ybar[K]...));
+}
+
+// Runs body(ex) with the executor of the arguments' device.
+template <class Body> void on_device(torch_op_info const &info, at::Tensor const &t, Body &&body) {
+  if (t.device().is_cpu()) {
+    body(dualcast::cpu{at::get_num_threads()});
+    return;
+  }
+#if defined(__CUDACC__)
+  if (t.device().is_cuda()) {
+    c10::cuda::CUDAGuard guard(t.device());
+    body(dualcast::cuda{at::cuda::getCurrentCUDAStream(t.device().index()).stream(), 256, true});
+    return;
+  }
+#endif
+  TORCH_CHECK(false, op_prefix(info), "tensors on ", t.device(),
+              " are not supported by this build (CPU; CUDA where the registering source is "
+              "compiled by nvcc)");
+}
+
+// Turns dualcast's own exceptions (shapes that do not broadcast, ...) into c10 errors naming
+// the operator.
+template <class Body> auto with_errors(torch_op_info const &info, Body &&body) {
+  try {
+    return body();
+  } catch (dualcast::error const &e) {
+    TORCH_CHECK(false, op_prefix(info), e.what());
+  }
+}
+
+template <int NI, int NO, class F, bool S>
+std::vector<at::Tensor> forward(torch_op_info const &info, kernel<F, S> const &k,
+                                at::TensorList args) {
+  TORCH_CHECK(int(args.size()) == NI, op_prefix(info), "takes ", NI, " arguments (",
+              info.opts.args, "), got ", args.size());
+  auto dtype = check_arguments(info, args, "argument");
+  return with_errors(info, [&] {
+    std::vector<at::Tensor> outs;
+    auto run = [&](auto zero) {
+      using T = decltype(zero);
+      std::array<view<T const>, NI> in;
+      std::array<shape, NI> shapes;
+      int pos[NI];
+      for (int a = 0; a < NI; ++a) {
+        in[std::size_t(a)] = view_of<T const>(args[std::size_t(a)]);
+        shapes[std::size_t(a)] = in[std::size_t(a)].dims();
+        pos[a] = a;
+      }
+      shape const *sp = shapes.data();
+      shape s = broadcast_shapes(info.name.c_str(), sp, pos, NI);
+      std::array<view<T>, NO> out;
+      for (int o = 0; o < NO; ++o) {
+        outs.push_back(at::empty(sizes_of(s), args[0].options()));
+        out[std::size_t(o)] = view_of<T>(outs.back());
+      }
+      on_device(info, args[0], [&](auto const &ex) {
+        run_apply<T>(ex, k, in, out, std::make_index_sequence<NI>{},
+                     std::make_index_sequence<NO>{});
+      });
+    };
+    if (dtype == c10::kFloat)
+      run(0.f);
+    else
+      run(0.0);
+    return outs;
+  });
+}
+
+template <int NI, int NO, unsigned ND, class F, bool S>
+std::vector<at::Tensor> backward(torch_op_info const &info, kernel<F, S> const &k,
+                                 at::TensorList args, at::TensorList cotangents,
+                                 std::int64_t mask) {
+  TORCH_CHECK(int(args.size()) == NI, op_prefix(info), "vjp takes ", NI, " arguments (",
+              info.opts.args, "), got ", args.size());
+  TORCH_CHECK(int(cotangents.size()) == NO, op_prefix(info), "vjp takes ", NO,
+              " output cotangents, got ", cotangents.size());
+  TORCH_CHECK(mask >= 0 && mask < (std::int64_t(1) << NI), op_prefix(info), "vjp mask ", mask,
+              " names arguments beyond the ", NI, " there are");
+  TORCH_CHECK((unsigned(mask) & ND) == 0u, op_prefix(info), "vjp mask ", mask,
+              " asks for the gradient of a non-differentiable argument (mask ", ND, ")");
+  auto dtype = check_arguments(info, args, "argument");
+  check_arguments(info, cotangents, "output cotangent");
+  TORCH_CHECK(cotangents[0].scalar_type() == dtype && cotangents[0].device() == args[0].device(),
+              op_prefix(info), "the output cotangents must have the arguments' dtype and device");
+  // The differentiable arguments, in order: the subsets range over these only.
+  constexpr int NDiff = NI - std::popcount(ND & ((1u << NI) - 1u));
+  static_assert(NDiff >= 1, "dualcast::interop: every argument is marked non-differentiable");
+  constexpr std::array<int, NDiff> diff = [] {
+    std::array<int, NDiff> p{};
+    int n = 0;
+    for (int a = 0; a < NI; ++a)
+      if (!((ND >> a) & 1u))
+        p[std::size_t(n++)] = a;
+    return p;
+  }();
+  unsigned sub = 0; // the mask over the differentiable arguments
+  for (int j = 0; j < NDiff; ++j)
+    if ((mask >> diff[std::size_t(j)]) & 1)
+      sub |= 1u << j;
+  std::vector<at::Tensor> grads(NI);
+  if (sub == 0u)
+    return grads; // nothing asked: undefined tensors (None in Python)
+  return with_errors(info, [&] {
+    auto run = [&](auto zero) {
+      using T = decltype(zero);
+      std::array<view<T const>, NI> in;
+      std::array<view<T>, NI> xbar;
+      std::array<view<T const>, NO> ybar;
+      for (int a = 0; a < NI; ++a)
+        in[std::size_t(a)] = view_of<T const>(args[std::size_t(a)]);
+      for (int o = 0; o < NO; ++o)
+        ybar[std::size_t(o)] = view_of<T const>(cotangents[std::size_t(o)]);
+      unsigned run_sub = effective_mask<NDiff>(sub);
+      for (int j = 0; j < NDiff; ++j)
+        if ((run_sub >> j) & 1u) {
+          // (where all-active is the fallback, the cotangents not asked for go to scratch)
+          std::size_t a = std::size_t(diff[std::size_t(j)]);
+          grads[a] = at::empty(args[a].sizes(), args[a].options());
+          xbar[a] = view_of<T>(grads[a]);
+        }
+      on_device(info, args[0], [&](auto const &ex) {
+        with_active_subset_at<diff>(sub, [&](auto active) {
+          run_vjp<T>(ex, k, active, in, xbar, ybar, std::make_index_sequence<NI>{},
+                     std::make_index_sequence<NO>{});
+        });
+      });
+      for (int j = 0; j < NDiff; ++j)
+        if (!((sub >> j) & 1u))
+          grads[std::size_t(diff[std::size_t(j)])] = at::Tensor();
+    };
+    if (dtype == c10::kFloat)
+      run(0.f);
+    else
+      run(0.0);
+    return grads;
+  });
+}
+
+// The forward operator's autograd kernel: differentiation goes through dualcast.torch (a
+// torch.autograd.Function around the forward and vjp operators); called directly where autograd
+// records, its outputs would silently carry no gradient, so that is refused.
+inline void refuse_recording(torch_op_info const &info, at::TensorList args) {
+  if (!c10::GradMode::is_enabled())
+    return;
+  for (std::size_t a = 0; a < args.size(); ++a)
+    TORCH_CHECK(!args[a].defined() || !args[a].requires_grad(), op_prefix(info),
+                argument_name(info.opts, int(a)),
+                " requires grad: call the operator through dualcast.torch (load_library or the "
+                "ready cells), which records its gradient, or under torch.no_grad()");
+}
+
+template <unsigned ND, class F, bool S>
+void register_torch_kernel(torch::Library &m, char const *ns, char const *name,
+                           kernel<F, S> const &k, torch_options const &opts) {
+  constexpr int NI = kernel_arity<F, float>();
+  static_assert(NI >= 1, "DUALCAST_TORCH_KERNEL: the kernel cannot be called with 1 to 16 "
+                         "float arguments");
+  constexpr int NO = outputs_of_views<F, float>(std::make_index_sequence<NI>{});
+  static_assert(NO >= 1, "DUALCAST_TORCH_KERNEL: see the kernel's error above");
+  torch_op_info info{std::string(ns) + "::" + name, opts, NI, NO};
+  std::string vjp_name = std::string(name) + "_vjp";
+  m.def((std::string(name) + "(Tensor[] args) -> Tensor[]").c_str());
+  m.def((vjp_name + "(Tensor[] args, Tensor[] cotangents, int mask) -> Tensor[]").c_str());
+  // One implementation for every backend (it picks the executor by the arguments' device) ...
+  m.impl(name, torch::dispatch(c10::DispatchKey::CompositeExplicitAutograd,
+                               [info, k](at::TensorList args) {
+                                 return forward<NI, NO>(info, k, args);
+                               }));
+  m.impl(vjp_name.c_str(),
+         torch::dispatch(c10::DispatchKey::CompositeExplicitAutograd,
+                         [info, k](at::TensorList args, at::TensorList cot, std::int64_t mask) {
+                           return backward<NI, NO, ND>(info, k, args, cot, mask);
+                         }));
+  // ... and an autograd kernel that refuses to be recorded (see refuse_recording).
+  m.impl(name, torch::dispatch(c10::DispatchKey::Autograd, [info, k](at::TensorList args) {
+           refuse_recording(info, args);
+           at::AutoDispatchBelowADInplaceOrView below;
+           return forward<NI, NO>(info, k, args);
+         }));
+  m.impl(vjp_name.c_str(),
+         torch::dispatch(c10::DispatchKey::Autograd,
+                         [info, k](at::TensorList args, at::TensorList cot, std::int64_t mask) {
+                           refuse_recording(info, args);
+                           refuse_recording(info, cot);
+                           at::AutoDispatchBelowADInplaceOrView below;
+                           return backward<NI, NO, ND>(info, k, args, cot, mask);
+                         }));
+  auto clean = [](char const *s) {
+    std::string r = s;
+    for (char &c : r)
+      if (c == '\t' || c == '\n')
+        c = ' ';
+    return r;
+  };
+  torch_registry() += info.name + "\t" + std::to_string(NI) + "\t" + std::to_string(NO) + "\t" +
+                      std::to_string(ND) + "\t" + clean(opts.args) + "\t" + clean(opts.doc) +
+                      "\n";
+}
+
+} // namespace detail
+} // namespace dualcast::interop
+
+// The library's list of kernels (see torch_registry), for dualcast.torch.load_library; one
+// definition per shared library (inline, kept by `used`, exported with default visibility).
+extern "C" __attribute__((used, visibility("default"))) inline char const *
+dualcast_torch_kernels() {
+  return dualcast::interop::detail::torch_registry().c_str();
+}
+
+// Registers `kernel` (a dualcast::kernel constant) as the operators ns::name and ns::name_vjp;
+// the optional designated initializers set dualcast::interop::torch_options (.doc, .args,
+// .nondiff). One line per kernel, at namespace scope, in any number of translation units.
+#define DUALCAST_TORCH_KERNEL(ns, name, kernel, ...)                                              \
+  TORCH_LIBRARY_FRAGMENT(ns, m) {                                                                 \
+    static constexpr ::dualcast::interop::torch_options dualcast_torch_opts{__VA_ARGS__};         \
+    ::dualcast::interop::detail::register_torch_kernel<dualcast_torch_opts.nondiff>(              \
+        m, #ns, #name, kernel, dualcast_torch_opts);                                              \
+  }
