@@ -13,7 +13,9 @@ broadcast by torch's rules; the gradient of a broadcast argument is summed to it
 float32 and float64 on CPU (CUDA where the library was compiled by nvcc against a CUDA torch).
 
 Double backward (create_graph=True, then differentiating the gradient) raises a RuntimeError at
-the second backward: the backward is a fused kernel of its own, not differentiable again.
+the second backward: the backward is a fused kernel of its own, not differentiable again (the
+gradients computed with create_graph=True carry a node that raises, so a second derivative never
+silently misses this operation).
 torch.compile: on torch < 2.4 the operations are opaque autograd.Functions (graph breaks); this
 module registers no fake implementation.
 """
@@ -22,7 +24,6 @@ import ctypes
 import os
 
 import torch
-from torch.autograd.function import once_differentiable
 
 __all__ = ["load_library", "lstm_cell", "gru_cell", "hmlstm_update", "KernelLibrary"]
 
@@ -46,6 +47,24 @@ class _Kernel:
         self.vjp_op = getattr(getattr(torch.ops, ns), name + "_vjp")
 
 
+class _NoDoubleBackward(torch.autograd.Function):
+    """A gradient computed with create_graph=True: differentiating it again raises. (Returned
+    without this, it would be a constant to autograd and a second derivative through it would
+    silently lack this operation's part: pytorch issues 58509, 76185.)"""
+
+    @staticmethod
+    def forward(ctx, name, r, *anchors):
+        ctx.name = name
+        return r.clone()
+
+    @staticmethod
+    def backward(ctx, *g):
+        raise RuntimeError(
+            "dualcast op %s: differentiating its gradient (double backward) is not supported: "
+            "the backward is a fused kernel of its own; take the gradient once, or write the "
+            "derivative you need as a kernel" % ctx.name)
+
+
 def _make_function(k):
     class Fn(torch.autograd.Function):
         @staticmethod
@@ -55,7 +74,6 @@ def _make_function(k):
             return tuple(outs)
 
         @staticmethod
-        @once_differentiable  # a second backward through this one raises (never silently wrong)
         def backward(ctx, *grads):
             args = ctx.saved_tensors
             mask = 0
@@ -65,7 +83,13 @@ def _make_function(k):
             if mask == 0:
                 return (None,) * k.arity
             # (autograd materialises the cotangents of unused outputs as zeros)
-            res = k.vjp_op(list(args), list(grads), mask)
+            with torch.no_grad():
+                res = k.vjp_op(list(args), list(grads), mask)
+            if torch.is_grad_enabled():  # create_graph=True: the gradients must not look constant
+                anchors = [t for t in list(args) + list(grads) if t.requires_grad]
+                if anchors:
+                    res = [_NoDoubleBackward.apply(k.qualname, r, *anchors) if (mask >> a) & 1
+                           else r for a, r in enumerate(res)]
             return tuple(r if (mask >> a) & 1 else None for a, r in enumerate(res))
 
     Fn.__name__ = k.name + "_function"

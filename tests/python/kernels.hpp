@@ -13,8 +13,8 @@ namespace dualcast_tests {
 struct softclip_fn {
   template <class X, class T, class S>
   DUALCAST_HD auto operator()(X const &x, T const &t, S const &s) const {
-    using dualcast::log;
     using dualcast::exp;
+    using dualcast::log;
     using R = decltype(t + s * log(1 + (x - t) / s) + x);
     R y;
     if (x > t)

@@ -10,10 +10,12 @@
 #include <dualcast/dualcast.hpp>
 #include <dualcast/io/npz.hpp>
 
+#include <array>
 #include <cstdio>
 #include <exception>
 #include <map>
 #include <string>
+#include <utility>
 
 namespace dc = dualcast;
 using arrays = std::map<std::string, dc::tensor<double>>;
@@ -29,51 +31,36 @@ dc::tensor<double> const &get(arrays const &a, std::string const &n) {
 
 dc::tensor<double> like(dc::tensor<double> const &t) { return dc::tensor<double>::zeros(t.dims()); }
 
-template <class K, int... A>
+// NI arguments, NO outputs (apply), cotangents of the active arguments A (vjp).
+template <std::size_t NI, std::size_t NO, class K, int... A>
 void run(K const &k, dc::active_set<dc::default_chunk, A...> act, arrays const &in,
-         std::initializer_list<char const *> names, std::initializer_list<char const *> outs,
-         std::initializer_list<char const *> cots, arrays &res) {
+         std::array<char const *, NI> names, std::array<char const *, NO> outs,
+         std::array<char const *, NO> cots, arrays &res) {
   dc::cpu ex{1};
-  std::vector<dc::view<double const>> x;
-  std::vector<dc::shape> shapes;
-  for (auto n : names) {
-    x.push_back(get(in, n).cview());
-    shapes.push_back(x.back().dims());
-  }
-  std::vector<int> pos(x.size());
-  for (std::size_t a = 0; a < x.size(); ++a)
+  std::array<dc::view<double const>, NI> x;
+  std::array<dc::shape, NI> shapes;
+  std::array<int, NI> pos;
+  for (std::size_t a = 0; a < NI; ++a) {
+    x[a] = get(in, names[a]).cview();
+    shapes[a] = x[a].dims();
     pos[a] = int(a);
-  dc::shape s = dc::broadcast_shapes("reference", shapes.data(), pos.data(), int(x.size()));
-  std::vector<dc::tensor<double>> y, ybar, xbar;
-  for (auto n : outs)
-    y.push_back(res[n] = dc::tensor<double>::zeros(s));
-  for (auto n : cots)
-    ybar.push_back(get(in, n));
-  for (auto n : names) {
-    xbar.push_back(like(get(in, n)));
-    res[std::string(n) + "_bar"] = xbar.back();
   }
-  auto go = [&](auto... J) {
-    if constexpr (sizeof...(J) == 3) { // softclip: 3 arguments, 2 outputs
-      dc::apply(ex, k, dc::out(y[0].mview(), y[1].mview()), x[std::size_t(J)]...);
-      dc::vjp(ex, k, act, dc::out(xbar[std::size_t(A)].mview()...), dc::in(x[std::size_t(J)]...),
-              dc::in(ybar[0].cview(), ybar[1].cview()));
-    } else if constexpr (sizeof...(J) == 5) { // lstm: 5 arguments, 2 outputs
-      dc::apply(ex, k, dc::out(y[0].mview(), y[1].mview()), x[std::size_t(J)]...);
-      dc::vjp(ex, k, act, dc::out(xbar[std::size_t(A)].mview()...), dc::in(x[std::size_t(J)]...),
-              dc::in(ybar[0].cview(), ybar[1].cview()));
-    } else { // hmlstm: 6 arguments, 1 output
-      dc::apply(ex, k, dc::out(y[0].mview()), x[std::size_t(J)]...);
-      dc::vjp(ex, k, act, dc::out(xbar[std::size_t(A)].mview()...), dc::in(x[std::size_t(J)]...),
-              dc::in(ybar[0].cview()));
-    }
-  };
-  if (names.size() == 3)
-    go(0, 1, 2);
-  else if (names.size() == 5)
-    go(0, 1, 2, 3, 4);
-  else
-    go(0, 1, 2, 3, 4, 5);
+  dc::shape const *sp = shapes.data();
+  dc::shape s = dc::broadcast_shapes("reference", sp, pos.data(), int(NI));
+  std::array<dc::tensor<double>, NO> y, ybar;
+  std::array<dc::tensor<double>, NI> xbar;
+  for (std::size_t o = 0; o < NO; ++o) {
+    y[o] = res[outs[o]] = dc::tensor<double>::zeros(s);
+    ybar[o] = get(in, cots[o]);
+  }
+  for (std::size_t a = 0; a < NI; ++a)
+    xbar[a] = res[std::string(names[a]) + "_bar"] = like(get(in, names[a]));
+  [&]<std::size_t... J, std::size_t... O>(std::index_sequence<J...>, std::index_sequence<O...>) {
+    dc::apply(ex, k, dc::out(y[O].mview()...), x[J]...);
+    dc::vjp(ex, k, act, dc::out(xbar[std::size_t(A)].mview()...), dc::in(x[J]...),
+            dc::in(ybar[O].cview()...));
+  }
+  (std::make_index_sequence<NI>{}, std::make_index_sequence<NO>{});
 }
 
 } // namespace
@@ -87,14 +74,14 @@ int main(int argc, char **argv) {
     std::string kernel = argv[1];
     arrays in = dc::load_npz<double>(argv[2]), res;
     if (kernel == "softclip")
-      run(dualcast_tests::softclip, dc::active<0, 1, 2>, in, {"x", "t", "s"}, {"y", "w"},
-          {"gy", "gw"}, res);
+      run<3, 2>(dualcast_tests::softclip, dc::active<0, 1, 2>, in, {"x", "t", "s"}, {"y", "w"},
+                {"gy", "gw"}, res);
     else if (kernel == "lstm")
-      run(dc::cells::lstm, dc::active<0, 1, 2, 3, 4>, in, {"i", "f", "g", "o", "c"}, {"h", "c2"},
-          {"gh", "gc"}, res);
+      run<5, 2>(dc::cells::lstm, dc::active<0, 1, 2, 3, 4>, in, {"i", "f", "g", "o", "c"},
+                {"h", "c2"}, {"gh", "gc"}, res);
     else if (kernel == "hmlstm")
-      run(dc::cells::hmlstm_update, dc::active<2, 3, 4, 5>, in, {"z", "zb", "c", "f", "i", "g"},
-          {"c2"}, {"gc"}, res);
+      run<6, 1>(dc::cells::hmlstm_update, dc::active<2, 3, 4, 5>, in,
+                {"z", "zb", "c", "f", "i", "g"}, {"c2"}, {"gc"}, res);
     else
       throw dc::io_error("reference: unknown kernel " + kernel);
     dc::save_npz(argv[3], res);

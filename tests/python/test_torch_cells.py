@@ -68,8 +68,8 @@ class CellsTest(unittest.TestCase):
         """Masks z, zb in one layout; every branch (FLUSH, COPY, UPDATE) is taken somewhere
         where the masks vary."""
         if layout == "full":
-            z = torch.tensor([1, 0, 0, 1, 0, 0] * B, dtype=D)[: B * H].reshape(B, H)
-            zb = torch.tensor([0, 0, 1, 1, 1, 0] * B, dtype=D)[: B * H].reshape(B, H)
+            z = torch.tensor([1, 0, 0, 1, 0, 0] * B * H, dtype=D)[: B * H].reshape(B, H)
+            zb = torch.tensor([0, 0, 1, 1, 1, 0] * B * H, dtype=D)[: B * H].reshape(B, H)
         elif layout == "rows":      # one mask value per batch row, broadcast over H
             z = torch.tensor([1, 0, 0, 0], dtype=D).reshape(B, 1)
             zb = torch.tensor([0, 0, 1, 0], dtype=D).reshape(B, 1)

@@ -21,7 +21,8 @@ ops = dct.load_library(os.environ["DUALCAST_TEST_KERNELS"])
 
 def softclip_torch(x, t, s):
     """The same math in torch operations."""
-    y = torch.where(x > t, t + s * torch.log(1 + (x - t) / s), x + 0 * t + 0 * s)
+    # (clamped: the branch not taken must not be NaN, or torch.where's gradient is)
+    y = torch.where(x > t, t + s * torch.log(1 + (x - t).clamp(min=0) / s), x + 0 * t + 0 * s)
     return y, x * torch.exp(-s * x * x)
 
 
@@ -100,7 +101,7 @@ class SoftclipTest(unittest.TestCase):
         torch.testing.assert_close(y, y2.detach(), rtol=0, atol=0)
 
     def test_strided_and_expanded_inputs(self):
-        big = torch.randn(8, 10, generator=self.gen, dtype=torch.float64)
+        big = torch.randn(12, 10, generator=self.gen, dtype=torch.float64)
         x = big.t()[::2, ::3]  # non-contiguous, transposed
         t = torch.randn(4, generator=self.gen, dtype=torch.float64).expand(5, 4)  # stride 0
         s = (0.5 + torch.rand(5, 1, generator=self.gen, dtype=torch.float64))
@@ -175,8 +176,15 @@ class SoftclipTest(unittest.TestCase):
         x, t, s = (a.clone().requires_grad_() for a in inputs(self.gen))
         y, w = ops.softclip(x, t, s)
         (gx,) = torch.autograd.grad(y.sum(), x, create_graph=True)
-        with self.assertRaisesRegex(RuntimeError, "once_differentiable"):
+        self.assertTrue(gx.requires_grad)  # (a gradient penalty would not silently lose its term)
+        with self.assertRaisesRegex(RuntimeError, r"dualcast op dualcast_tests::softclip: "
+                                                  r"differentiating its gradient"):
             gx.sum().backward()
+        # also where the cotangent itself requires grad
+        cot = torch.ones(3, 4, dtype=torch.float64, requires_grad=True)
+        (gx,) = torch.autograd.grad(y, x, cot, create_graph=True)
+        with self.assertRaisesRegex(RuntimeError, "differentiating its gradient"):
+            torch.autograd.grad(gx.sum(), cot)
 
 
 if __name__ == "__main__":

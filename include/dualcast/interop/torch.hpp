@@ -93,7 +93,8 @@ template <class F, class T, int N = 1> constexpr int kernel_arity() {
     return kernel_arity<F, T, N + 1>();
 }
 
-template <class F, class T, std::size_t... J> constexpr int outputs_of_views(std::index_sequence<J...>) {
+template <class F, class T, std::size_t... J>
+constexpr int outputs_of_views(std::index_sequence<J...>) {
   return dualcast::detail::check_kernel<F, T, decltype((void)J, view<T const>{})...>();
 }
 
@@ -132,7 +133,9 @@ struct torch_op_info {
   int arity = 0, outputs = 0;
 };
 
-inline std::string op_prefix(torch_op_info const &info) { return "dualcast op " + info.name + ": "; }
+inline std::string op_prefix(torch_op_info const &info) {
+  return "dualcast op " + info.name + ": ";
+}
 
 // The element type all arguments share (float or double) and their device, checked.
 inline c10::ScalarType check_arguments(torch_op_info const &info, at::TensorList args,
@@ -146,9 +149,8 @@ inline c10::ScalarType check_arguments(torch_op_info const &info, at::TensorList
     TORCH_CHECK(t.defined(), op_prefix(info), what, " is an undefined tensor");
     TORCH_CHECK(t.layout() == c10::kStrided, op_prefix(info), what, " has layout ", t.layout(),
                 "; dualcast views only strided (dense) tensors");
-    TORCH_CHECK(t.scalar_type() == c10::kFloat || t.scalar_type() == c10::kDouble,
-                op_prefix(info), what, " has dtype ", t.scalar_type(),
-                "; dualcast kernels take float32 or float64");
+    TORCH_CHECK(t.scalar_type() == c10::kFloat || t.scalar_type() == c10::kDouble, op_prefix(info),
+                what, " has dtype ", t.scalar_type(), "; dualcast kernels take float32 or float64");
     TORCH_CHECK(t.scalar_type() == args[0].scalar_type(), op_prefix(info), what, " has dtype ",
                 t.scalar_type(), " but ", role, " 0 has ", args[0].scalar_type(),
                 " (convert them to one dtype)");
@@ -228,8 +230,8 @@ template <class Body> auto with_errors(torch_op_info const &info, Body &&body) {
 template <int NI, int NO, class F, bool S>
 std::vector<at::Tensor> forward(torch_op_info const &info, kernel<F, S> const &k,
                                 at::TensorList args) {
-  TORCH_CHECK(int(args.size()) == NI, op_prefix(info), "takes ", NI, " arguments (",
-              info.opts.args, "), got ", args.size());
+  TORCH_CHECK(int(args.size()) == NI, op_prefix(info), "takes ", NI, " arguments (", info.opts.args,
+              "), got ", args.size());
   auto dtype = check_arguments(info, args, "argument");
   return with_errors(info, [&] {
     std::vector<at::Tensor> outs;
@@ -244,7 +246,7 @@ std::vector<at::Tensor> forward(torch_op_info const &info, kernel<F, S> const &k
         pos[a] = a;
       }
       shape const *sp = shapes.data();
-      shape s = broadcast_shapes(info.name.c_str(), sp, pos, NI);
+      shape s = broadcast_shapes("the shapes", sp, pos, NI);
       std::array<view<T>, NO> out;
       for (int o = 0; o < NO; ++o) {
         outs.push_back(at::empty(sizes_of(s), args[0].options()));
@@ -359,10 +361,9 @@ void register_torch_kernel(torch::Library &m, char const *ns, char const *name,
   m.def((std::string(name) + "(Tensor[] args) -> Tensor[]").c_str());
   m.def((vjp_name + "(Tensor[] args, Tensor[] cotangents, int mask) -> Tensor[]").c_str());
   // One implementation for every backend (it picks the executor by the arguments' device) ...
-  m.impl(name, torch::dispatch(c10::DispatchKey::CompositeExplicitAutograd,
-                               [info, k](at::TensorList args) {
-                                 return forward<NI, NO>(info, k, args);
-                               }));
+  m.impl(name, torch::dispatch(
+                   c10::DispatchKey::CompositeExplicitAutograd,
+                   [info, k](at::TensorList args) { return forward<NI, NO>(info, k, args); }));
   m.impl(vjp_name.c_str(),
          torch::dispatch(c10::DispatchKey::CompositeExplicitAutograd,
                          [info, k](at::TensorList args, at::TensorList cot, std::int64_t mask) {
@@ -390,8 +391,7 @@ void register_torch_kernel(torch::Library &m, char const *ns, char const *name,
     return r;
   };
   torch_registry() += info.name + "\t" + std::to_string(NI) + "\t" + std::to_string(NO) + "\t" +
-                      std::to_string(ND) + "\t" + clean(opts.args) + "\t" + clean(opts.doc) +
-                      "\n";
+                      std::to_string(ND) + "\t" + clean(opts.args) + "\t" + clean(opts.doc) + "\n";
 }
 
 } // namespace detail
@@ -407,9 +407,9 @@ dualcast_torch_kernels() {
 // Registers `kernel` (a dualcast::kernel constant) as the operators ns::name and ns::name_vjp;
 // the optional designated initializers set dualcast::interop::torch_options (.doc, .args,
 // .nondiff). One line per kernel, at namespace scope, in any number of translation units.
-#define DUALCAST_TORCH_KERNEL(ns, name, kernel, ...)                                              \
-  TORCH_LIBRARY_FRAGMENT(ns, m) {                                                                 \
-    static constexpr ::dualcast::interop::torch_options dualcast_torch_opts{__VA_ARGS__};         \
-    ::dualcast::interop::detail::register_torch_kernel<dualcast_torch_opts.nondiff>(              \
-        m, #ns, #name, kernel, dualcast_torch_opts);                                              \
+#define DUALCAST_TORCH_KERNEL(ns, name, kernel, ...)                                               \
+  TORCH_LIBRARY_FRAGMENT(ns, m) {                                                                  \
+    static constexpr ::dualcast::interop::torch_options dualcast_torch_opts{__VA_ARGS__};          \
+    ::dualcast::interop::detail::register_torch_kernel<dualcast_torch_opts.nondiff>(               \
+        m, #ns, #name, kernel, dualcast_torch_opts);                                               \
   }
