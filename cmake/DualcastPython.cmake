@@ -37,6 +37,10 @@ function(_dualcast_find_torch)
       list(APPEND candidates /usr/bin/python3) # Debian's python3-torch lives there
     endif()
   endif()
+  if(DEFINED CACHE{_DUALCAST_TORCH_TRIED} AND "$CACHE{_DUALCAST_TORCH_TRIED}" STREQUAL
+     "${candidates}")
+    return() # (said once: these interpreters have no torch)
+  endif()
   foreach(py IN LISTS candidates)
     # One line per field; lists joined with "|" (CMake's ";" would split the lines' list).
     execute_process(
@@ -68,6 +72,7 @@ print(torch.version.cuda or "none")
       return()
     endif()
   endforeach()
+  set(_DUALCAST_TORCH_TRIED "${candidates}" CACHE INTERNAL "")
   message(STATUS "dualcast: no Python with torch found (tried: ${candidates}); "
     "set Python3_EXECUTABLE to one")
 endfunction()
