@@ -11,6 +11,10 @@ interleaved repetitions, medians.
                        (bench/lstm_cell.cpp's fused_vjp; bench/interop/torch_cpp_lstm.cpp),
                        timed in C++
   torch_eager          the same math in torch operations, autograd.backward
+The per-call overhead is dualcast_torch_op - cpp_fused_vjp at 8 x 8 and 256 x 256 (printed on
+stderr). At large sizes torch's CPU allocator hands each call fresh pages when glibc returns freed
+memory to the system (page faults in every output and gradient, for the torch variants only):
+MALLOC_TRIM_THRESHOLD_ / MALLOC_MMAP_THRESHOLD_ (glibc tunables) show how much.
 nn.LSTMCell is not measured: on the CPU it has no separate cell part (its gates come from its own
 matmuls; torch fuses the cell only on CUDA, _thnn_fused_lstm_cell), so nothing comparable.
 
@@ -46,7 +50,8 @@ def main():
 
     torch.set_num_threads(a.threads)
     torch.ops.load_library(a.cpp_lib)
-    sizes = [(256, 256)] if a.quick else [(256, 256), (1024, 1024), (4096, 1024)]
+    # 8 x 8: the per-call overhead alone (the kernels' work is negligible there)
+    sizes = [(8, 8), (256, 256)] if a.quick else [(8, 8), (256, 256), (1024, 1024), (4096, 1024)]
     reps = 5 if a.quick else a.reps
     if not a.no_header:
         print("benchmark,variant,size,threads,median_ms,melem_per_s,gb_per_s,added_mib")
@@ -92,7 +97,7 @@ def main():
         variants = {"dualcast_torch_op": op, "dualcast_torch_raw": raw, "cpp_fused_vjp": cpp,
                     "torch_eager": eager}
         # small sizes: several calls per sample, so that the clock's resolution does not matter
-        inner = max(1, int(2e5 // (b * h)))
+        inner = max(1, min(200, int(2e5 // (b * h))))
         times = {k: [] for k in variants}
         for fn in variants.values():  # warm up (first touch of pages, allocator)
             fn()
