@@ -7,17 +7,20 @@
 
 Each operation runs ONE fused dualcast pass forward (values only) and, when autograd asks, ONE
 fused pass backward (dualcast::vjp: the kernel re-evaluated on dual numbers of only the inputs
-that require grad; nothing is stored but the inputs, which are saved with ctx.save_for_backward,
-so modifying one in place before backward raises torch's version-counter error). Arguments
-broadcast by torch's rules; the gradient of a broadcast argument is summed to its shape.
-float32 and float64 on CPU (CUDA where the library was compiled by nvcc against a CUDA torch).
+that require grad; nothing is stored but the inputs, which are saved for backward, so modifying
+one in place before backward raises torch's version-counter error). The autograd node is
+recorded by the operator's own C++ autograd kernel (dualcast/interop/torch.hpp), so the
+operators are differentiable from C++ and TorchScript too, and a call costs one operator call.
+Arguments broadcast by torch's rules; the gradient of a broadcast argument is summed to its
+shape. float32 and float64 on CPU (CUDA where the library was compiled by nvcc against a CUDA
+torch); on the meta device the operators give the outputs' shapes.
 
 Double backward (create_graph=True, then differentiating the gradient) raises a RuntimeError at
 the second backward: the backward is a fused kernel of its own, not differentiable again (the
 gradients computed with create_graph=True carry a node that raises, so a second derivative never
 silently misses this operation).
-torch.compile: on torch < 2.4 the operations are opaque autograd.Functions (graph breaks); this
-module registers no fake implementation.
+torch.compile: torch 1.13 has none; the operators' meta implementation (shapes only) is what
+torch >= 2's fake tensors use (not tested here).
 """
 
 import ctypes
@@ -47,57 +50,8 @@ class _Kernel:
         self.vjp_op = getattr(getattr(torch.ops, ns), name + "_vjp")
 
 
-class _NoDoubleBackward(torch.autograd.Function):
-    """A gradient computed with create_graph=True: differentiating it again raises. (Returned
-    without this, it would be a constant to autograd and a second derivative through it would
-    silently lack this operation's part: pytorch issues 58509, 76185.)"""
-
-    @staticmethod
-    def forward(ctx, name, r, *anchors):
-        ctx.name = name
-        return r.clone()
-
-    @staticmethod
-    def backward(ctx, *g):
-        raise RuntimeError(
-            "dualcast op %s: differentiating its gradient (double backward) is not supported: "
-            "the backward is a fused kernel of its own; take the gradient once, or write the "
-            "derivative you need as a kernel" % ctx.name)
-
-
-def _make_function(k):
-    class Fn(torch.autograd.Function):
-        @staticmethod
-        def forward(ctx, *args):
-            outs = k.forward_op(list(args))
-            ctx.save_for_backward(*args)
-            return tuple(outs)
-
-        @staticmethod
-        def backward(ctx, *grads):
-            args = ctx.saved_tensors
-            mask = 0
-            for a, need in enumerate(ctx.needs_input_grad):
-                if need and not (k.nondiff >> a) & 1:
-                    mask |= 1 << a
-            if mask == 0:
-                return (None,) * k.arity
-            # (autograd materialises the cotangents of unused outputs as zeros)
-            with torch.no_grad():
-                res = k.vjp_op(list(args), list(grads), mask)
-            if torch.is_grad_enabled():  # create_graph=True: the gradients must not look constant
-                anchors = [t for t in list(args) + list(grads) if t.requires_grad]
-                if anchors:
-                    res = [_NoDoubleBackward.apply(k.qualname, r, *anchors) if (mask >> a) & 1
-                           else r for a, r in enumerate(res)]
-            return tuple(r if (mask >> a) & 1 else None for a, r in enumerate(res))
-
-    Fn.__name__ = k.name + "_function"
-    return Fn
-
-
 def _make_callable(k):
-    fn = _make_function(k)
+    op = k.forward_op
 
     def call(*args):
         if len(args) != k.arity:
@@ -107,11 +61,8 @@ def _make_callable(k):
             if not isinstance(x, torch.Tensor):
                 raise TypeError("%s: argument %d (%s) is a %s, not a torch.Tensor"
                                 % (k.name, a, k.args[a], type(x).__name__))
-        if torch.is_grad_enabled() and any(x.requires_grad for x in args):
-            outs = fn.apply(*args)
-        else:
-            outs = tuple(k.forward_op(list(args)))
-        return outs if k.outputs > 1 else outs[0]
+        outs = op(list(args))  # (its C++ autograd kernel records the backward)
+        return tuple(outs) if k.outputs > 1 else outs[0]
 
     call.__name__ = k.name
     call.__qualname__ = k.name

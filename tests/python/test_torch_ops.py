@@ -152,16 +152,30 @@ class SoftclipTest(unittest.TestCase):
         with self.assertRaisesRegex(RuntimeError, r"argument 2 \(s\) is on meta but argument 0 "
                                                   r"is on cpu"):
             ops.softclip(x, t, s.to("meta"))
-        with self.assertRaisesRegex(RuntimeError, r"tensors on meta are not supported"):
-            ops.softclip(x.to("meta"), t.to("meta"), s.to("meta"))
         with self.assertRaisesRegex(RuntimeError, r"argument 0 \(x\) has layout Sparse"):
             ops.softclip(x.to_sparse(), t, s)
         with self.assertRaisesRegex(TypeError, r"argument 1 \(t\) is a float"):
             ops.softclip(x, 0.5, s)
-        # the raw forward operator where autograd would record it: refused, not gradient-less
-        with self.assertRaisesRegex(RuntimeError, r"requires grad: call the operator through "
-                                                  r"dualcast.torch"):
-            torch.ops.dualcast_tests.softclip([x.requires_grad_(), t, s])
+        # the vjp operator is not differentiable: refused where autograd would record it
+        with self.assertRaisesRegex(RuntimeError, r"the vjp of argument 0 \(x\) requires grad"):
+            torch.ops.dualcast_tests.softclip_vjp([x.clone().requires_grad_(), t, s],
+                                                  [x, x], 1)
+
+    def test_raw_operator_and_meta(self):
+        # the operator itself records its backward (C++ autograd kernel): usable without Python
+        x, t, s = (a.clone().requires_grad_() for a in inputs(self.gen))
+        y, w = torch.ops.dualcast_tests.softclip([x, t, s])
+        (y.sum() + w.sum()).backward()
+        x2, t2, s2 = (a.detach().clone().requires_grad_() for a in (x, t, s))
+        y2, w2 = ops.softclip(x2, t2, s2)
+        (y2.sum() + w2.sum()).backward()
+        for a, b in ((x, x2), (t, t2), (s, s2)):
+            self.assertTrue(torch.equal(a.grad, b.grad))
+        # on the meta device: the outputs' shapes only (what fake tensors use)
+        y, w = ops.softclip(torch.empty(3, 1, device="meta", dtype=torch.float64),
+                            torch.empty(5, device="meta", dtype=torch.float64),
+                            torch.empty(1, 5, device="meta", dtype=torch.float64))
+        self.assertEqual((y.shape, y.device.type, w.shape), ((3, 5), "meta", (3, 5)))
 
     def test_inplace_modification_of_saved_input(self):
         x0, t, s = inputs(self.gen)

@@ -14,18 +14,21 @@
 //       outputs' cotangents, by dualcast::vjp: the kernel is re-evaluated on duals of only those
 //       inputs (interop/active_subsets.hpp), nothing is stored beyond the inputs; an input
 //       broadcast against the others gets its cotangent summed to its own shape by the VJP itself.
-// dualcast.torch.load_library (python/dualcast/torch.py) wraps the pair in a
-// torch.autograd.Function; the library lists its kernels through the C function
-// dualcast_torch_kernels() (name, arity, outputs, documentation, argument names, masks).
+// The forward operator's autograd kernel (torch_function below) records a node whose backward
+// calls the vjp with the inputs that need gradients, so the operator is differentiable wherever
+// torch's autograd runs (Python, C++, TorchScript); dualcast.torch.load_library
+// (python/dualcast/torch.py) returns it as a Python callable, finding the library's kernels
+// through the C function dualcast_torch_kernels() (name, arity, outputs, documentation, argument
+// names, masks). Differentiating a gradient again (double backward) raises at that second
+// backward; the vjp operator itself is not differentiable and refuses to be recorded.
 //
 // Tensors are viewed in place (dualcast::view over data_ptr and strides, stride-0 broadcasts and
 // non-contiguous layouts included), never copied. Arguments broadcast by torch's (numpy's) rules;
 // the outputs have the broadcast shape. Wrong dtype (float and double only, all arguments alike),
 // layout (sparse, mkldnn), device (CPU; CUDA where the registering translation unit is compiled
 // by nvcc; all arguments on one device), rank (at most dualcast::max_rank) or argument count is a
-// c10::Error naming the operator and the argument (a RuntimeError in Python). Calling the
-// forward operator directly while autograd would record it is an error too (its outputs would
-// silently carry no gradient): differentiation goes through dualcast.torch.
+// c10::Error naming the operator and the argument (a RuntimeError in Python). On the meta device
+// the operators compute the outputs' shapes only (what fake tensors need).
 //
 // CPU: dualcast::cpu with torch's thread count (torch.set_num_threads). CUDA (nvcc translation
 // units only): dualcast::cuda on torch's current stream of the arguments' device.
@@ -44,6 +47,7 @@
 #include <ATen/ops/empty.h>
 #include <ATen/ops/zeros.h>
 #include <c10/core/GradMode.h>
+#include <torch/csrc/autograd/custom_function.h>
 #include <torch/library.h>
 
 #if defined(__CUDACC__)
@@ -55,6 +59,7 @@
 #include <array>
 #include <bit>
 #include <cstdint>
+#include <memory>
 #include <string>
 #include <type_traits>
 #include <utility>
@@ -252,6 +257,8 @@ std::vector<at::Tensor> forward(torch_op_info const &info, kernel<F, S> const &k
         outs.push_back(at::empty(sizes_of(s), args[0].options()));
         out[std::size_t(o)] = view_of<T>(outs.back());
       }
+      if (args[0].is_meta())
+        return; // shapes only (torch's fake tensors, torch.compile's tracing)
       on_device(info, args[0], [&](auto const &ex) {
         run_apply<T>(ex, k, in, out, std::make_index_sequence<NI>{},
                      std::make_index_sequence<NO>{});
@@ -317,6 +324,8 @@ std::vector<at::Tensor> backward(torch_op_info const &info, kernel<F, S> const &
           grads[a] = at::empty(args[a].sizes(), args[a].options());
           xbar[a] = view_of<T>(grads[a]);
         }
+      if (args[0].is_meta())
+        return; // shapes only
       on_device(info, args[0], [&](auto const &ex) {
         with_active_subset_at<diff>(sub, [&](auto active) {
           run_vjp<T>(ex, k, active, in, xbar, ybar, std::make_index_sequence<NI>{},
@@ -335,17 +344,95 @@ std::vector<at::Tensor> backward(torch_op_info const &info, kernel<F, S> const &
   });
 }
 
-// The forward operator's autograd kernel: differentiation goes through dualcast.torch (a
-// torch.autograd.Function around the forward and vjp operators); called directly where autograd
-// records, its outputs would silently carry no gradient, so that is refused.
+// What the autograd node needs at backward: the operator and its kernel (one per registration,
+// alive as long as the library).
+template <class F, bool S> struct torch_op {
+  torch_op_info info;
+  kernel<F, S> k;
+};
+
+// A gradient taken with create_graph=True: differentiating it again raises. (Returned as it is,
+// it would be a constant to autograd, and a second derivative through it would silently lack
+// this operation's part: pytorch issues 58509, 76185.)
+struct no_double_backward : torch::autograd::Function<no_double_backward> {
+  static at::Tensor forward(torch::autograd::AutogradContext *ctx, std::string const &name,
+                            at::Tensor const &r, at::TensorList /*anchors*/) {
+    ctx->saved_data["name"] = name;
+    return r.clone();
+  }
+  static torch::autograd::variable_list backward(torch::autograd::AutogradContext *ctx,
+                                                 torch::autograd::variable_list) {
+    TORCH_CHECK(false, "dualcast op ", ctx->saved_data["name"].toStringRef(),
+                ": differentiating its gradient (double backward) is not supported: the backward "
+                "is a fused kernel of its own; take the gradient once, or write the derivative "
+                "you need as a kernel");
+  }
+};
+
+// The forward operator's autograd kernel: the forward pass, and a node whose backward runs the
+// vjp over the inputs that need gradients (ctx->needs_input_grad), from the saved inputs only
+// (save_for_backward: torch's version counters catch an input modified in place meanwhile).
+template <int NI, int NO, unsigned ND, class F, bool S>
+struct torch_function : torch::autograd::Function<torch_function<NI, NO, ND, F, S>> {
+  using op_t = torch_op<F, S>;
+  static torch::autograd::variable_list forward(torch::autograd::AutogradContext *ctx,
+                                                op_t const *op, at::TensorList args) {
+    ctx->saved_data["op"] = static_cast<std::int64_t>(reinterpret_cast<std::intptr_t>(op));
+    ctx->save_for_backward(args.vec());
+    at::AutoDispatchBelowADInplaceOrView below;
+    return forward_impl(op, args);
+  }
+  static std::vector<at::Tensor> forward_impl(op_t const *op, at::TensorList args) {
+    return detail::forward<NI, NO>(op->info, op->k, args);
+  }
+  static torch::autograd::variable_list backward(torch::autograd::AutogradContext *ctx,
+                                                 torch::autograd::variable_list cot) {
+    auto const *op =
+        reinterpret_cast<op_t const *>(static_cast<std::intptr_t>(ctx->saved_data["op"].toInt()));
+    auto args = ctx->get_saved_variables();
+    std::int64_t mask = 0;
+    for (int a = 0; a < NI; ++a)
+      if (ctx->needs_input_grad(std::size_t(a)) && !((ND >> a) & 1u))
+        mask |= std::int64_t(1) << a;
+    torch::autograd::variable_list res(static_cast<std::size_t>(NI) +
+                                       1); // (the first: op, not a tensor)
+    if (mask == 0)
+      return res;
+    std::vector<at::Tensor> g;
+    {
+      at::AutoDispatchBelowADInplaceOrView below;
+      g = detail::backward<NI, NO, ND>(op->info, op->k, args, cot, mask);
+    }
+    // create_graph=True: the gradients must not look constant to autograd. (The anchors go in as
+    // a TensorList: a std::vector would not count as variables.)
+    std::vector<at::Tensor> anchors;
+    if (c10::GradMode::is_enabled()) {
+      for (auto const *l : {&args, &cot})
+        for (auto const &t : *l)
+          if (t.defined() && t.requires_grad())
+            anchors.push_back(t);
+    }
+    for (int a = 0; a < NI; ++a) {
+      auto &r = g[std::size_t(a)];
+      res[std::size_t(a) + 1] =
+          anchors.empty() || !r.defined()
+              ? r
+              : no_double_backward::apply(op->info.name, r, at::TensorList(anchors));
+    }
+    return res;
+  }
+};
+
+// The vjp operator's autograd kernel: not differentiable itself, so refused where autograd
+// would record it (its outputs would silently carry no gradient).
 inline void refuse_recording(torch_op_info const &info, at::TensorList args) {
   if (!c10::GradMode::is_enabled())
     return;
   for (std::size_t a = 0; a < args.size(); ++a)
-    TORCH_CHECK(!args[a].defined() || !args[a].requires_grad(), op_prefix(info),
+    TORCH_CHECK(!args[a].defined() || !args[a].requires_grad(), op_prefix(info), "the vjp of ",
                 argument_name(info.opts, int(a)),
-                " requires grad: call the operator through dualcast.torch (load_library or the "
-                "ready cells), which records its gradient, or under torch.no_grad()");
+                " requires grad: the vjp operator is not differentiable (call it under "
+                "torch.no_grad())");
 }
 
 template <unsigned ND, class F, bool S>
@@ -357,31 +444,33 @@ void register_torch_kernel(torch::Library &m, char const *ns, char const *name,
   constexpr int NO = outputs_of_views<F, float>(std::make_index_sequence<NI>{});
   static_assert(NO >= 1, "DUALCAST_TORCH_KERNEL: see the kernel's error above");
   torch_op_info info{std::string(ns) + "::" + name, opts, NI, NO};
+  // (held by the registration's closures and the autograd nodes: as long as the library)
+  auto op = std::make_shared<torch_op<F, S> const>(torch_op<F, S>{info, k});
+  using fn = torch_function<NI, NO, ND, F, S>;
   std::string vjp_name = std::string(name) + "_vjp";
   m.def((std::string(name) + "(Tensor[] args) -> Tensor[]").c_str());
   m.def((vjp_name + "(Tensor[] args, Tensor[] cotangents, int mask) -> Tensor[]").c_str());
-  // One implementation for every backend (it picks the executor by the arguments' device) ...
-  m.impl(name, torch::dispatch(
-                   c10::DispatchKey::CompositeExplicitAutograd,
-                   [info, k](at::TensorList args) { return forward<NI, NO>(info, k, args); }));
+  // One implementation for every backend (it picks the executor by the arguments' device;
+  // on the meta device it gives the shapes) ...
+  m.impl(name,
+         torch::dispatch(c10::DispatchKey::CompositeExplicitAutograd,
+                         [op](at::TensorList args) { return fn::forward_impl(op.get(), args); }));
   m.impl(vjp_name.c_str(),
          torch::dispatch(c10::DispatchKey::CompositeExplicitAutograd,
-                         [info, k](at::TensorList args, at::TensorList cot, std::int64_t mask) {
-                           return backward<NI, NO, ND>(info, k, args, cot, mask);
+                         [op](at::TensorList args, at::TensorList cot, std::int64_t mask) {
+                           return backward<NI, NO, ND>(op->info, op->k, args, cot, mask);
                          }));
-  // ... and an autograd kernel that refuses to be recorded (see refuse_recording).
-  m.impl(name, torch::dispatch(c10::DispatchKey::Autograd, [info, k](at::TensorList args) {
-           refuse_recording(info, args);
-           at::AutoDispatchBelowADInplaceOrView below;
-           return forward<NI, NO>(info, k, args);
-         }));
+  // ... and the autograd kernels: the forward records the node above, the vjp is refused where
+  // it would be recorded.
+  m.impl(name, torch::dispatch(c10::DispatchKey::Autograd,
+                               [op](at::TensorList args) { return fn::apply(op.get(), args); }));
   m.impl(vjp_name.c_str(),
          torch::dispatch(c10::DispatchKey::Autograd,
-                         [info, k](at::TensorList args, at::TensorList cot, std::int64_t mask) {
-                           refuse_recording(info, args);
-                           refuse_recording(info, cot);
+                         [op](at::TensorList args, at::TensorList cot, std::int64_t mask) {
+                           refuse_recording(op->info, args);
+                           refuse_recording(op->info, cot);
                            at::AutoDispatchBelowADInplaceOrView below;
-                           return backward<NI, NO, ND>(info, k, args, cot, mask);
+                           return backward<NI, NO, ND>(op->info, op->k, args, cot, mask);
                          }));
   auto clean = [](char const *s) {
     std::string r = s;
