@@ -137,6 +137,14 @@ class SoftclipTest(unittest.TestCase):
         self.assertIn("threshold", ops.softclip.__doc__)
         self.assertEqual(ops.names(), ["softclip"])
 
+    def test_two_libraries_in_one_process(self):
+        # each library lists only its own kernels (the registry is per library)
+        h, c = dct.lstm_cell(*(torch.zeros(2, 3) for _ in range(5)))
+        self.assertEqual(h.shape, (2, 3))
+        self.assertEqual(ops.names(), ["softclip"])
+        self.assertEqual(dct.load_library(os.environ["DUALCAST_TORCH_CELLS"]).names(),
+                         ["lstm_cell", "gru_cell", "hmlstm_update"])
+
     def test_bad_input(self):
         x, t, s = inputs(self.gen)
         with self.assertRaisesRegex(TypeError, r"softclip takes 3 tensors \(x, t, s\), got 2"):
