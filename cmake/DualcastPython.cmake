@@ -5,14 +5,16 @@
 #   dualcast_add_python_kernels(my_kernels FRAMEWORK torch SOURCES my_kernels.cpp)
 #
 # my_kernels.cpp includes <dualcast/interop/torch.hpp> and registers each kernel with
-# DUALCAST_TORCH_KERNEL. The target is a shared module (no "lib" prefix); in Python:
+# DUALCAST_TORCH_KERNEL; a .cu source (optional) registers their CUDA half with
+# DUALCAST_TORCH_CUDA_KERNEL (<dualcast/interop/torch_cuda.cuh>, no torch headers). The target is a shared module (no "lib" prefix); in Python:
 #   ops = dualcast.torch.load_library("path/to/my_kernels.so"); ops.my_kernel(x, y)
 #
 # FRAMEWORK torch: PyTorch's headers and libraries come from the Python interpreter that has
 # torch (Python3_EXECUTABLE, else the first python3 on PATH that imports torch): its
 # torch.utils.cpp_extension include and library paths and its C++ ABI flag. Sources ending in .cu
-# are compiled by nvcc (CUDA language enabled by the caller) and register the CUDA
-# implementations as well; they need a torch built with CUDA.
+# are compiled by nvcc (CUDA language enabled by the caller, for CMAKE_CUDA_ARCHITECTURES) and
+# need a torch built with CUDA; the host sources then get DUALCAST_TORCH_CUDA (torch's current
+# stream, the CUDA calls' table).
 # FRAMEWORK jax: dualcast_add_jax_kernels(<target> SOURCES ...) of DualcastJax.cmake (next to this
 # file, when installed).
 #
@@ -130,6 +132,11 @@ function(dualcast_add_python_kernels target)
         "built with CUDA (this one: ${DUALCAST_TORCH_VERSION}, no CUDA)")
     endif()
     list(APPEND libs c10_cuda torch_cuda)
+    find_package(CUDAToolkit REQUIRED)
+    target_link_libraries(${target} PRIVATE CUDA::cudart)
+    target_include_directories(${target} SYSTEM PRIVATE ${CUDAToolkit_INCLUDE_DIRS})
+    target_compile_definitions(${target} PRIVATE "$<$<COMPILE_LANGUAGE:CXX>:DUALCAST_TORCH_CUDA>")
+    # (-std=c++20 by hand: CMake 3.25 knows no CUDA20 flag for nvcc)
     target_compile_options(${target} PRIVATE
       "$<$<COMPILE_LANGUAGE:CUDA>:-std=c++20;--expt-relaxed-constexpr;--extended-lambda>")
   endif()

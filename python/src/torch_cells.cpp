@@ -1,7 +1,7 @@
 // The ready cells of dualcast/kernel/cells.hpp as PyTorch operators (dualcast::lstm_cell, ...),
 // which python/dualcast/torch.py wraps as lstm_cell, gru_cell and hmlstm_update. One translation
-// unit: torch's headers dominate its compile time. torch_cells.cu compiles the same file with nvcc
-// (CPU and CUDA implementations) where torch has CUDA.
+// unit: torch's headers dominate its compile time. torch_cells.cu holds the CUDA half (built where
+// torch has CUDA).
 #include <dualcast/interop/torch.hpp>
 #include <dualcast/kernel/cells.hpp>
 

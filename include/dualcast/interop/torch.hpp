@@ -25,13 +25,16 @@
 // Tensors are viewed in place (dualcast::view over data_ptr and strides, stride-0 broadcasts and
 // non-contiguous layouts included), never copied. Arguments broadcast by torch's (numpy's) rules;
 // the outputs have the broadcast shape. Wrong dtype (float and double only, all arguments alike),
-// layout (sparse, mkldnn), device (CPU; CUDA where the registering translation unit is compiled
-// by nvcc; all arguments on one device), rank (at most dualcast::max_rank) or argument count is a
+// layout (sparse, mkldnn), device (CPU; CUDA where the library has the kernel's CUDA half; all
+// arguments on one device), rank (at most dualcast::max_rank) or argument count is a
 // c10::Error naming the operator and the argument (a RuntimeError in Python). On the meta device
 // the operators compute the outputs' shapes only (what fake tensors need).
 //
-// CPU: dualcast::cpu with torch's thread count (torch.set_num_threads). CUDA (nvcc translation
-// units only): dualcast::cuda on torch's current stream of the arguments' device.
+// CPU: dualcast::cpu with torch's thread count (torch.set_num_threads). CUDA: the kernel's CUDA
+// half, DUALCAST_TORCH_CUDA_KERNEL in a .cu file of the same library (interop/torch_cuda.cuh,
+// compiled by nvcc without torch's headers), found by the operator's name and run with
+// dualcast::cuda on torch's current stream of the arguments' device; this header then needs
+// DUALCAST_TORCH_CUDA defined (dualcast_add_python_kernels does it) for c10's CUDA stream.
 #pragma once
 
 #include <dualcast/arrays/shape.hpp>
@@ -50,10 +53,10 @@
 #include <torch/csrc/autograd/custom_function.h>
 #include <torch/library.h>
 
-#if defined(__CUDACC__)
-#include <ATen/cuda/CUDAContext.h>
+#include <dualcast/interop/kernel_calls.hpp>
+#if defined(DUALCAST_TORCH_CUDA)
 #include <c10/cuda/CUDAGuard.h>
-#include <dualcast/backend/cuda.cuh>
+#include <c10/cuda/CUDAStream.h>
 #endif
 
 #include <array>
@@ -67,41 +70,7 @@
 
 namespace dualcast::interop {
 
-// What a registration says about its kernel besides the kernel itself.
-struct torch_options {
-  char const *doc = "";  // the Python callable's docstring
-  char const *args = ""; // argument names, comma-separated, for messages and the docstring
-  // Arguments never differentiated (bit a: argument a), e.g. masks that pick a branch: they never
-  // become duals, and Python reports no gradient for them.
-  unsigned nondiff = 0;
-};
-
 namespace detail {
-
-#if defined(__GNUC__)
-#define DUALCAST_INTEROP_HIDDEN __attribute__((visibility("hidden")))
-#else
-#define DUALCAST_INTEROP_HIDDEN
-#endif
-
-// The number of arguments a kernel's lambda takes (its smallest arity up to 16; 0: none fits).
-template <class F, class T, std::size_t... J>
-constexpr bool callable_with(std::index_sequence<J...>) {
-  return std::is_invocable_v<F const &, decltype((void)J, T{})...>;
-}
-template <class F, class T, int N = 1> constexpr int kernel_arity() {
-  if constexpr (N > 16)
-    return 0;
-  else if constexpr (callable_with<F, T>(std::make_index_sequence<N>{}))
-    return N;
-  else
-    return kernel_arity<F, T, N + 1>();
-}
-
-template <class F, class T, std::size_t... J>
-constexpr int outputs_of_views(std::index_sequence<J...>) {
-  return dualcast::detail::check_kernel<F, T, decltype((void)J, view<T const>{})...>();
-}
 
 // The kernels a shared library registered, for dualcast.torch.load_library: one line each,
 // tab-separated: qualified name, arity, outputs, nondiff mask, argument names, documentation.
@@ -186,40 +155,32 @@ inline std::vector<std::int64_t> sizes_of(shape const &s) {
   return std::vector<std::int64_t>(s.ext, s.ext + s.rank);
 }
 
-template <class T, class Ex, class F, bool S, std::size_t NI, std::size_t NO, std::size_t... J,
-          std::size_t... K>
-void run_apply(Ex const &ex, kernel<F, S> const &k, std::array<view<T const>, NI> const &in,
-               std::array<view<T>, NO> const &out, std::index_sequence<J...>,
-               std::index_sequence<K...>) {
-  dualcast::apply(ex, k, dualcast::out(out[K]...), in[J]...);
-}
-
-template <class T, class Ex, class F, bool S, int C, int... A, std::size_t NI, std::size_t NO,
-          std::size_t... J, std::size_t... K>
-void run_vjp(Ex const &ex, kernel<F, S> const &k, active_set<C, A...> act,
-             std::array<view<T const>, NI> const &in, std::array<view<T>, NI> const &xbar,
-             std::array<view<T const>, NO> const &ybar, std::index_sequence<J...>,
-             std::index_sequence<K...>) {
-  dualcast::vjp(ex, k, act, dualcast::out(xbar[std::size_t(A)]...), dualcast::in(in[J]...),
-                dualcast::in(ybar[K]...));
-}
-
-// Runs body(ex) with the executor of the arguments' device.
-template <class Body> void on_device(torch_op_info const &info, at::Tensor const &t, Body &&body) {
+// Runs cpu(ex) on the CPU, or cuda(calls, stream) with the CUDA half of the kernel
+// (DUALCAST_TORCH_CUDA_KERNEL, interop/torch_cuda.cuh) on torch's current stream.
+template <class T, class Cpu, class Cuda>
+void on_device(torch_op_info const &info, at::Tensor const &t, Cpu &&cpu, Cuda &&cuda) {
   if (t.device().is_cpu()) {
-    body(dualcast::cpu{at::get_num_threads()});
+    cpu(dualcast::cpu{at::get_num_threads()});
     return;
   }
-#if defined(__CUDACC__)
   if (t.device().is_cuda()) {
+#if defined(DUALCAST_TORCH_CUDA)
+    auto it = cuda_registry().find(info.name);
+    TORCH_CHECK(it != cuda_registry().end(), op_prefix(info),
+                "no CUDA implementation: register the kernel in a .cu file of the library with "
+                "DUALCAST_TORCH_CUDA_KERNEL (dualcast/interop/torch_cuda.cuh)");
     c10::cuda::CUDAGuard guard(t.device());
-    body(dualcast::cuda{at::cuda::getCurrentCUDAStream(t.device().index()).stream(), 256, true});
+    void *stream = c10::cuda::getCurrentCUDAStream(t.device().index()).stream();
+    cuda(it->second.template of<T>(), stream);
     return;
-  }
+#else
+    (void)cuda;
+    TORCH_CHECK(false, op_prefix(info),
+                "this library was built without CUDA (a CPU-only torch, or no .cu source with "
+                "DUALCAST_TORCH_CUDA_KERNEL)");
 #endif
-  TORCH_CHECK(false, op_prefix(info), "tensors on ", t.device(),
-              " are not supported by this build (CPU; CUDA where the registering source is "
-              "compiled by nvcc)");
+  }
+  TORCH_CHECK(false, op_prefix(info), "tensors on ", t.device(), " are not supported");
 }
 
 // Turns dualcast's own exceptions (shapes that do not broadcast, ...) into c10 errors naming
@@ -259,10 +220,9 @@ std::vector<at::Tensor> forward(torch_op_info const &info, kernel<F, S> const &k
       }
       if (args[0].is_meta())
         return; // shapes only (torch's fake tensors, torch.compile's tracing)
-      on_device(info, args[0], [&](auto const &ex) {
-        run_apply<T>(ex, k, in, out, std::make_index_sequence<NI>{},
-                     std::make_index_sequence<NO>{});
-      });
+      on_device<T>(
+          info, args[0], [&](auto const &ex) { run_apply<T>(ex, k, in.data(), out.data()); },
+          [&](cuda_calls_of<T> const &c, void *stream) { c.apply(stream, in.data(), out.data()); });
     };
     if (dtype == c10::kFloat)
       run(0.f);
@@ -288,17 +248,8 @@ std::vector<at::Tensor> backward(torch_op_info const &info, kernel<F, S> const &
   check_arguments(info, cotangents, "output cotangent");
   TORCH_CHECK(cotangents[0].scalar_type() == dtype && cotangents[0].device() == args[0].device(),
               op_prefix(info), "the output cotangents must have the arguments' dtype and device");
-  // The differentiable arguments, in order: the subsets range over these only.
-  constexpr int NDiff = NI - std::popcount(ND & ((1u << NI) - 1u));
-  static_assert(NDiff >= 1, "dualcast::interop: every argument is marked non-differentiable");
-  constexpr std::array<int, NDiff> diff = [] {
-    std::array<int, NDiff> p{};
-    int n = 0;
-    for (int a = 0; a < NI; ++a)
-      if (!((ND >> a) & 1u))
-        p[std::size_t(n++)] = a;
-    return p;
-  }();
+  constexpr int NDiff = differentiable_count<NI, ND>();
+  constexpr auto diff = differentiable_positions<NI, ND>();
   unsigned sub = 0; // the mask over the differentiable arguments
   for (int j = 0; j < NDiff; ++j)
     if ((mask >> diff[std::size_t(j)]) & 1)
@@ -326,12 +277,14 @@ std::vector<at::Tensor> backward(torch_op_info const &info, kernel<F, S> const &
         }
       if (args[0].is_meta())
         return; // shapes only
-      on_device(info, args[0], [&](auto const &ex) {
-        with_active_subset_at<diff>(sub, [&](auto active) {
-          run_vjp<T>(ex, k, active, in, xbar, ybar, std::make_index_sequence<NI>{},
-                     std::make_index_sequence<NO>{});
-        });
-      });
+      on_device<T>(
+          info, args[0],
+          [&](auto const &ex) {
+            run_vjp_subset<NI, NO, ND>(ex, k, sub, in.data(), xbar.data(), ybar.data());
+          },
+          [&](cuda_calls_of<T> const &c, void *stream) {
+            c.vjp(stream, sub, in.data(), xbar.data(), ybar.data());
+          });
       for (int j = 0; j < NDiff; ++j)
         if (!((sub >> j) & 1u))
           grads[std::size_t(diff[std::size_t(j)])] = at::Tensor();
