@@ -1,0 +1,131 @@
+"""The LSTM cell forward + backward as a PyTorch operation (dualcast.torch.lstm_cell under
+autograd) beside the same kernel called from C++ in the same process, and PyTorch eager, float32,
+interleaved repetitions, medians.
+
+  dualcast_torch_op    dct.lstm_cell(i, f, g, o, c) and torch.autograd.backward([h, c'], cot):
+                       the forward operator, then the vjp operator with all five inputs
+                       (outputs and gradients allocated by torch per call)
+  dualcast_torch_raw   the two operators called directly (no autograd.Function): what the
+                       Function and autograd add is the difference to dualcast_torch_op
+  cpp_fused_vjp        dualcast::apply + dualcast::vjp from C++ into arrays allocated once
+                       (bench/lstm_cell.cpp's fused_vjp; bench/interop/torch_cpp_lstm.cpp),
+                       timed in C++
+  torch_eager          the same math in torch operations, autograd.backward
+The per-call overhead is dualcast_torch_op - cpp_fused_vjp at 8 x 8 and 256 x 256 (printed on
+stderr). At large sizes torch's CPU allocator hands each call fresh pages when glibc returns freed
+memory to the system (page faults in every output and gradient, for the torch variants only):
+MALLOC_TRIM_THRESHOLD_ / MALLOC_MMAP_THRESHOLD_ (glibc tunables) show how much.
+nn.LSTMCell is not measured: on the CPU it has no separate cell part (its gates come from its own
+matmuls; torch fuses the cell only on CUDA, _thnn_fused_lstm_cell), so nothing comparable.
+
+CSV rows (bench/results/lstm_cell.csv's schema): benchmark,variant,size,threads,median_ms,
+melem_per_s,gb_per_s,added_mib (gb_per_s counts the 19 arrays a fused forward + VJP moves;
+added_mib is not measured here: nan). Then, on stderr, the ratios the targets name.
+
+  PYTHONPATH=python DUALCAST_TORCH_CELLS=<_torch_cells.so> /usr/bin/python3 \\
+      bench/interop/torch_lstm_cell.py --cpp-lib <dualcast_torch_bench.so> [--threads 2]
+      [--reps 31] [--quick] [--no-header]
+"""
+import argparse
+import os
+import statistics
+import sys
+import time
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--cpp-lib", required=True, help="the dualcast_torch_bench library")
+    ap.add_argument("--threads", type=int, default=2)
+    ap.add_argument("--reps", type=int, default=31)
+    ap.add_argument("--quick", action="store_true")
+    ap.add_argument("--no-header", action="store_true")
+    a = ap.parse_args()
+    cpus = sorted(os.sched_getaffinity(0))
+    os.sched_setaffinity(0, cpus[: max(1, a.threads)])
+
+    import torch
+
+    import dualcast.torch as dct
+
+    torch.set_num_threads(a.threads)
+    torch.ops.load_library(a.cpp_lib)
+    # 8 x 8: the per-call overhead alone (the kernels' work is negligible there)
+    sizes = [(8, 8), (256, 256)] if a.quick else [(8, 8), (256, 256), (1024, 1024), (4096, 1024)]
+    reps = 5 if a.quick else a.reps
+    if not a.no_header:
+        print("benchmark,variant,size,threads,median_ms,melem_per_s,gb_per_s,added_mib")
+    for b, h in sizes:
+        gen = torch.Generator().manual_seed(42)
+        base = [torch.rand(b, h, generator=gen) * 4 - 2 for _ in range(5)]
+        hbar, cbar = (torch.rand(b, h, generator=gen) * 4 - 2 for _ in range(2))
+        xs = [x.clone().requires_grad_() for x in base]
+
+        def op():
+            for x in xs:
+                x.grad = None
+            hh, c2 = dct.lstm_cell(*xs)
+            torch.autograd.backward([hh, c2], [hbar, cbar])
+
+        def raw():
+            torch.ops.dualcast.lstm_cell(base)
+            torch.ops.dualcast.lstm_cell_vjp(base, [hbar, cbar], 31)
+
+        outs = [torch.empty(b, h) for _ in range(2)]
+        grads = [torch.empty(b, h) for _ in range(5)]
+        cpp_times = []
+
+        def cpp():
+            cpp_times.append(torch.ops.dualcast_bench.lstm_cell_cpp(base, outs, [hbar, cbar],
+                                                                   grads, 1)[0])
+
+        def eager():
+            for x in xs:
+                x.grad = None
+            i, f, g, o, c = xs
+            c2 = torch.sigmoid(f) * c + torch.sigmoid(i) * torch.tanh(g)
+            hh = torch.sigmoid(o) * torch.tanh(c2)
+            torch.autograd.backward([hh, c2], [hbar, cbar])
+
+        # the gradients agree (the comparison is of the same computation)
+        op()
+        ref = [x.grad.clone() for x in xs]
+        eager()
+        for r, x in zip(ref, xs):
+            torch.testing.assert_close(r, x.grad, rtol=1e-4, atol=1e-5)
+
+        variants = {"dualcast_torch_op": op, "dualcast_torch_raw": raw, "cpp_fused_vjp": cpp,
+                    "torch_eager": eager}
+        # small sizes: several calls per sample, so that the clock's resolution does not matter
+        inner = max(1, min(200, int(2e5 // (b * h))))
+        times = {k: [] for k in variants}
+        for fn in variants.values():  # warm up (first touch of pages, allocator)
+            fn()
+        cpp_times.clear()
+        for _ in range(reps):
+            for name, fn in variants.items():
+                t0 = time.perf_counter()
+                for _ in range(inner):
+                    fn()
+                times[name].append((time.perf_counter() - t0) / inner)
+        # cpp_fused_vjp: its own C++ clock (without the operator's Python call)
+        times["cpp_fused_vjp"] = [sum(cpp_times[k * inner:(k + 1) * inner]) / inner
+                                  for k in range(reps)]
+        med = {k: statistics.median(v) for k, v in times.items()}
+        n = b * h
+        for name, t in med.items():
+            print("lstm_cell,%s,%dx%d,%d,%.4f,%.1f,%.2f,nan"
+                  % (name, b, h, a.threads, t * 1e3, n / t / 1e6, 19 * 4 * n / t / 1e9))
+        # paired ratios (same repetition), medians
+        def ratio(x, y):
+            return statistics.median(p / q for p, q in zip(times[x], times[y]))
+        print("%dx%d: op/cpp %.3f, eager/op %.2f, op - cpp %.1f us, raw - cpp %.1f us"
+              % (b, h, ratio("dualcast_torch_op", "cpp_fused_vjp"),
+                 ratio("torch_eager", "dualcast_torch_op"),
+                 (med["dualcast_torch_op"] - med["cpp_fused_vjp"]) * 1e6,
+                 (med["dualcast_torch_raw"] - med["cpp_fused_vjp"]) * 1e6), file=sys.stderr)
+        sys.stdout.flush()
+
+
+if __name__ == "__main__":
+    main()
