@@ -1,0 +1,1 @@
+"""dualcast from Python: dualcast.torch (PyTorch operators) and dualcast.jax (JAX operations)."""
