@@ -64,7 +64,8 @@ def installed_ffi_api():
     ships (``jax.ffi.include_dir()``); None when the header is missing."""
     path = os.path.join(jax.ffi.include_dir(), "xla", "ffi", "api", "c_api.h")
     try:
-        text = open(path).read()
+        with open(path) as f:
+            text = f.read()
     except OSError:
         return None
     major = re.search(r"#define XLA_FFI_API_MAJOR (\d+)", text)
@@ -317,7 +318,8 @@ def gru_cell(x_r, x_z, x_n, h_r, h_z, h_n, h):
 
 
 def hmlstm_update(z, zb, c, f, i, g):
-    """The HM-LSTM cell-state update (Chung et al. 2017) with a real branch per element.
+    """The HM-LSTM cell-state update (Chung et al. 2017) as ONE fused dualcast kernel, with a
+    real branch per element.
 
     z: this layer's boundary mask (previous step), zb: the layer below's (this step), 0 or 1, in
     any layout broadcasting to c's shape (B x H, B x 1, 1 x H, a scalar); cast to c's float type.
