@@ -8,15 +8,17 @@ import sys
 import numpy as np
 
 
-def require_jax():
-    """Imports JAX with x64 on, or exits as skipped."""
+def require_jax(cpu_only=True):
+    """Imports JAX with x64 on (on the CPU only unless cpu_only is False), or exits as
+    skipped."""
     try:
         import jax
     except ImportError:
         print("DUALCAST_SKIPPED: jax is not installed for", sys.executable)
         sys.exit(0)
     jax.config.update("jax_enable_x64", True)
-    jax.config.update("jax_platforms", "cpu")
+    if cpu_only:
+        jax.config.update("jax_platforms", "cpu")
     return jax
 
 

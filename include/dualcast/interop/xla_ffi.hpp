@@ -178,7 +178,7 @@ template <auto const &K, class Active> struct handlers {
   static constexpr int ni = arity<F>();
   static_assert(ni >= 0, "dualcast: DUALCAST_XLA_KERNEL: the kernel's lambda must take 0 to 16 "
                          "numbers (call it with doubles to check)");
-  static constexpr int no = outputs_of<F>(std::make_index_sequence<std::size_t(ni)>{});
+  static constexpr int no = output_count<F>();
   static constexpr int na = Active::count;
 
   template <class T, class Ex, std::size_t... I, std::size_t... J>
@@ -301,7 +301,8 @@ extern "C" __attribute__((used, visibility("default"))) inline int dualcast_xla_
             .RemainingArgs()                                                                       \
             .RemainingRets()                                                                       \
             .To([](cudaStream_t s, ::xla::ffi::RemainingArgs a, ::xla::ffi::RemainingRets r) {     \
-              return dualcast_xla_##name##_handlers_::forward(::dualcast::cuda{s}, #name, a, r);   \
+              return dualcast_xla_##name##_handlers_::forward(::dualcast::cuda{s, 256, true},      \
+                                                              #name, a, r);                        \
             })                                                                                     \
             .release();                                                                            \
     return h->Call(frame);                                                                         \
@@ -314,7 +315,8 @@ extern "C" __attribute__((used, visibility("default"))) inline int dualcast_xla_
             .RemainingArgs()                                                                       \
             .RemainingRets()                                                                       \
             .To([](cudaStream_t s, ::xla::ffi::RemainingArgs a, ::xla::ffi::RemainingRets r) {     \
-              return dualcast_xla_##name##_handlers_::vjp(::dualcast::cuda{s}, #name, a, r);       \
+              return dualcast_xla_##name##_handlers_::vjp(::dualcast::cuda{s, 256, true}, #name,   \
+                                                          a, r);                                   \
             })                                                                                     \
             .release();                                                                            \
     return h->Call(frame);                                                                         \

@@ -95,8 +95,7 @@ template <auto const &K, class Active, int NI, int NO> struct reference {
     constexpr int ni_ = ::dualcast::interop::xla::detail::arity<F_>();                             \
     using R_ = ::dualcast::interop::xla::detail::reference<                                        \
         K, ::dualcast::interop::xla::detail::active_t<K __VA_OPT__(, ) __VA_ARGS__>, ni_,          \
-        ::dualcast::interop::xla::detail::outputs_of<F_>(                                          \
-            std::make_index_sequence<std::size_t(ni_)>{})>;                                        \
+        ::dualcast::interop::xla::detail::output_count<F_>()>;                                     \
     return R_::call(mode, is_double, n_args, args, ranks, dims, n_res, res, res_ranks, res_dims,   \
                     err, err_len);                                                                 \
   }                                                                                                \
