@@ -6,7 +6,9 @@
 # with ctypes and registers its handlers with jax.ffi.register_ffi_target) from sources that use
 # DUALCAST_XLA_KERNEL. The XLA FFI headers are jaxlib's own: the directory
 # `python -c "import jax; print(jax.ffi.include_dir())"` prints, asked of Python3_EXECUTABLE (the
-# interpreter JAX is installed for; set it to choose one). Without JAX the target is not defined,
+# interpreter JAX is installed for; set it to choose one), or DUALCAST_JAX_INCLUDE_DIR (a CMake or
+# environment variable: for builds in an isolated environment without JAX, such as pip's build
+# isolation). Without JAX the target is not defined,
 # DUALCAST_JAX_FOUND is FALSE and a message says why. .cu sources (the CUDA handlers, on XLA's
 # stream) need the CUDA language enabled. NATIVE (default ON) compiles with -march=native: the
 # kernels' speed depends on the SIMD width (README, "Compile flags decide the speed"); the library
@@ -15,6 +17,9 @@
 include_guard(GLOBAL)
 
 function(_dualcast_jax_include_dir out)
+  if(NOT DEFINED DUALCAST_JAX_INCLUDE_DIR AND DEFINED ENV{DUALCAST_JAX_INCLUDE_DIR})
+    set(DUALCAST_JAX_INCLUDE_DIR "$ENV{DUALCAST_JAX_INCLUDE_DIR}")
+  endif()
   if(DEFINED DUALCAST_JAX_INCLUDE_DIR AND EXISTS "${DUALCAST_JAX_INCLUDE_DIR}/xla/ffi/api/ffi.h")
     set(${out} "${DUALCAST_JAX_INCLUDE_DIR}" PARENT_SCOPE)
     return()

@@ -25,8 +25,9 @@ Semantics:
   it is written in JAX operations, so reverse mode would have to store the kernel's partials
   (10 arrays for the LSTM cell) and multiply them in JAX -- slower than the VJP pass by about the
   memory traffic the fused pass saves, for the reverse mode training uses.
-* Second derivatives (``grad`` of ``grad``) are not available: the VJP handler is an opaque call
-  that JAX cannot differentiate, and JAX says so (a custom_vjp's bwd is not differentiable).
+* Second derivatives are not available, never silently wrong: ``grad`` of ``grad`` raises
+  NotImplementedError naming the operation; ``hessian`` (forward over reverse) JAX's forward-mode
+  error above.
 * ``vmap``: the FFI calls use ``vmap_method="expand_dims"``: an unbatched argument gets a leading
   dimension of 1, which dualcast broadcasts -- one call for the whole batch, nothing copied.
 * Inputs a kernel does not differentiate (``DUALCAST_XLA_KERNEL(name, k, 2, 3)``: only 2 and 3)
@@ -210,11 +211,21 @@ def _make_op(k, targets, names, doc):
         res = tuple(jax.ShapeDtypeStruct(shape, dtype) for _ in range(k.n_out))
         return jax.ffi.ffi_call(targets["fwd"], res, vmap_method=_VMAP_METHOD)(*xs)
 
+    @jax.custom_jvp
     def vjp_call(xs, cts):
         res = tuple(jax.ShapeDtypeStruct(xs[i].shape, xs[i].dtype) for i in k.active)
         if not res:
             return ()
         return jax.ffi.ffi_call(targets["vjp"], res, vmap_method=_VMAP_METHOD)(*xs, *cts)
+
+    @vjp_call.defjvp
+    def vjp_call_jvp(primals, tangents):
+        # Differentiating the VJP (grad of grad, jacfwd of grad, hessian) would need the kernel's
+        # second derivatives, which this operation does not provide: say so instead of JAX's
+        # generic "cannot be differentiated".
+        raise NotImplementedError(
+            f"dualcast {k.name}: second derivatives (grad of grad, hessian) are not supported: the "
+            f"operation's VJP is one fused pass without a derivative of its own")
 
     @jax.custom_vjp
     def core(*xs):

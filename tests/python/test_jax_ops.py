@@ -93,6 +93,13 @@ class UserKernel(unittest.TestCase):
         with self.assertRaisesRegex(TypeError, "forward-mode"):
             jax.jvp(lambda x: ops.branchy(x, x, x)[0], (x,), (x,))
 
+    def test_second_derivatives_are_a_clear_error(self):
+        f = lambda x: jnp.sum(ops.branchy(x, 2.0, 1.0)[0])  # noqa: E731
+        with self.assertRaisesRegex(NotImplementedError, r"dualcast branchy: second derivatives"):
+            jax.grad(lambda x: jnp.sum(jax.grad(f)(x)))(jnp.ones(3))
+        with self.assertRaisesRegex(TypeError, r"forward-mode"):  # (jacfwd of jacrev)
+            jax.hessian(f)(jnp.ones(3))
+
     def test_inactive_input_gets_zero(self):
         x, s = jnp.asarray([0.5, -1.5]), jnp.asarray([2.0, 3.0])
         gx, gs = jax.grad(lambda x, s: jnp.sum(ops.scaled(x, s)), argnums=(0, 1))(x, s)
