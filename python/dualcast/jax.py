@@ -15,8 +15,9 @@ library.
 
 Semantics:
 
-* Arguments: JAX or NumPy arrays of float32 or float64 (one type per call; Python numbers take it)
-  with shapes that broadcast by NumPy's rules. dualcast broadcasts inside the kernel: nothing is
+* Arguments: JAX or NumPy arrays of float32 or float64 (one type per call; Python numbers take it;
+  float64 is float32 unless JAX's x64 mode is on, as for every jnp operation) with shapes that
+  broadcast by NumPy's rules. dualcast broadcasts inside the kernel: nothing is
   materialised, and the cotangent of a broadcast input is summed to its own shape.
 * Differentiation is ``jax.custom_vjp``: reverse mode (``grad``, ``vjp``, ``value_and_grad``) runs
   the forward handler, then the VJP handler -- the fused forward + backward of the C++ library.
@@ -188,6 +189,8 @@ def _dtype_of(name, args, names):
         if isinstance(a, (bool, int, float)):
             continue
         d = np.dtype(a.dtype if hasattr(a, "dtype") else np.asarray(a).dtype)
+        if d == np.float64:  # float32 without x64, as every jnp operation takes it
+            d = np.dtype(jax.dtypes.canonicalize_dtype(d))
         if d not in (np.float32, np.float64):
             raise TypeError(f"dualcast {name}: argument {n} has dtype {d}; dualcast kernels take "
                             f"float32 or float64 (cast it with .astype)")
@@ -198,9 +201,6 @@ def _dtype_of(name, args, names):
                             f"float type per call; cast one of them)")
     if dtype is None:
         dtype = np.dtype(jnp.zeros(()).dtype)
-    if dtype == np.float64 and not jax.config.jax_enable_x64:
-        raise TypeError(f"dualcast {name}: float64 arguments need JAX's x64 mode "
-                        f"(jax.config.update('jax_enable_x64', True))")
     return dtype
 
 
@@ -246,8 +246,7 @@ def _make_op(k, targets, names, doc):
             raise TypeError(f"dualcast {k.name}: takes {k.n_in} arguments ({', '.join(names)}), "
                             f"got {len(args)}")
         dtype = _dtype_of(k.name, args, names)
-        xs = [jnp.asarray(a, dtype=dtype) if isinstance(a, (bool, int, float)) else jnp.asarray(a)
-              for a in args]
+        xs = [jnp.asarray(a, dtype=dtype) for a in args]
         try:
             shape = jnp.broadcast_shapes(*(x.shape for x in xs))
         except ValueError:

@@ -196,6 +196,19 @@ class Loading(unittest.TestCase):
         with self.assertRaisesRegex(ValueError, "has no dualcast_xla_manifest"):
             dj.load_library(path)
 
+    def test_float64_without_x64_is_float32(self):
+        # As in every jnp operation: without x64, float64 input computes in float32.
+        import subprocess
+        import sys
+
+        code = ("import numpy as np, jax, dualcast.jax as dj, sys\n"
+                "ops = dj.load_library(sys.argv[1])\n"
+                "y = ops.branchy(np.ones(3), np.ones(3, np.float32), 1.0)\n"
+                "print(y[0].dtype, y[1].dtype)\n")
+        r = subprocess.run([sys.executable, "-c", code, LIB], capture_output=True, text=True,
+                           env=dict(os.environ, JAX_PLATFORMS="cpu"), timeout=120)
+        self.assertEqual(r.stdout.split(), ["float32", "float32"], r.stderr)
+
     def test_missing_file(self):
         with self.assertRaisesRegex(FileNotFoundError, "no file"):
             dj.load_library("/nonexistent/lib.so")
