@@ -10,8 +10,16 @@ Variants (each: the values, then the five input cotangents for given output cota
                     dualcast::apply + dualcast::vjp on preallocated NumPy arrays, through ctypes):
                     bench/lstm_cell.cpp's fused_vjp, plus a ctypes call
   jax_jit           the same math in jnp under jit(vjp) (bench/peers/lstm_cell.py's jax_jit)
+  jax_dispatch_floor  jit of a function returning its 7 arguments: JAX's own cost of one jitted
+                    call from Python, the floor under any operation's per-call overhead
   jax_op_overhead   (not a run) the median over repetitions of jax_dualcast_op - cpp_fused_vjp of
                     the same repetition: what calling through JAX adds per call
+With --keep-freed-memory (variants suffixed _keepmem) glibc keeps freed blocks up to 32 MiB in
+the heap (mallopt M_MMAP_THRESHOLD / M_TRIM_THRESHOLD, what GLIBC_TUNABLES=glibc.malloc.
+mmap_threshold=33554432:glibc.malloc.trim_threshold=4294967296 does for a whole program). XLA on
+the CPU allocates every output afresh; by default glibc serves blocks of several MiB by mmap and
+returns them at free, so each call page-faults its outputs in again (at 4096 x 1024 the VJP's five
+16 MiB outputs cost as much as the pass itself). The C++ variant writes into warm arrays.
 Prints CSV rows benchmark,variant,size,threads,median_ms,melem_per_s,gb_per_s,added_mib
 (bench/results/lstm_cell.csv's schema; gb_per_s counts the 19 arrays a two-pass fused forward +
 VJP moves; added_mib: nan, not measured here).
@@ -31,7 +39,15 @@ ap.add_argument("--threads", type=int, default=2)
 ap.add_argument("--reps", type=int, default=None)
 ap.add_argument("--quick", action="store_true")
 ap.add_argument("--no-header", action="store_true")
+ap.add_argument("--keep-freed-memory", action="store_true")
 args = ap.parse_args()
+suffix = ""
+if args.keep_freed_memory:
+    libc = ctypes.CDLL("libc.so.6")
+    M_TRIM_THRESHOLD, M_MMAP_THRESHOLD = -1, -3
+    if not (libc.mallopt(M_MMAP_THRESHOLD, 32 << 20) and libc.mallopt(M_TRIM_THRESHOLD, 2**31 - 1)):
+        sys.exit("mallopt failed")
+    suffix = "_keepmem"
 reps = args.reps or (5 if args.quick else 31)
 # Both sides on the first `threads` cores: XLA sizes its pool from the affinity mask, dualcast's
 # OpenMP from OMP_NUM_THREADS (read when the library first runs).
@@ -94,7 +110,10 @@ class CppRef:
 
 
 def main():
-    sizes = [(256, 256)] if args.quick else [(256, 256), (1024, 1024), (4096, 1024)]
+    # 1 x 8: the per-call costs alone (more repetitions: microseconds).
+    sizes = [(1, 8), (256, 256)] if args.quick else [(1, 8), (256, 256), (1024, 1024),
+                                                      (4096, 1024)]
+    floor = jax.jit(lambda xs, cot: (xs, cot))
     if not args.no_header:
         print("benchmark,variant,size,threads,median_ms,melem_per_s,gb_per_s,added_mib")
     ffi_run, jnp_run = fwd_bwd(dj.lstm_cell), fwd_bwd(cell_jnp)
@@ -109,6 +128,7 @@ def main():
             "jax_dualcast_op": lambda: jax.block_until_ready(ffi_run(xs, cots)),
             "cpp_fused_vjp": cpp,
             "jax_jit": lambda: jax.block_until_ready(jnp_run(xs, cots)),
+            "jax_dispatch_floor": lambda: jax.block_until_ready(floor(xs, cots)),
         }
         # The same numbers from the op and from C++ (a benchmark of a wrong result is no result).
         (oh, oc2), grads = ffi_run(xs, cots)
@@ -119,7 +139,7 @@ def main():
             r(), r()
         names = list(runs)
         times = {k: [] for k in names}
-        for rep in range(reps):
+        for rep in range(reps * 10 if n <= 65536 else reps):
             for k in range(len(names)):
                 name = names[(rep + k) % len(names)]
                 t0 = time.perf_counter()
@@ -127,11 +147,19 @@ def main():
                 times[name].append((time.perf_counter() - t0) * 1e3)
         for name in names:
             ms = statistics.median(times[name])
-            print(f"lstm_cell,{name},{b}x{h},{args.threads},{ms:.3f},{n / ms / 1e3:.1f},"
+            print(f"lstm_cell,{name}{suffix},{b}x{h},{args.threads},{ms:.4f},{n / ms / 1e3:.1f},"
                   f"{19 * 4 * n / ms / 1e6:.2f},nan")
         diff = statistics.median(a - c for a, c in zip(times["jax_dualcast_op"],
                                                         times["cpp_fused_vjp"]))
-        print(f"lstm_cell,jax_op_overhead,{b}x{h},{args.threads},{diff:.4f},nan,nan,nan")
+        print(f"lstm_cell,jax_op_overhead{suffix},{b}x{h},{args.threads},{diff:.4f},nan,nan,nan")
+        # Paired ratios (same repetition), on stderr: what the targets are stated in.
+        op_cpp = statistics.median(a / c for a, c in zip(times["jax_dualcast_op"],
+                                                         times["cpp_fused_vjp"]))
+        jit_op = statistics.median(j / a for a, j in zip(times["jax_dualcast_op"],
+                                                         times["jax_jit"]))
+        print(f"# {b}x{h}, {args.threads} threads{suffix}: op / C++ {op_cpp:.3f} (target <= 1.15), "
+              f"jax_jit / op {jit_op:.2f} (target >= 5), overhead {diff * 1e3:.1f} us",
+              file=sys.stderr)
         sys.stdout.flush()
 
 
