@@ -1,4 +1,5 @@
-# cmake/DualcastJax.cmake: dualcast kernels as XLA FFI handlers for JAX (dualcast/interop/xla_ffi.hpp).
+# cmake/DualcastJax.cmake: dualcast kernels as XLA FFI handlers for JAX
+# (dualcast/interop/xla_ffi.hpp).
 #
 #   dualcast_add_jax_kernels(<target> SOURCES a.cpp [b.cu ...] [NATIVE ON|OFF])
 #

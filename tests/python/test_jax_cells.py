@@ -82,7 +82,8 @@ class Cells(unittest.TestCase):
         np.testing.assert_array_equal(np.asarray(gzb), 0.0)
         # Integer and boolean masks are cast to the cell's float type.
         a = dj.hmlstm_update(np.asarray(z, np.int32), np.asarray(zb, bool), c, f, i, g)
-        np.testing.assert_array_equal(np.asarray(a), np.asarray(dj.hmlstm_update(z, zb, c, f, i, g)))
+        b = dj.hmlstm_update(z, zb, c, f, i, g)
+        np.testing.assert_array_equal(np.asarray(a), np.asarray(b))
 
     def test_bit_for_bit_with_dualcast(self):
         cases = [

@@ -5,9 +5,9 @@
 //   DUALCAST_XLA_KERNEL(my_op, k)                 // every input differentiated
 //   DUALCAST_XLA_KERNEL(cell, dualcast::cells::hmlstm_update, 2, 3, 4, 5)  // only these inputs
 //
-// One line defines, with C linkage, the forward handler dualcast_xla_<name>_fwd_<platform> (the
+// One line defines, with C linkage, the forward handler dualcast_xla_NAME_fwd_PLATFORM (the
 // inputs -> the outputs' values, dualcast::apply) and the VJP handler
-// dualcast_xla_<name>_vjp_<platform> (the inputs and one cotangent per output -> one cotangent
+// dualcast_xla_NAME_vjp_PLATFORM (the inputs and one cotangent per output -> one cotangent
 // per differentiated input, dualcast::vjp: duals re-evaluated, nothing stored; the cotangent of a
 // broadcast input reduced to its own shape). The platform is `cpu` in a host translation unit
 // and `cuda` in an nvcc one (XLA's stream, PlatformStream<cudaStream_t>); write the same line in

@@ -3,7 +3,7 @@
 // bit) and what bench/interop/jax_lstm_cell.py times as "the same kernel called from C++".
 //
 //   DUALCAST_XLA_REFERENCE(name, kernel[, active input positions...])
-// defines extern "C" int dualcast_ref_<name>(int mode, int is_double, int n_args,
+// defines extern "C" int dualcast_ref_NAME(int mode, int is_double, int n_args,
 //   void const *const *args, int const *ranks, long long const *dims, int n_res,
 //   void *const *res, int const *res_ranks, long long const *res_dims, char *err, int err_len)
 // mode 0: args = the inputs, res = the outputs (dualcast::apply); mode 1: args = the inputs, then
