@@ -10,8 +10,9 @@ Variants (each: the values, then the five input cotangents for given output cota
                     dualcast::apply + dualcast::vjp on preallocated NumPy arrays, through ctypes):
                     bench/lstm_cell.cpp's fused_vjp, plus a ctypes call
   jax_jit           the same math in jnp under jit(vjp) (bench/peers/lstm_cell.py's jax_jit)
-  jax_dispatch_floor  jit of a function returning its 7 arguments: JAX's own cost of one jitted
-                    call from Python, the floor under any operation's per-call overhead
+  jax_dispatch_floor  jit of a function of the same 7 arguments returning one element: JAX's own
+                    cost of one jitted call from Python, the floor under any operation's per-call
+                    overhead (returning the arguments themselves would copy them)
   jax_op_overhead   (not a run) the median over repetitions of jax_dualcast_op - cpp_fused_vjp of
                     the same repetition: what calling through JAX adds per call
 With --keep-freed-memory (variants suffixed _keepmem) glibc keeps freed blocks up to 32 MiB in
@@ -113,7 +114,7 @@ def main():
     # 1 x 8: the per-call costs alone (more repetitions: microseconds).
     sizes = [(1, 8), (256, 256)] if args.quick else [(1, 8), (256, 256), (1024, 1024),
                                                       (4096, 1024)]
-    floor = jax.jit(lambda xs, cot: (xs, cot))
+    floor = jax.jit(lambda xs, cot: xs[0][:1, :1])
     if not args.no_header:
         print("benchmark,variant,size,threads,median_ms,melem_per_s,gb_per_s,added_mib")
     ffi_run, jnp_run = fwd_bwd(dj.lstm_cell), fwd_bwd(cell_jnp)
