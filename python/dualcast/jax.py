@@ -204,6 +204,23 @@ def _dtype_of(name, args, names):
     return dtype
 
 
+def _check_devices(k, args, names):
+    """A concrete array on a platform the library has no handlers for: a clear error now, not
+    XLA's "No FFI handler registered" at compile time. (Traced arguments under jit have no device
+    yet; XLA's message remains for them.)"""
+    for a, n in zip(args, names):
+        devices = getattr(a, "devices", None)
+        if not callable(devices) or isinstance(a, jax.core.Tracer):
+            continue
+        for d in devices():
+            platform = "cuda" if d.platform in ("gpu", "cuda") else d.platform
+            if platform not in k.platforms:
+                raise ValueError(
+                    f"dualcast {k.name}: argument {n} is on {d} but the library has handlers for "
+                    f"{', '.join(k.platforms)} only (CUDA handlers come from the same "
+                    f"DUALCAST_XLA_KERNEL line in a .cu file compiled by nvcc)")
+
+
 def _make_op(k, targets, names, doc):
     active = set(k.active)
 
@@ -246,6 +263,7 @@ def _make_op(k, targets, names, doc):
             raise TypeError(f"dualcast {k.name}: takes {k.n_in} arguments ({', '.join(names)}), "
                             f"got {len(args)}")
         dtype = _dtype_of(k.name, args, names)
+        _check_devices(k, args, names)
         xs = [jnp.asarray(a, dtype=dtype) for a in args]
         try:
             shape = jnp.broadcast_shapes(*(x.shape for x in xs))

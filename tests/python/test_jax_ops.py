@@ -137,6 +137,25 @@ class BadInput(unittest.TestCase):
                                     r"got 2"):
             ops.branchy(jnp.ones(3), jnp.ones(3))
 
+    def test_device_without_handlers(self):
+        class FakeDevice:
+            platform = "gpu"
+
+            def __str__(self):
+                return "cuda:0"
+
+        class OnGpu:  # an array on a GPU, as far as the check can see
+            dtype = np.dtype(np.float32)
+            shape = (3,)
+
+            def devices(self):
+                return {FakeDevice()}
+
+        with self.assertRaisesRegex(ValueError, r"dualcast branchy: argument w is on cuda:0 but "
+                                    r"the library has handlers for cpu only"):
+            ops.branchy(jnp.ones(3, jnp.float32), OnGpu(), 1.0)
+        ops.branchy(jnp.ones(3), jnp.ones(3), 1.0)  # (CPU arrays pass)
+
     def test_handler_checks(self):
         # Calls the FFI target directly, past the Python checks: the handler itself refuses.
         tgt = _target("branchy", "fwd")
