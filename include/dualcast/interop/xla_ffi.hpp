@@ -176,8 +176,8 @@ template <class T> view<T> view_of(ffi::AnyBuffer const &b) {
 template <auto const &K, class Active> struct handlers {
   using F = std::remove_cvref_t<decltype(K.f)>;
   static constexpr int ni = arity<F>();
-  static_assert(ni >= 0, "dualcast: DUALCAST_XLA_KERNEL: the kernel's lambda must take 0 to 16 "
-                         "numbers (call it with doubles to check)");
+  static_assert(ni >= 1, "dualcast: DUALCAST_XLA_KERNEL: the kernel's lambda must take 1 to 16 "
+                         "numbers (a fixed number: a variadic lambda has no arity to register)");
   static constexpr int no = output_count<F>();
   static constexpr int na = Active::count;
 
