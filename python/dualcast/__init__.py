@@ -2,6 +2,8 @@
 
     import dualcast.torch as dct      # the ready cells and load_library for your own kernels
     h, c = dct.lstm_cell(i, f, g, o, c)
+    import dualcast.jax as dj         # the same for JAX (XLA FFI handlers under custom_vjp)
+    h, c = dj.lstm_cell(i, f, g, o, c)
 
 This package imports neither torch nor jax itself: ``dualcast.torch`` imports torch and
 ``dualcast.jax`` imports jax, so either works without the other installed.
