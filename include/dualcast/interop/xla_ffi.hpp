@@ -28,10 +28,15 @@
 // says what is missing.
 #pragma once
 
-#include <dualcast/dualcast.hpp>
+#include <dualcast/arrays/shape.hpp>
+#include <dualcast/arrays/view.hpp>
+#include <dualcast/backend/cpu.hpp>
+#include <dualcast/broadcast/broadcast.hpp>
+#include <dualcast/core/errors.hpp>
 #include <dualcast/interop/detail/xla_kernel_traits.hpp>
+#include <dualcast/kernel/kernel.hpp>
 #if defined(__CUDACC__)
-#include <dualcast/cuda.cuh>
+#include <dualcast/backend/cuda.cuh>
 #endif
 
 #if __has_include(<xla/ffi/api/ffi.h>)

@@ -12,8 +12,13 @@
 // err. Threads: dualcast::cpu{} (OpenMP's).
 #pragma once
 
-#include <dualcast/dualcast.hpp>
+#include <dualcast/arrays/shape.hpp>
+#include <dualcast/arrays/view.hpp>
+#include <dualcast/backend/cpu.hpp>
+#include <dualcast/broadcast/broadcast.hpp>
+#include <dualcast/core/errors.hpp>
 #include <dualcast/interop/detail/xla_kernel_traits.hpp>
+#include <dualcast/kernel/kernel.hpp>
 
 #include <array>
 #include <cstddef>
