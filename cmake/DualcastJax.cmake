@@ -6,8 +6,10 @@
 # builds <target> as a plain shared library (no Python extension module: dualcast.jax loads it
 # with ctypes and registers its handlers with jax.ffi.register_ffi_target) from sources that use
 # DUALCAST_XLA_KERNEL. The XLA FFI headers are jaxlib's own: the directory
-# `python -c "import jax; print(jax.ffi.include_dir())"` prints, asked of Python3_EXECUTABLE (the
-# interpreter JAX is installed for; set it to choose one), or DUALCAST_JAX_INCLUDE_DIR (a CMake or
+# `python -c "import jax; print(jax.ffi.include_dir())"` prints, asked of DUALCAST_JAX_PYTHON (the
+# interpreter JAX is installed for; default Python3_EXECUTABLE -- a separate variable because
+# jax wants numpy 2 and Debian's torch numpy 1, so one program may use two interpreters), or
+# DUALCAST_JAX_INCLUDE_DIR (a CMake or
 # environment variable: for builds in an isolated environment without JAX, such as pip's build
 # isolation). Without JAX the target is not defined,
 # DUALCAST_JAX_FOUND is FALSE and a message says why. .cu sources (the CUDA handlers, on XLA's
@@ -17,6 +19,19 @@
 # API version it was compiled against; dualcast.jax checks it against the running jaxlib's.
 include_guard(GLOBAL)
 
+# The interpreter JAX is installed for: DUALCAST_JAX_PYTHON, else Python3_EXECUTABLE (found if
+# not set).
+function(dualcast_jax_python out)
+  if(DUALCAST_JAX_PYTHON)
+    set(${out} "${DUALCAST_JAX_PYTHON}" PARENT_SCOPE)
+    return()
+  endif()
+  if(NOT Python3_EXECUTABLE)
+    find_package(Python3 COMPONENTS Interpreter QUIET)
+  endif()
+  set(${out} "${Python3_EXECUTABLE}" PARENT_SCOPE)
+endfunction()
+
 function(_dualcast_jax_include_dir out)
   if(NOT DEFINED DUALCAST_JAX_INCLUDE_DIR AND DEFINED ENV{DUALCAST_JAX_INCLUDE_DIR})
     set(DUALCAST_JAX_INCLUDE_DIR "$ENV{DUALCAST_JAX_INCLUDE_DIR}")
@@ -25,20 +40,18 @@ function(_dualcast_jax_include_dir out)
     set(${out} "${DUALCAST_JAX_INCLUDE_DIR}" PARENT_SCOPE)
     return()
   endif()
-  if(NOT Python3_EXECUTABLE)
-    find_package(Python3 COMPONENTS Interpreter QUIET)
-  endif()
-  if(NOT Python3_EXECUTABLE)
+  dualcast_jax_python(py)
+  if(NOT py)
     set(${out} "" PARENT_SCOPE)
     set(DUALCAST_JAX_WHY "no Python 3 interpreter found" PARENT_SCOPE)
     return()
   endif()
   execute_process(
-    COMMAND "${Python3_EXECUTABLE}" -c "import jax; print(jax.ffi.include_dir())"
+    COMMAND "${py}" -c "import jax; print(jax.ffi.include_dir())"
     OUTPUT_VARIABLE dir ERROR_VARIABLE err RESULT_VARIABLE rc OUTPUT_STRIP_TRAILING_WHITESPACE)
   if(NOT rc EQUAL 0 OR NOT EXISTS "${dir}/xla/ffi/api/ffi.h")
     set(${out} "" PARENT_SCOPE)
-    set(DUALCAST_JAX_WHY "${Python3_EXECUTABLE} cannot import jax (or its jaxlib has no FFI headers)"
+    set(DUALCAST_JAX_WHY "${py} cannot import jax (or its jaxlib has no FFI headers)"
       PARENT_SCOPE)
     return()
   endif()

@@ -4,6 +4,7 @@
 // for the tests' bit-for-bit comparison and the benchmark's "called from C++" row.
 #include <dualcast/interop/detail/xla_reference.hpp>
 #include <dualcast/interop/xla_ffi.hpp>
+#include <dualcast/kernel/cells.hpp>
 
 namespace dc = dualcast;
 

@@ -1,6 +1,7 @@
 // The ready cells' CUDA handlers for dualcast.jax (nvcc): the same lines as jax_cells.cpp, which
 // in an nvcc translation unit define dualcast_xla_<name>_{fwd,vjp}_cuda, run on XLA's stream.
 #include <dualcast/interop/xla_ffi.hpp>
+#include <dualcast/kernel/cells.hpp>
 
 namespace dc = dualcast;
 

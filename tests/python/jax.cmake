@@ -1,6 +1,6 @@
 # The JAX side's tests (label python), included by python/CMakeLists.txt after
 # dualcast_add_jax_kernels(dualcast_jax_cells ...). Each test is a Python script run by
-# Python3_EXECUTABLE (the interpreter JAX is installed for) with the libraries' paths in its
+# DUALCAST_JAX_PYTHON or Python3_EXECUTABLE (the interpreter JAX is installed for) with the libraries' paths in its
 # environment; without JAX it prints DUALCAST_SKIPPED and ctest reports it skipped. The GPU
 # variant (label gpu) reports skipped without a CUDA device or without CUDA handlers.
 set(_dc_root "${CMAKE_CURRENT_LIST_DIR}/../..")
@@ -15,12 +15,11 @@ if(DUALCAST_JAX_FOUND)
     "DUALCAST_JAX_TEST_KERNELS=$<TARGET_FILE:dualcast_jax_test_kernels>"
     "DUALCAST_JAX_EXAMPLE=$<TARGET_FILE:dualcast_jax_example>"
     "OMP_NUM_THREADS=2")
-  set(_dc_python "${Python3_EXECUTABLE}")
+  dualcast_jax_python(_dc_python)
 else()
   # No JAX: the scripts still run (and report skipped), so a missing JAX is never a pass.
-  find_package(Python3 COMPONENTS Interpreter QUIET)
   set(_dc_env "PYTHONPATH=${_dc_root}/python")
-  set(_dc_python "${Python3_EXECUTABLE}")
+  dualcast_jax_python(_dc_python)
 endif()
 
 function(_dualcast_jax_test name script labels)
