@@ -13,6 +13,7 @@
 // (cblas_sgemm / cblas_dgemm), and cuBLAS for CUDA tensors.
 #pragma once
 
+#include <dualcast/core/compiled.hpp>
 #include <dualcast/ops/detail/tape_ops.hpp>
 #include <dualcast/tape/custom_op.hpp>
 #include <dualcast/tape/tape.hpp>
@@ -246,6 +247,20 @@ tensor<T> batched_gemm_sum(cpu const &host, shape const &batch, shape const &tar
   }
   return g;
 }
+
+// The compiled component's instantiations (dualcast/core/compiled.hpp).
+#define DUALCAST_X(T)                                                                              \
+  DUALCAST_INSTANTIATE void gemm<T>(cpu const &, tensor<T> const &, tensor<T> const &,             \
+                                    tensor<T> const &, T);                                         \
+  DUALCAST_INSTANTIATE void gemm_batched<T>(cpu const &, tensor<T> const &, tensor<T> const &,     \
+                                            tensor<T> const &, T);                                 \
+  DUALCAST_INSTANTIATE void broadcast_gemm<T>(cpu const &, shape const &, tensor<T> const &,       \
+                                              tensor<T> const &, tensor<T> const &);               \
+  DUALCAST_INSTANTIATE tensor<T> batched_gemm_sum<T>(cpu const &, shape const &, shape const &,    \
+                                                     tensor<T> const &, bool, tensor<T> const &,   \
+                                                     bool);
+DUALCAST_EACH_FLOAT_TYPE(DUALCAST_X)
+#undef DUALCAST_X
 } // namespace detail
 
 template <var_like XA, var_like XB> auto matmul(XA const &a_in, XB const &b_in) {

@@ -12,6 +12,7 @@
 
 #include <dualcast/arrays/detail/chunks.hpp>
 #include <dualcast/backend/seam.hpp>
+#include <dualcast/core/compiled.hpp>
 #include <dualcast/ops/detail/tape_ops.hpp>
 #include <dualcast/tape/custom_op.hpp>
 #include <dualcast/tape/tape.hpp>
@@ -159,6 +160,13 @@ template <class T, bool Add = false> struct extremum_scatter {
     e = Add ? e + gy[i] : gy[i];
   }
 };
+// The compiled component's instantiations (dualcast/core/compiled.hpp).
+#define DUALCAST_X(T)                                                                              \
+  DUALCAST_INSTANTIATE tensor<T> sum_keepdims<cpu, T>(cpu const &, tensor<T> const &,              \
+                                                      std::vector<bool> const &);
+DUALCAST_EACH_FLOAT_TYPE(DUALCAST_X)
+#undef DUALCAST_X
+
 } // namespace detail
 
 template <var_like X>

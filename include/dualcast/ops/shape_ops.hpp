@@ -6,6 +6,7 @@
 // operand's device. Axes may be negative (counting from the end), and so may slice bounds.
 #pragma once
 
+#include <dualcast/core/compiled.hpp>
 #include <dualcast/ops/detail/tape_ops.hpp>
 #include <dualcast/tape/custom_op.hpp>
 #include <dualcast/tape/tape.hpp>
@@ -257,5 +258,12 @@ template <var_like X> auto repeat(X const &x, std::vector<index_t> const &reps) 
   }
   return reshape(broadcast_to(reshape(x, pairs_one), pairs), out);
 }
+
+// The compiled component's instantiations (dualcast/core/compiled.hpp).
+#define DUALCAST_X(T)                                                                              \
+  DUALCAST_INSTANTIATE var<T> concat<T>(std::vector<var<T>> const &, int);                         \
+  DUALCAST_INSTANTIATE var<T> stack<T>(std::vector<var<T>> const &, int);
+DUALCAST_EACH_FLOAT_TYPE(DUALCAST_X)
+#undef DUALCAST_X
 
 } // namespace dualcast
