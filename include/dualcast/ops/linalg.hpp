@@ -263,11 +263,11 @@ DUALCAST_EACH_FLOAT_TYPE(DUALCAST_X)
 #undef DUALCAST_X
 } // namespace detail
 
-template <var_like XA, var_like XB> auto matmul(XA const &a_in, XB const &b_in) {
-  using T = typename detail::var_of_t<XA>::value_type;
+namespace detail {
+// matmul on two variables: one function per element type (not per operand expression), which
+// the compiled component holds (dualcast/core/compiled.hpp).
+template <class T> var<T> matmul_var(var<T> const &a, var<T> const &b) {
   char const *op = "dualcast::matmul";
-  auto const &a = detail::as_var(a_in);
-  auto const &b = detail::as_var(b_in);
   shape const sa = a.dims(), sb = b.dims();
   int ra = sa.rank, rb = sb.rank;
   auto const plan = detail::matmul_plan(op, sa, sb);
@@ -351,6 +351,14 @@ template <var_like XA, var_like XB> auto matmul(XA const &a_in, XB const &b_in) 
         }
       },
       a, b);
+}
+#define DUALCAST_X(T) DUALCAST_INSTANTIATE var<T> matmul_var<T>(var<T> const &, var<T> const &);
+DUALCAST_EACH_FLOAT_TYPE(DUALCAST_X)
+#undef DUALCAST_X
+} // namespace detail
+
+template <var_like XA, var_like XB> auto matmul(XA const &a_in, XB const &b_in) {
+  return detail::matmul_var(detail::as_var(a_in), detail::as_var(b_in));
 }
 
 } // namespace dualcast
