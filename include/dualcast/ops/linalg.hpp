@@ -22,6 +22,7 @@
 
 #include <algorithm>
 #include <string>
+#include <type_traits>
 
 namespace dualcast {
 
@@ -358,6 +359,9 @@ DUALCAST_EACH_FLOAT_TYPE(DUALCAST_X)
 } // namespace detail
 
 template <var_like XA, var_like XB> auto matmul(XA const &a_in, XB const &b_in) {
+  static_assert(std::is_same_v<typename detail::var_of_t<XA>::value_type,
+                               typename detail::var_of_t<XB>::value_type>,
+                "dualcast::matmul: operands of one element type (cast one: dualcast::cast)");
   return detail::matmul_var(detail::as_var(a_in), detail::as_var(b_in));
 }
 
