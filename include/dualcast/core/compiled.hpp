@@ -1,4 +1,4 @@
-// dualcast/core/compiled.hpp: the optional compiled component (src/compiled.cpp, the CMake target
+// dualcast/core/compiled.hpp: the optional compiled component (src/compiled_*.cpp, the CMake target
 // dualcast::compiled). A translation unit that links it is compiled with DUALCAST_COMPILED; the
 // headers then declare the float / double instantiations of their heavy non-inline function
 // templates (those templated on the element type only: checks, matmul plumbing, optimizer-free
@@ -13,8 +13,8 @@
 //   DUALCAST_EACH_FLOAT_TYPE(DUALCAST_X)
 //   #undef DUALCAST_X
 //
-// DUALCAST_INSTANTIATE is `extern template` for consumers and `template` in src/compiled.cpp
-// (which defines DUALCAST_BUILDING_COMPILED), so the declarations and the definitions cannot
+// DUALCAST_INSTANTIATE is `extern template` for consumers and `template` in src/compiled_*.cpp
+// (which define DUALCAST_BUILDING_COMPILED), so the declarations and the definitions cannot
 // drift apart. nvcc translation units keep the headers-only path (their tensors run on another
 // backend, in another inline namespace).
 #pragma once
@@ -26,7 +26,13 @@
 #else
 #define DUALCAST_INSTANTIATE extern template
 #endif
+#if defined(DUALCAST_BUILDING_COMPILED) && defined(DUALCAST_COMPILED_TYPE)
+// src/compiled_float.cpp and src/compiled_double.cpp: one element type each (two objects that a
+// parallel build compiles side by side)
+#define DUALCAST_EACH_FLOAT_TYPE(X) X(DUALCAST_COMPILED_TYPE)
+#else
 #define DUALCAST_EACH_FLOAT_TYPE(X) X(float) X(double)
+#endif
 #else
 #define DUALCAST_USE_COMPILED 0
 #define DUALCAST_EACH_FLOAT_TYPE(X)
