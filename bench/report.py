@@ -568,15 +568,43 @@ def tape_compile_table():
         mem = max(int(r["peak_mib"]) for r in sel)
         return f"{sum(t) / len(t):.1f} s, {mem} MiB" + (f" ({len(t)} runs)" if len(t) > 1 else "")
 
-    body = [[f"`{src}`", opt] + [cell(src, opt, t) for t in trees] for src, opt in keys]
+    # Rows measured in pairs ("... paired": the two trees compiled alternately in one run, the
+    # fair comparison on a loaded machine) get a table of their own.
+    paired = [t for t in trees if t.endswith(" paired")]
+    trees = [t for t in trees if t not in paired]
+    keys_main = [k for k in keys if any(cell(*k, t) != "-" for t in trees)]
+    body = [[f"`{src}`", opt] + [cell(src, opt, t) for t in trees] for src, opt in keys_main]
     compilers = sorted({r["compiler"] for r in rs})
+    ptable = ""
+    if len(paired) >= 2:
+        b = paired[0]
+
+        def mean_cpu(src, opt, tree):
+            t = [float(r["user_s"]) + float(r["sys_s"]) for r in rs
+                 if r["source"] == src and r["opt"] == opt and r["tree"] == tree]
+            return sum(t) / len(t) if t else None
+
+        pbody = []
+        for src, opt in keys:
+            afters = [t for t in paired[1:] if mean_cpu(src, opt, t) is not None]
+            mb = mean_cpu(src, opt, b)
+            if mb is None or not afters:
+                continue
+            a = afters[-1]
+            ma = mean_cpu(src, opt, a)
+            pbody.append([f"`{src}`", opt, cell(src, opt, b), a.removesuffix(" paired"),
+                          cell(src, opt, a), f"{100 * (ma / mb - 1):+.0f} %"])
+        ptable = ("\n\nPaired runs (before and after compiled alternately, one compile at a time, "
+                  f"in one run; before = {b.removesuffix(' paired')}, headers only):\n\n"
+                  + table(["translation unit", "level", "before", "after: tree", "after",
+                           "CPU time"], pbody))
     return ("\n\n**Tape programs and test files** (`bench/results/compile_time_tape.csv`, written by "
             f"`bench/compile-tape`: g++ {', '.join(compilers)} with the release preset's flags, CPU "
             "seconds (user + sys, mean of the runs) and peak compiler memory per translation unit, "
             "one column per tree; `compiled`: linking dualcast::compiled, `+pch`: with the tests' "
             "precompiled header, whose own build and the component's are rows of their own; "
             "measured on a 2-core machine shared with other compiles, so compare within a row):"
-            "\n\n" + table(["translation unit", "level"] + trees, body))
+            "\n\n" + table(["translation unit", "level"] + trees, body) + ptable)
 
 
 def compile_section():
