@@ -590,7 +590,7 @@ def tape_compile_table():
             mb = mean_cpu(src, opt, b)
             if mb is None or not afters:
                 continue
-            a = afters[-1]
+            a = afters[0]
             ma = mean_cpu(src, opt, a)
             pbody.append([f"`{src}`", opt, cell(src, opt, b), a.removesuffix(" paired"),
                           cell(src, opt, a), f"{100 * (ma / mb - 1):+.0f} %"])
