@@ -547,38 +547,65 @@ def readme_extra_sections():
 
 def tape_compile_table():
     """Issue 33's per-translation-unit figures (compile_time_tape.csv): CPU seconds (user + sys)
-    and peak compiler memory, the mean of each tree's repetitions, before (the first tree listed)
-    and after (the last tree, with its variants that differ only in run-time code)."""
+    and peak compiler memory, the mean of each tree's repetitions, one column per tree in the
+    order measured (a tree "X without Y" -- a variant that differs only in run-time code -- counts
+    as X; "X compiled" is tree X with dualcast::compiled, "X compiled+pch" with the tests'
+    precompiled header too)."""
     path = RESULTS / "compile_time_tape.csv"
     if not path.exists():
         return ""
     with path.open() as f:
         rs = [r for r in csv.DictReader(f) if r["tree"] != "tree"]
+    for r in rs:
+        r["tree"] = r["tree"].split(" without ")[0]
     trees = list(dict.fromkeys(r["tree"] for r in rs))
-    before, after = trees[0], trees[-1].split()[0]
-    after_trees = {t for t in trees if t.split()[0] == after}
     keys = list(dict.fromkeys((r["source"], r["opt"]) for r in rs))
 
-    def cell(src, opt, wanted):
-        sel = [r for r in rs if r["source"] == src and r["opt"] == opt and r["tree"] in wanted]
+    def cell(src, opt, tree):
+        sel = [r for r in rs if r["source"] == src and r["opt"] == opt and r["tree"] == tree]
         if not sel:
-            return None
+            return "-"
         t = [float(r["user_s"]) + float(r["sys_s"]) for r in sel]
         mem = max(int(r["peak_mib"]) for r in sel)
-        return f"{sum(t) / len(t):.1f} s, {mem} MiB ({len(t)} run{'s' if len(t) > 1 else ''})"
+        return f"{sum(t) / len(t):.1f} s, {mem} MiB" + (f" ({len(t)} runs)" if len(t) > 1 else "")
 
-    body = []
-    for src, opt in keys:
-        b, a = cell(src, opt, {before}), cell(src, opt, after_trees)
-        if b and a:
-            body.append([f"`{src}`", opt, b, a])
+    # Rows measured in pairs ("... paired": the two trees compiled alternately in one run, the
+    # fair comparison on a loaded machine) get a table of their own.
+    paired = [t for t in trees if t.endswith(" paired")]
+    trees = [t for t in trees if t not in paired]
+    keys_main = [k for k in keys if any(cell(*k, t) != "-" for t in trees)]
+    body = [[f"`{src}`", opt] + [cell(src, opt, t) for t in trees] for src, opt in keys_main]
     compilers = sorted({r["compiler"] for r in rs})
-    return ("\n\n**Tape programs and test files** (`bench/results/compile_time_tape.csv`: g++ "
-            f"{', '.join(compilers)} with the release preset's flags, CPU seconds (user + sys, mean "
-            f"of the runs) and peak compiler memory per translation unit; before = {before}, "
-            f"after = {after}; measured on a 2-core machine shared with other compiles, so only "
-            "each row's pair compares):\n\n"
-            + table(["translation unit", "level", "before", "after"], body))
+    ptable = ""
+    if len(paired) >= 2:
+        b = paired[0]
+
+        def mean_cpu(src, opt, tree):
+            t = [float(r["user_s"]) + float(r["sys_s"]) for r in rs
+                 if r["source"] == src and r["opt"] == opt and r["tree"] == tree]
+            return sum(t) / len(t) if t else None
+
+        pbody = []
+        for src, opt in keys:
+            afters = [t for t in paired[1:] if mean_cpu(src, opt, t) is not None]
+            mb = mean_cpu(src, opt, b)
+            if mb is None or not afters:
+                continue
+            a = afters[0]
+            ma = mean_cpu(src, opt, a)
+            pbody.append([f"`{src}`", opt, cell(src, opt, b), a.removesuffix(" paired"),
+                          cell(src, opt, a), f"{100 * (ma / mb - 1):+.0f} %"])
+        ptable = ("\n\nPaired runs (before and after compiled alternately, one compile at a time, "
+                  f"in one run; before = {b.removesuffix(' paired')}, headers only):\n\n"
+                  + table(["translation unit", "level", "before", "after: tree", "after",
+                           "CPU time"], pbody))
+    return ("\n\n**Tape programs and test files** (`bench/results/compile_time_tape.csv`, written by "
+            f"`bench/compile-tape`: g++ {', '.join(compilers)} with the release preset's flags, CPU "
+            "seconds (user + sys, mean of the runs) and peak compiler memory per translation unit, "
+            "one column per tree; `compiled`: linking dualcast::compiled, `+pch`: with the tests' "
+            "precompiled header, whose own build and the component's are rows of their own; "
+            "measured on a 2-core machine shared with other compiles, so compare within a row):"
+            "\n\n" + table(["translation unit", "level"] + trees, body) + ptable)
 
 
 def compile_section():

@@ -25,6 +25,7 @@
 #pragma once
 
 #include <dualcast/arrays/shape.hpp>
+#include <dualcast/core/compiled.hpp>
 #include <dualcast/core/errors.hpp>
 #include <dualcast/tensor/tensor.hpp>
 
@@ -99,5 +100,14 @@ template <class T> tensor<T> xavier_normal(shape const &s, std::uint64_t seed, d
   auto const [in, out] = detail::fans("dualcast::xavier_normal", s);
   return normal<T>(s, T(0), static_cast<T>(gain * std::sqrt(2.0 / (in + out))), seed);
 }
+
+// The compiled component's instantiations (dualcast/core/compiled.hpp).
+#define DUALCAST_X(T)                                                                              \
+  DUALCAST_INSTANTIATE tensor<T> uniform<T>(shape const &, T, T, std::uint64_t);                   \
+  DUALCAST_INSTANTIATE tensor<T> normal<T>(shape const &, T, T, std::uint64_t);                    \
+  DUALCAST_INSTANTIATE tensor<T> xavier_uniform<T>(shape const &, std::uint64_t, double);          \
+  DUALCAST_INSTANTIATE tensor<T> xavier_normal<T>(shape const &, std::uint64_t, double);
+DUALCAST_EACH_FLOAT_TYPE(DUALCAST_X)
+#undef DUALCAST_X
 
 } // namespace dualcast

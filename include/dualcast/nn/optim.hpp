@@ -43,6 +43,7 @@
 #include <dualcast/arrays/shape.hpp>
 #include <dualcast/backend/seam.hpp>
 #include <dualcast/broadcast/for_each.hpp>
+#include <dualcast/core/compiled.hpp>
 #include <dualcast/core/config.hpp>
 #include <dualcast/core/errors.hpp>
 #include <dualcast/nn/parameters.hpp>
@@ -192,23 +193,8 @@ public:
     check();
   }
 
-  void step() {
-    check();
-    sgd_options const o = opt_;
-    this->each_update("dualcast::sgd::step", [&](auto const &e, std::size_t i, tensor<T> const &p,
-                                                 tensor<T> const &g) {
-      T *buf = nullptr;
-      bool first = false;
-      if (o.momentum != 0) {
-        first = buf_.size() <= i || !buf_[i].defined();
-        buf = this->state(buf_, i).raw_data();
-      }
-      dualcast::for_each(e, p.size(),
-                         detail::sgd_update<T>{p.raw_data(), g.data(), buf, T(o.lr), T(o.momentum),
-                                               T(o.dampening), T(o.weight_decay), o.nesterov,
-                                               first});
-    });
-  }
+  // (Defined below the class: not inline, so that the compiled component can hold it.)
+  void step();
 
   sgd_options &options() { return opt_; }
   sgd_options const &options() const { return opt_; }
@@ -240,25 +226,8 @@ public:
     check();
   }
 
-  void step() {
-    check();
-    adam_options const o = opt_;
-    if (t_.size() < this->vars_.size())
-      t_.resize(this->vars_.size(), 0);
-    this->each_update("dualcast::adam::step", [&](auto const &e, std::size_t i, tensor<T> const &p,
-                                                  tensor<T> const &g) {
-      // Each variable counts its own steps (a variable skipped while it had no gradient starts
-      // its bias correction when it first gets one).
-      double const t = double(++t_[i]);
-      double const bc1 = 1 - std::pow(o.beta1, t), bc2 = 1 - std::pow(o.beta2, t);
-      dualcast::for_each(
-          e, p.size(),
-          detail::adam_update<T>{p.raw_data(), g.data(), this->state(m_, i).raw_data(),
-                                 this->state(v_, i).raw_data(), T(o.lr), T(o.beta1), T(o.beta2),
-                                 T(o.eps), T(o.weight_decay), T(o.lr / bc1), T(std::sqrt(bc2)),
-                                 o.decoupled_weight_decay});
-    });
-  }
+  // (Defined below the class: not inline, so that the compiled component can hold it.)
+  void step();
 
   adam_options &options() { return opt_; }
   adam_options const &options() const { return opt_; }
@@ -279,6 +248,49 @@ private:
   std::vector<tensor<T>> m_, v_;
   std::vector<std::int64_t> t_;
 };
+
+template <class T> void sgd<T>::step() {
+  check();
+  sgd_options const o = opt_;
+  this->each_update("dualcast::sgd::step", [&](auto const &e, std::size_t i, tensor<T> const &p,
+                                               tensor<T> const &g) {
+    T *buf = nullptr;
+    bool first = false;
+    if (o.momentum != 0) {
+      first = buf_.size() <= i || !buf_[i].defined();
+      buf = this->state(buf_, i).raw_data();
+    }
+    dualcast::for_each(e, p.size(),
+                       detail::sgd_update<T>{p.raw_data(), g.data(), buf, T(o.lr), T(o.momentum),
+                                             T(o.dampening), T(o.weight_decay), o.nesterov, first});
+  });
+}
+
+template <class T> void adam<T>::step() {
+  check();
+  adam_options const o = opt_;
+  if (t_.size() < this->vars_.size())
+    t_.resize(this->vars_.size(), 0);
+  this->each_update("dualcast::adam::step", [&](auto const &e, std::size_t i, tensor<T> const &p,
+                                                tensor<T> const &g) {
+    // Each variable counts its own steps (a variable skipped while it had no gradient starts
+    // its bias correction when it first gets one).
+    double const t = double(++t_[i]);
+    double const bc1 = 1 - std::pow(o.beta1, t), bc2 = 1 - std::pow(o.beta2, t);
+    dualcast::for_each(e, p.size(),
+                       detail::adam_update<T>{p.raw_data(), g.data(), this->state(m_, i).raw_data(),
+                                              this->state(v_, i).raw_data(), T(o.lr), T(o.beta1),
+                                              T(o.beta2), T(o.eps), T(o.weight_decay),
+                                              T(o.lr / bc1), T(std::sqrt(bc2)),
+                                              o.decoupled_weight_decay});
+  });
+}
+
+#define DUALCAST_X(T)                                                                              \
+  DUALCAST_INSTANTIATE void sgd<T>::step();                                                        \
+  DUALCAST_INSTANTIATE void adam<T>::step();
+DUALCAST_EACH_FLOAT_TYPE(DUALCAST_X)
+#undef DUALCAST_X
 
 template <class T> sgd(parameters<T> const &, sgd_options) -> sgd<T>;
 template <class T> adam(parameters<T> const &, adam_options) -> adam<T>;

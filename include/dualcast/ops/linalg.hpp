@@ -13,6 +13,7 @@
 // (cblas_sgemm / cblas_dgemm), and cuBLAS for CUDA tensors.
 #pragma once
 
+#include <dualcast/core/compiled.hpp>
 #include <dualcast/ops/detail/tape_ops.hpp>
 #include <dualcast/tape/custom_op.hpp>
 #include <dualcast/tape/tape.hpp>
@@ -21,6 +22,7 @@
 
 #include <algorithm>
 #include <string>
+#include <type_traits>
 
 namespace dualcast {
 
@@ -246,13 +248,27 @@ tensor<T> batched_gemm_sum(cpu const &host, shape const &batch, shape const &tar
   }
   return g;
 }
+
+// The compiled component's instantiations (dualcast/core/compiled.hpp).
+#define DUALCAST_X(T)                                                                              \
+  DUALCAST_INSTANTIATE void gemm<T>(cpu const &, tensor<T> const &, tensor<T> const &,             \
+                                    tensor<T> const &, T);                                         \
+  DUALCAST_INSTANTIATE void gemm_batched<T>(cpu const &, tensor<T> const &, tensor<T> const &,     \
+                                            tensor<T> const &, T);                                 \
+  DUALCAST_INSTANTIATE void broadcast_gemm<T>(cpu const &, shape const &, tensor<T> const &,       \
+                                              tensor<T> const &, tensor<T> const &);               \
+  DUALCAST_INSTANTIATE tensor<T> batched_gemm_sum<T>(cpu const &, shape const &, shape const &,    \
+                                                     tensor<T> const &, bool, tensor<T> const &,   \
+                                                     bool);
+DUALCAST_EACH_FLOAT_TYPE(DUALCAST_X)
+#undef DUALCAST_X
 } // namespace detail
 
-template <var_like XA, var_like XB> auto matmul(XA const &a_in, XB const &b_in) {
-  using T = typename detail::var_of_t<XA>::value_type;
+namespace detail {
+// matmul on two variables: one function per element type (not per operand expression), which
+// the compiled component holds (dualcast/core/compiled.hpp).
+template <class T> var<T> matmul_var(var<T> const &a, var<T> const &b) {
   char const *op = "dualcast::matmul";
-  auto const &a = detail::as_var(a_in);
-  auto const &b = detail::as_var(b_in);
   shape const sa = a.dims(), sb = b.dims();
   int ra = sa.rank, rb = sb.rank;
   auto const plan = detail::matmul_plan(op, sa, sb);
@@ -336,6 +352,17 @@ template <var_like XA, var_like XB> auto matmul(XA const &a_in, XB const &b_in) 
         }
       },
       a, b);
+}
+#define DUALCAST_X(T) DUALCAST_INSTANTIATE var<T> matmul_var<T>(var<T> const &, var<T> const &);
+DUALCAST_EACH_FLOAT_TYPE(DUALCAST_X)
+#undef DUALCAST_X
+} // namespace detail
+
+template <var_like XA, var_like XB> auto matmul(XA const &a_in, XB const &b_in) {
+  static_assert(std::is_same_v<typename detail::var_of_t<XA>::value_type,
+                               typename detail::var_of_t<XB>::value_type>,
+                "dualcast::matmul: operands of one element type (cast one: dualcast::cast)");
+  return detail::matmul_var(detail::as_var(a_in), detail::as_var(b_in));
 }
 
 } // namespace dualcast

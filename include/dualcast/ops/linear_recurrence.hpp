@@ -22,6 +22,7 @@
 // forward / backward 23 / 91-93 -> 5.0-6.0 / 9.8-10.0 ms.
 #pragma once
 
+#include <dualcast/core/compiled.hpp>
 #include <dualcast/core/errors.hpp>
 #include <dualcast/ops/groups.hpp>
 #include <dualcast/ops/lane_scan.hpp>
@@ -32,6 +33,7 @@
 #include <dualcast/tensor/tensor.hpp>
 
 #include <string>
+#include <type_traits>
 #include <utility>
 
 namespace dualcast {
@@ -530,10 +532,10 @@ template <class T> struct recurrence_backward {
 } // namespace detail
 
 // ---- on tape variables and lazy expressions ----------------------------------------------------
-template <var_like A, var_like B> auto linear_recurrence(A const &a, B const &b, int axis = -1) {
-  using T = typename detail::var_of_t<A>::value_type;
-  auto const &av = detail::as_var(a);
-  auto const &bv = detail::as_var(b);
+namespace detail {
+// One function per element type (not per operand expression), which the compiled component holds
+// (dualcast/core/compiled.hpp).
+template <class T> var<T> linear_recurrence_var(var<T> const &av, var<T> const &bv, int axis) {
   auto const rs = detail::make_recurrence_shapes(av.dims(), bv.dims(), axis);
   return custom_op(
       "linear_recurrence",
@@ -547,12 +549,8 @@ template <var_like A, var_like B> auto linear_recurrence(A const &a, B const &b,
       },
       detail::recurrence_backward<T>{rs, false}, av, bv);
 }
-template <var_like A, var_like B, var_like H>
-auto linear_recurrence(A const &a, B const &b, H const &h0, int axis = -1) {
-  using T = typename detail::var_of_t<A>::value_type;
-  auto const &av = detail::as_var(a);
-  auto const &bv = detail::as_var(b);
-  auto const &hv = detail::as_var(h0);
+template <class T>
+var<T> linear_recurrence_var(var<T> const &av, var<T> const &bv, var<T> const &hv, int axis) {
   auto const rs = detail::make_recurrence_shapes(av.dims(), bv.dims(), axis);
   detail::check_h0(hv.dims(), rs.h0);
   return custom_op(
@@ -569,6 +567,29 @@ auto linear_recurrence(A const &a, B const &b, H const &h0, int axis = -1) {
         return h;
       },
       detail::recurrence_backward<T>{rs, true}, av, bv, hv);
+}
+#define DUALCAST_X(T)                                                                              \
+  DUALCAST_INSTANTIATE var<T> linear_recurrence_var<T>(var<T> const &, var<T> const &, int);       \
+  DUALCAST_INSTANTIATE var<T> linear_recurrence_var<T>(var<T> const &, var<T> const &,             \
+                                                       var<T> const &, int);
+DUALCAST_EACH_FLOAT_TYPE(DUALCAST_X)
+#undef DUALCAST_X
+} // namespace detail
+
+template <var_like A, var_like B> auto linear_recurrence(A const &a, B const &b, int axis = -1) {
+  static_assert(std::is_same_v<typename detail::var_of_t<A>::value_type,
+                               typename detail::var_of_t<B>::value_type>,
+                "dualcast::linear_recurrence: operands of one element type");
+  return detail::linear_recurrence_var(detail::as_var(a), detail::as_var(b), axis);
+}
+template <var_like A, var_like B, var_like H>
+auto linear_recurrence(A const &a, B const &b, H const &h0, int axis = -1) {
+  using T = typename detail::var_of_t<A>::value_type;
+  static_assert(std::is_same_v<T, typename detail::var_of_t<B>::value_type> &&
+                    std::is_same_v<T, typename detail::var_of_t<H>::value_type>,
+                "dualcast::linear_recurrence: operands of one element type");
+  return detail::linear_recurrence_var(detail::as_var(a), detail::as_var(b), detail::as_var(h0),
+                                       axis);
 }
 
 // ---- on tensors: the values, on their device ---------------------------------------------------

@@ -17,6 +17,7 @@
 // products on the CPU), one elementwise pass backward over the same blocks.
 #pragma once
 
+#include <dualcast/core/compiled.hpp>
 #include <dualcast/math/simd.hpp>
 #include <dualcast/numbers/simd.hpp>
 #include <dualcast/ops/groups.hpp>
@@ -180,17 +181,16 @@ tensor<T> prod(tensor<T> const &x, std::vector<int> const &axes = {}, bool keepd
   });
 }
 
-// The product over `axes` (all when empty) of a tape variable or lazy expression.
-template <var_like X>
-auto prod(X const &x, std::vector<int> const &axes = {}, bool keepdims = false) {
-  using T = typename detail::var_of_t<X>::value_type;
-  auto const &v = detail::as_var(x);
-  auto const gr = detail::make_reduce_groups("dualcast::prod", v.dims(), axes, keepdims);
+namespace detail {
+// One function per element type (not per operand expression), which the compiled component holds
+// (dualcast/core/compiled.hpp).
+template <class T> var<T> prod_var(var<T> const &v, std::vector<int> const &axes, bool keepdims) {
+  auto const gr = make_reduce_groups("dualcast::prod", v.dims(), axes, keepdims);
   return custom_op(
       "prod",
       [&](auto const &ex, auto &ctx, tensor<T> const &xv) {
         tensor<T> xp = xv.permuted(gr.perm).contiguous();
-        auto r = detail::prod_forward(ex, xp, gr);
+        auto r = prod_forward(ex, xp, gr);
         ctx.save(xp, "input");
         ctx.save(r.zeros, "zero counts");
         ctx.save(r.p, "products of the non-zero elements");
@@ -200,29 +200,40 @@ auto prod(X const &x, std::vector<int> const &axes = {}, bool keepdims = false) 
         if (!g.needs(0) || gr.n_out * gr.n_red == 0)
           return;
         tensor<T> gy = g.out(0).contiguous();
-        detail::prod_adjoint<T> adj{ctx.saved(0).data(),
-                                    ctx.saved(1).data(),
-                                    ctx.saved(2).data(),
-                                    gy.data(),
-                                    nullptr,
-                                    gr.n_red,
-                                    gr.blocks};
+        prod_adjoint<T> adj{ctx.saved(0).data(),
+                            ctx.saved(1).data(),
+                            ctx.saved(2).data(),
+                            gy.data(),
+                            nullptr,
+                            gr.n_red,
+                            gr.blocks};
         // Reduced axes last and a contiguous gradient: written (or added to) in place; else
         // through a temporary in the permuted order.
-        bool const in_order = detail::is_identity_perm(gr.perm);
+        bool const in_order = is_identity_perm(gr.perm);
         auto [t, acc] = in_order ? g.target(0) : std::pair<tensor<T>, bool>{};
         if (in_order && t.is_contiguous()) {
           adj.gx = t.raw_data();
           adj.accumulate = acc;
-          detail::parallel_for_rows(ex, gr.n_out * gr.blocks, detail::reduce_block, adj);
+          parallel_for_rows(ex, gr.n_out * gr.blocks, reduce_block, adj);
           return;
         }
         auto gp = tensor<T>::empty(gr.ps, gy.dev());
         adj.gx = gp.raw_data();
-        detail::parallel_for_rows(ex, gr.n_out * gr.blocks, detail::reduce_block, adj);
+        parallel_for_rows(ex, gr.n_out * gr.blocks, reduce_block, adj);
         g.add(0, gp.permuted(gr.inv));
       },
       v);
+}
+#define DUALCAST_X(T)                                                                              \
+  DUALCAST_INSTANTIATE var<T> prod_var<T>(var<T> const &, std::vector<int> const &, bool);
+DUALCAST_EACH_FLOAT_TYPE(DUALCAST_X)
+#undef DUALCAST_X
+} // namespace detail
+
+// The product over `axes` (all when empty) of a tape variable or lazy expression.
+template <var_like X>
+auto prod(X const &x, std::vector<int> const &axes = {}, bool keepdims = false) {
+  return detail::prod_var(detail::as_var(x), axes, keepdims);
 }
 
 } // namespace dualcast

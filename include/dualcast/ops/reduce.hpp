@@ -12,6 +12,7 @@
 
 #include <dualcast/arrays/detail/chunks.hpp>
 #include <dualcast/backend/seam.hpp>
+#include <dualcast/core/compiled.hpp>
 #include <dualcast/ops/detail/tape_ops.hpp>
 #include <dualcast/tape/custom_op.hpp>
 #include <dualcast/tape/tape.hpp>
@@ -159,12 +160,19 @@ template <class T, bool Add = false> struct extremum_scatter {
     e = Add ? e + gy[i] : gy[i];
   }
 };
+// The compiled component's instantiations (dualcast/core/compiled.hpp).
+#define DUALCAST_X(T)                                                                              \
+  DUALCAST_INSTANTIATE tensor<T> sum_keepdims<cpu, T>(cpu const &, tensor<T> const &,              \
+                                                      std::vector<bool> const &);
+DUALCAST_EACH_FLOAT_TYPE(DUALCAST_X)
+#undef DUALCAST_X
+
 } // namespace detail
 
-template <var_like X>
-auto sum(X const &x, std::vector<int> const &axes = {}, bool keepdims = false) {
-  using T = typename detail::var_of_t<X>::value_type;
-  auto const &v = detail::as_var(x);
+namespace detail {
+// sum on a variable: one function per element type (not per operand expression), which
+// the compiled component holds (dualcast/core/compiled.hpp).
+template <class T> var<T> sum_var(var<T> const &v, std::vector<int> const &axes, bool keepdims) {
   auto mask = detail::axis_mask("dualcast::sum", axes, v.rank());
   shape const kds = detail::reduced_shape(v.dims(), mask, true);
   shape const xs = v.dims();
@@ -179,7 +187,16 @@ auto sum(X const &x, std::vector<int> const &axes = {}, bool keepdims = false) {
       },
       v);
 }
+#define DUALCAST_X(T)                                                                              \
+  DUALCAST_INSTANTIATE var<T> sum_var<T>(var<T> const &, std::vector<int> const &, bool);
+DUALCAST_EACH_FLOAT_TYPE(DUALCAST_X)
+#undef DUALCAST_X
+} // namespace detail
 
+template <var_like X>
+auto sum(X const &x, std::vector<int> const &axes = {}, bool keepdims = false) {
+  return detail::sum_var(detail::as_var(x), axes, keepdims);
+}
 template <var_like X>
 auto mean(X const &x, std::vector<int> const &axes = {}, bool keepdims = false) {
   using T = typename detail::var_of_t<X>::value_type;
@@ -189,7 +206,8 @@ auto mean(X const &x, std::vector<int> const &axes = {}, bool keepdims = false) 
   for (int i = 0; i < v.rank(); ++i)
     if (mask[std::size_t(i)])
       n *= v.dims().ext[i];
-  return sum(v, axes, keepdims) * (T(1) / T(n)); // over no element: 0 * inf = NaN, like NumPy
+  // over no element: 0 * inf = NaN, like NumPy
+  return detail::sum_var(v, axes, keepdims) * (T(1) / T(n));
 }
 
 namespace detail {
@@ -198,10 +216,8 @@ struct extremum_state {
   std::shared_ptr<storage> arg;
 };
 
-template <bool Max, class X>
-auto extremum(char const *op, X const &x, std::vector<int> const &axes, bool keepdims) {
-  using T = typename var_of_t<X>::value_type;
-  auto const &v = as_var(x);
+template <bool Max, class T>
+var<T> extremum(char const *op, var<T> const &v, std::vector<int> const &axes, bool keepdims) {
   auto mask = axis_mask(op, axes, v.rank());
   auto perm = kept_then_reduced(mask);
   shape kd = reduced_shape(v.dims(), mask, true);
@@ -265,15 +281,22 @@ auto extremum(char const *op, X const &x, std::vector<int> const &axes, bool kee
       },
       v);
 }
+#define DUALCAST_X(T)                                                                              \
+  DUALCAST_INSTANTIATE var<T> extremum<true, T>(char const *, var<T> const &,                      \
+                                                std::vector<int> const &, bool);                   \
+  DUALCAST_INSTANTIATE var<T> extremum<false, T>(char const *, var<T> const &,                     \
+                                                 std::vector<int> const &, bool);
+DUALCAST_EACH_FLOAT_TYPE(DUALCAST_X)
+#undef DUALCAST_X
 } // namespace detail
 
 template <var_like X>
 auto max(X const &x, std::vector<int> const &axes = {}, bool keepdims = false) {
-  return detail::extremum<true>("dualcast::max", x, axes, keepdims);
+  return detail::extremum<true>("dualcast::max", detail::as_var(x), axes, keepdims);
 }
 template <var_like X>
 auto min(X const &x, std::vector<int> const &axes = {}, bool keepdims = false) {
-  return detail::extremum<false>("dualcast::min", x, axes, keepdims);
+  return detail::extremum<false>("dualcast::min", detail::as_var(x), axes, keepdims);
 }
 
 } // namespace dualcast

@@ -44,6 +44,7 @@
 // 6.3-9.1, cummin 20-22 / 44-46 -> 2.9-3.5 / 6.4-8.6.
 #pragma once
 
+#include <dualcast/core/compiled.hpp>
 #include <dualcast/math/functions.hpp>
 #include <dualcast/numbers/dual.hpp>
 #include <dualcast/ops/groups.hpp>
@@ -785,14 +786,14 @@ void scan_backward(Ex const &ex, T const *x, T const *y, tensor<T> const &gy, te
 }
 
 // A scan on the tape: op a scan operator above.
-template <class X, class Op>
-auto scan_op(char const *name, X const &x, Op const &op, typename var_of_t<X>::value_type neutral,
-             int axis, bool exclusive) {
-  using T = typename var_of_t<X>::value_type;
+// One function per element type and operator (not per operand expression); the compiled
+// component holds those of cumsum / cumprod / cummax / cummin (dualcast/core/compiled.hpp).
+template <class T, class Op>
+var<T> scan_op(char const *name, var<T> const &v, Op const &op, T neutral, int axis,
+               bool exclusive) {
   static_assert(std::is_trivially_copyable_v<Op>,
                 "dualcast::scan: the operator must be trivially copyable (a lambda capturing "
                 "values, not references)");
-  auto const &v = as_var(x);
   int const ax = normalize_axis(name, axis, v.rank());
   scan_rows const rows = make_scan_rows(v.dims(), ax);
   return custom_op(
@@ -832,25 +833,39 @@ tensor<T> scan_tensor(char const *name, tensor<T> const &x, Op const &op, T neut
 
 template <class T> constexpr T scan_inf() { return std::numeric_limits<T>::infinity(); }
 
+#define DUALCAST_X(T)                                                                              \
+  DUALCAST_INSTANTIATE var<T> scan_op<T, scan_plus<T>>(char const *, var<T> const &,               \
+                                                       scan_plus<T> const &, T, int, bool);        \
+  DUALCAST_INSTANTIATE var<T> scan_op<T, scan_times<T>>(char const *, var<T> const &,              \
+                                                        scan_times<T> const &, T, int, bool);      \
+  DUALCAST_INSTANTIATE var<T> scan_op<T, scan_extremum<T, true>>(                                  \
+      char const *, var<T> const &, scan_extremum<T, true> const &, T, int, bool);                 \
+  DUALCAST_INSTANTIATE var<T> scan_op<T, scan_extremum<T, false>>(                                 \
+      char const *, var<T> const &, scan_extremum<T, false> const &, T, int, bool);
+DUALCAST_EACH_FLOAT_TYPE(DUALCAST_X)
+#undef DUALCAST_X
+
 } // namespace detail
 
 // ---- on tape variables and lazy expressions ----------------------------------------------------
 template <var_like X> auto cumsum(X const &x, int axis = -1, bool exclusive = false) {
   using T = typename detail::var_of_t<X>::value_type;
-  return detail::scan_op("dualcast::cumsum", x, detail::scan_plus<T>{}, T(0), axis, exclusive);
+  return detail::scan_op("dualcast::cumsum", detail::as_var(x), detail::scan_plus<T>{}, T(0), axis,
+                         exclusive);
 }
 template <var_like X> auto cumprod(X const &x, int axis = -1, bool exclusive = false) {
   using T = typename detail::var_of_t<X>::value_type;
-  return detail::scan_op("dualcast::cumprod", x, detail::scan_times<T>{}, T(1), axis, exclusive);
+  return detail::scan_op("dualcast::cumprod", detail::as_var(x), detail::scan_times<T>{}, T(1),
+                         axis, exclusive);
 }
 template <var_like X> auto cummax(X const &x, int axis = -1, bool exclusive = false) {
   using T = typename detail::var_of_t<X>::value_type;
-  return detail::scan_op("dualcast::cummax", x, detail::scan_extremum<T, true>{},
+  return detail::scan_op("dualcast::cummax", detail::as_var(x), detail::scan_extremum<T, true>{},
                          -detail::scan_inf<T>(), axis, exclusive);
 }
 template <var_like X> auto cummin(X const &x, int axis = -1, bool exclusive = false) {
   using T = typename detail::var_of_t<X>::value_type;
-  return detail::scan_op("dualcast::cummin", x, detail::scan_extremum<T, false>{},
+  return detail::scan_op("dualcast::cummin", detail::as_var(x), detail::scan_extremum<T, false>{},
                          detail::scan_inf<T>(), axis, exclusive);
 }
 // A scan with an associative operator of your own (see the file comment); `neutral` is the first
@@ -859,8 +874,8 @@ template <var_like X, class Op>
 auto scan(X const &x, Op const &op, typename detail::var_of_t<X>::value_type neutral, int axis = -1,
           bool exclusive = false) {
   using T = typename detail::var_of_t<X>::value_type;
-  return detail::scan_op("dualcast::scan", x, detail::scan_user<T, Op>{op}, neutral, axis,
-                         exclusive);
+  return detail::scan_op("dualcast::scan", detail::as_var(x), detail::scan_user<T, Op>{op}, neutral,
+                         axis, exclusive);
 }
 
 // ---- on tensors: the values, on the tensor's device --------------------------------------------

@@ -6,6 +6,7 @@
 // operand's device. Axes may be negative (counting from the end), and so may slice bounds.
 #pragma once
 
+#include <dualcast/core/compiled.hpp>
 #include <dualcast/ops/detail/tape_ops.hpp>
 #include <dualcast/tape/custom_op.hpp>
 #include <dualcast/tape/tape.hpp>
@@ -17,7 +18,8 @@
 
 namespace dualcast {
 
-template <var_like X> auto transpose(X const &x, int a0 = 0, int b0 = 1) {
+namespace detail {
+template <class T> var<T> transpose_var(var<T> const &x, int a0, int b0) {
   int const rank = detail::as_var(x).rank();
   int const a = detail::normalize_axis("dualcast::transpose", a0, rank);
   int const b = detail::normalize_axis("dualcast::transpose", b0, rank);
@@ -25,8 +27,13 @@ template <var_like X> auto transpose(X const &x, int a0 = 0, int b0 = 1) {
       "transpose", [&](auto const &, auto &, auto const &xv) { return xv.transposed(a, b); },
       [a, b](auto const &, auto const &, auto &g) { g.add(0, g.out(0).transposed(a, b)); }, x);
 }
+} // namespace detail
+template <var_like X> auto transpose(X const &x, int a0 = 0, int b0 = 1) {
+  return detail::transpose_var(detail::as_var(x), a0, b0);
+}
 
-template <var_like X> auto permute(X const &x, std::vector<int> const &perm_in) {
+namespace detail {
+template <class T> var<T> permute_var(var<T> const &x, std::vector<int> const &perm_in) {
   int const rank = detail::as_var(x).rank();
   std::vector<int> perm(perm_in);
   std::vector<bool> seen(std::size_t(rank), false);
@@ -44,12 +51,21 @@ template <var_like X> auto permute(X const &x, std::vector<int> const &perm_in) 
       "permute", [&](auto const &, auto &, auto const &xv) { return xv.permuted(perm); },
       [inv](auto const &, auto const &, auto &g) { g.add(0, g.out(0).permuted(inv)); }, x);
 }
+} // namespace detail
+template <var_like X> auto permute(X const &x, std::vector<int> const &perm_in) {
+  return detail::permute_var(detail::as_var(x), perm_in);
+}
 
-template <var_like X> auto reshape(X const &x, shape const &s) {
+namespace detail {
+template <class T> var<T> reshape_var(var<T> const &x, shape const &s) {
   shape const from = detail::as_var(x).dims();
   return custom_op(
       "reshape", [&](auto const &, auto &, auto const &xv) { return xv.reshape(s); },
       [from](auto const &, auto const &, auto &g) { g.add(0, g.out(0).reshape(from)); }, x);
+}
+} // namespace detail
+template <var_like X> auto reshape(X const &x, shape const &s) {
+  return detail::reshape_var(detail::as_var(x), s);
 }
 
 // Removes axis `axis` when its extent is 1; another extent leaves x unchanged (PyTorch's
@@ -92,10 +108,9 @@ template <var_like X> auto unsqueeze(X const &x, int axis) {
 // Elements begin, begin + step, ... < end along axis d (step > 0: flip reverses). Negative
 // bounds count from the end (-1: the last element), like PyTorch; bounds still outside
 // [0, extent] throw index_error (PyTorch's narrow; Python slicing would clamp).
-template <var_like X>
-auto slice(X const &xin, int d0, index_t begin0, index_t end0, index_t step = 1) {
-  auto const &x = detail::as_var(xin);
-  using T = typename detail::var_of_t<X>::value_type;
+namespace detail {
+template <class T>
+var<T> slice_var(var<T> const &x, int d0, index_t begin0, index_t end0, index_t step) {
   int const d = detail::normalize_axis("dualcast::slice", d0, x.rank());
   index_t const n = x.dims().ext[d];
   index_t const begin = begin0 < 0 ? begin0 + n : begin0, end = end0 < 0 ? end0 + n : end0;
@@ -114,6 +129,11 @@ auto slice(X const &xin, int d0, index_t begin0, index_t end0, index_t step = 1)
       s->grad = s->grad.clone();
   });
   return r;
+}
+} // namespace detail
+template <var_like X>
+auto slice(X const &x, int d0, index_t begin0, index_t end0, index_t step = 1) {
+  return detail::slice_var(detail::as_var(x), d0, begin0, end0, step);
 }
 
 // Pieces of x along `axis` (views, PyTorch's split): of `size` elements each (the last one
@@ -154,10 +174,15 @@ template <var_like X> auto split(X const &x, index_t size, int axis = 0) {
   return split(x, sizes, ax);
 }
 
-template <var_like X> auto broadcast_to(X const &x, shape const &s) {
+namespace detail {
+template <class T> var<T> broadcast_to_var(var<T> const &x, shape const &s) {
   return custom_op(
       "broadcast_to", [&](auto const &, auto &, auto const &xv) { return xv.broadcast_to(s); },
       [](auto const &, auto const &, auto &g) { g.add(0, g.out(0)); }, x);
+}
+} // namespace detail
+template <var_like X> auto broadcast_to(X const &x, shape const &s) {
+  return detail::broadcast_to_var(detail::as_var(x), s);
 }
 
 // Joins variables along an axis (all other extents equal).
@@ -257,5 +282,17 @@ template <var_like X> auto repeat(X const &x, std::vector<index_t> const &reps) 
   }
   return reshape(broadcast_to(reshape(x, pairs_one), pairs), out);
 }
+
+// The compiled component's instantiations (dualcast/core/compiled.hpp).
+#define DUALCAST_X(T)                                                                              \
+  DUALCAST_INSTANTIATE var<T> concat<T>(std::vector<var<T>> const &, int);                         \
+  DUALCAST_INSTANTIATE var<T> stack<T>(std::vector<var<T>> const &, int);                          \
+  DUALCAST_INSTANTIATE var<T> detail::transpose_var<T>(var<T> const &, int, int);                  \
+  DUALCAST_INSTANTIATE var<T> detail::permute_var<T>(var<T> const &, std::vector<int> const &);    \
+  DUALCAST_INSTANTIATE var<T> detail::reshape_var<T>(var<T> const &, shape const &);               \
+  DUALCAST_INSTANTIATE var<T> detail::broadcast_to_var<T>(var<T> const &, shape const &);          \
+  DUALCAST_INSTANTIATE var<T> detail::slice_var<T>(var<T> const &, int, index_t, index_t, index_t);
+DUALCAST_EACH_FLOAT_TYPE(DUALCAST_X)
+#undef DUALCAST_X
 
 } // namespace dualcast

@@ -12,6 +12,7 @@
 // OpenMP, each sequential) and the CUDA backend (one warp per row).
 #pragma once
 
+#include <dualcast/core/compiled.hpp>
 #include <dualcast/math/functions.hpp>
 #include <dualcast/ops/detail/tape_ops.hpp>
 #include <dualcast/tape/custom_op.hpp>
@@ -148,11 +149,11 @@ template <class T> struct softmax_row_backward {
   }
 };
 
-template <class X>
-auto softmax_like(char const *op, X const &x, std::vector<int> const &axes, int mode,
-                  bool keepdims) {
-  using T = typename var_of_t<X>::value_type;
-  auto const &v = as_var(x);
+// One function per element type (not per operand expression), which the compiled component holds
+// (dualcast/core/compiled.hpp).
+template <class T>
+var<T> softmax_like(char const *op, var<T> const &v, std::vector<int> const &axes, int mode,
+                    bool keepdims) {
   auto const mask = axis_mask(op, axes, v.rank());
   // Over an empty axis softmax and log_softmax are empty and logsumexp is -inf (the log of an
   // empty sum), as in NumPy and PyTorch.
@@ -202,27 +203,32 @@ auto softmax_like(char const *op, X const &x, std::vector<int> const &axes, int 
       },
       v);
 }
+#define DUALCAST_X(T)                                                                              \
+  DUALCAST_INSTANTIATE var<T> softmax_like<T>(char const *, var<T> const &,                        \
+                                              std::vector<int> const &, int, bool);
+DUALCAST_EACH_FLOAT_TYPE(DUALCAST_X)
+#undef DUALCAST_X
 } // namespace detail
 
 template <var_like X> auto softmax(X const &x, int axis = -1) {
-  return detail::softmax_like("dualcast::softmax", x, {axis}, 0, false);
+  return detail::softmax_like("dualcast::softmax", detail::as_var(x), {axis}, 0, false);
 }
 template <var_like X> auto log_softmax(X const &x, int axis = -1) {
-  return detail::softmax_like("dualcast::log_softmax", x, {axis}, 1, false);
+  return detail::softmax_like("dualcast::log_softmax", detail::as_var(x), {axis}, 1, false);
 }
 template <var_like X> auto logsumexp(X const &x, int axis = -1, bool keepdims = false) {
-  return detail::softmax_like("dualcast::logsumexp", x, {axis}, 2, keepdims);
+  return detail::softmax_like("dualcast::logsumexp", detail::as_var(x), {axis}, 2, keepdims);
 }
 // Over several axes together (an empty list: all axes).
 template <var_like X> auto softmax(X const &x, std::vector<int> const &axes) {
-  return detail::softmax_like("dualcast::softmax", x, axes, 0, false);
+  return detail::softmax_like("dualcast::softmax", detail::as_var(x), axes, 0, false);
 }
 template <var_like X> auto log_softmax(X const &x, std::vector<int> const &axes) {
-  return detail::softmax_like("dualcast::log_softmax", x, axes, 1, false);
+  return detail::softmax_like("dualcast::log_softmax", detail::as_var(x), axes, 1, false);
 }
 template <var_like X>
 auto logsumexp(X const &x, std::vector<int> const &axes, bool keepdims = false) {
-  return detail::softmax_like("dualcast::logsumexp", x, axes, 2, keepdims);
+  return detail::softmax_like("dualcast::logsumexp", detail::as_var(x), axes, 2, keepdims);
 }
 
 } // namespace dualcast

@@ -20,6 +20,7 @@
 #include <dualcast/arrays/view.hpp>
 #include <dualcast/broadcast/broadcast.hpp>
 #include <dualcast/broadcast/detail/call_checks.hpp>
+#include <dualcast/core/compiled.hpp>
 #include <dualcast/core/errors.hpp>
 #include <dualcast/kernel/kernel.hpp>
 #include <dualcast/tensor/detail/device_dispatch.hpp>
@@ -419,6 +420,11 @@ template <class T> void add_into(tensor<T> const &dst, tensor<T> const &src) {
     apply(ex, add_kernel, out(dst.raw_view()), dst.cview(), src.cview());
   });
 }
+// The compiled component's instantiations (dualcast/core/compiled.hpp).
+#define DUALCAST_X(T) DUALCAST_INSTANTIATE void add_into<T>(tensor<T> const &, tensor<T> const &);
+DUALCAST_EACH_FLOAT_TYPE(DUALCAST_X)
+#undef DUALCAST_X
+
 } // namespace detail
 
 template <class T> struct is_tensor : std::false_type {};

@@ -7,6 +7,7 @@
 #include <dualcast/arrays/shape.hpp>
 #include <dualcast/arrays/view.hpp>
 #include <dualcast/arrays/view_overlap.hpp>
+#include <dualcast/core/compiled.hpp>
 #include <dualcast/core/errors.hpp>
 #include <dualcast/kernel/kernel.hpp>
 
@@ -342,5 +343,33 @@ shape check_vjp(char const *op, array_args<T, N> const &a, int const *active, vi
                 std::size_t n_active, view<T const> const *yv, std::size_t k, bool *direct) {
   return check_vjp(op, a.views.data(), a.pos.data(), N, active, xv, n_active, yv, k, direct);
 }
+
+// The compiled component's instantiations (dualcast/core/compiled.hpp).
+#define DUALCAST_X(T)                                                                              \
+  DUALCAST_INSTANTIATE void check_output<T>(char const *, char const *, int, view<T> const &,      \
+                                            shape const &);                                        \
+  DUALCAST_INSTANTIATE void check_fits<T>(char const *, view<T const> const *, int const *,        \
+                                          std::size_t, shape const &, shape const &);              \
+  DUALCAST_INSTANTIATE void check_aliasing<T>(char const *, view<T> const *, char const *const *,  \
+                                              int const *, std::size_t, view<T const> const *,     \
+                                              int const *, std::size_t, shape const &);            \
+  DUALCAST_INSTANTIATE void check_call<T>(char const *, view<T const> const *, int const *,        \
+                                          std::size_t, view<T> const *, char const *const *,       \
+                                          int const *, std::size_t, shape const &);                \
+  DUALCAST_INSTANTIATE void check_tangents<T>(char const *, view<T const> const *, int const *,    \
+                                              std::size_t, int const *, view<T const> const *,     \
+                                              std::size_t, view<T> const *, std::size_t,           \
+                                              char const *const *, int const *, shape const &);    \
+  DUALCAST_INSTANTIATE shape check_vjp<T>(char const *, view<T const> const *, int const *,        \
+                                          std::size_t, int const *, view<T> const *, std::size_t,  \
+                                          view<T const> const *, std::size_t, bool *);             \
+  DUALCAST_INSTANTIATE void check_vjp_values<T>(char const *, view<T> const *, std::size_t,        \
+                                                view<T> const *, std::size_t,                      \
+                                                view<T const> const *, shape const &);             \
+  DUALCAST_INSTANTIATE void check_flat_writes<T>(                                                  \
+      char const *, char const *, T const *const *, int const *, std::size_t, T *const *,          \
+      std::size_t, T const *const *, index_t const *, std::size_t, index_t);
+DUALCAST_EACH_FLOAT_TYPE(DUALCAST_X)
+#undef DUALCAST_X
 
 } // namespace dualcast::detail

@@ -9,6 +9,7 @@
 #include <dualcast/arrays/shape.hpp>
 #include <dualcast/arrays/view.hpp>
 #include <dualcast/backend/cpu/executor.hpp>
+#include <dualcast/core/compiled.hpp>
 
 #include <algorithm>
 #include <vector>
@@ -148,5 +149,12 @@ void reduce_broadcast(cpu const &ex, shape const &s, T const *src, view<T> dst, 
     do_block(b);
 #endif
 }
+
+// The compiled component's instantiations (dualcast/core/compiled.hpp).
+#define DUALCAST_X(T)                                                                              \
+  DUALCAST_INSTANTIATE void reduce_broadcast<T>(cpu const &, shape const &, T const *, view<T>,    \
+                                                bool);
+DUALCAST_EACH_FLOAT_TYPE(DUALCAST_X)
+#undef DUALCAST_X
 
 } // namespace dualcast::detail::cpu_backend
