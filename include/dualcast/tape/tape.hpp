@@ -261,64 +261,7 @@ public:
   // (Defined below the class: not inline, so that the compiled component can hold it.)
   template <class T>
   void backward(std::vector<var<T>> const &outputs, std::vector<tensor<T>> const &seeds,
-<<<<<<< HEAD
-                bool keep_graph = false) {
-    if (outputs.size() != seeds.size())
-      throw tape_error("dualcast::tape::backward: " + std::to_string(outputs.size()) +
-                       " outputs but " + std::to_string(seeds.size()) + " seeds");
-    // Every argument is checked before any gradient changes.
-    for (std::size_t i = 0; i < outputs.size(); ++i) {
-      auto const &o = outputs[i];
-      if (o.owner() != this)
-        throw tape_error("dualcast::tape::backward: output " + std::to_string(i) +
-                         " belongs to another tape");
-      if (!o.requires_grad())
-        throw tape_error("dualcast::tape::backward: output " + std::to_string(i) +
-                         " does not depend on any variable that requires gradients");
-      if (!o.slot()->is_leaf && o.slot()->generation != generation_)
-        throw tape_error("dualcast::tape::backward: output " + std::to_string(i) +
-                         " was computed before tape::clear(), which freed the operations "
-                         "behind it; compute it again after clear() (or call backward before "
-                         "clear())");
-      if (!(seeds[i].dims() == o.dims()))
-        throw shape_error("dualcast::tape::backward: seed " + std::to_string(i) + " has shape " +
-                          to_string(seeds[i].dims()) + " but output " + std::to_string(i) +
-                          " has shape " + to_string(o.dims()));
-      if (!(seeds[i].dev() == o.value().dev()))
-        throw device_error("dualcast::tape::backward: seed " + std::to_string(i) + " is on " +
-                           to_string(seeds[i].dev()) + " but output " + std::to_string(i) +
-                           " is on " + to_string(o.value().dev()));
-    }
-    // On the tape's stream (one thread-local write per backward; none without a stream).
-    detail::stream_scope_if const scope(stream, !stream.is_default());
-    // An intermediate's kept gradient is that of the last backward: a gradient left from an
-    // earlier one must not make its (possibly freed) node look reached.
-    for (detail::node *n : nodes_)
-      n->clear_outputs(true);
-    each_leaf(detail::leaf_step::stash);
-    try {
-      for (std::size_t i = 0; i < outputs.size(); ++i)
-        detail::seed_grad(*outputs[i].slot(), seeds[i], ex);
-      if (grad_hooks_.empty() && end_hooks_.empty()) {
-        for (auto it = nodes_.rbegin(); it != nodes_.rend(); ++it)
-          run_node(**it, keep_graph);
-      } else {
-        sweep_with_hooks(keep_graph);
-      }
-    } catch (...) {
-      // Nodes already run stay consumed (as after a successful backward: without keep_graph
-      // their saved tensors are freed as backward goes, which bounds its memory), the leaf
-      // gradients go back to what they were and the intermediate ones are dropped.
-      for (detail::node *n : nodes_)
-        n->clear_outputs(true);
-      each_leaf(detail::leaf_step::rollback);
-      throw;
-    }
-    each_leaf(detail::leaf_step::commit);
-  }
-=======
                 bool keep_graph = false);
->>>>>>> h-compile2
 
   // Sets the gradients of all leaves of this tape to zero.
   void zero_grad() {
@@ -514,8 +457,12 @@ void tape::backward(std::vector<var<T>> const &outputs, std::vector<tensor<T>> c
   try {
     for (std::size_t i = 0; i < outputs.size(); ++i)
       detail::seed_grad(*outputs[i].slot(), seeds[i], ex);
-    for (auto it = nodes_.rbegin(); it != nodes_.rend(); ++it)
-      run_node(**it, keep_graph);
+    if (grad_hooks_.empty() && end_hooks_.empty()) {
+      for (auto it = nodes_.rbegin(); it != nodes_.rend(); ++it)
+        run_node(**it, keep_graph);
+    } else {
+      sweep_with_hooks(keep_graph);
+    }
   } catch (...) {
     // Nodes already run stay consumed (as after a successful backward: without keep_graph
     // their saved tensors are freed as backward goes, which bounds its memory), the leaf
