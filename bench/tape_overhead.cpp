@@ -61,20 +61,20 @@ void node_bytes() {
   auto row = [](char const *kind, std::pair<double, double> r) {
     std::printf("node_bytes,%s,14,1,,,1000,,%.1f,%.2f,,,\n", kind, r.first, r.second);
   };
-  for (auto pol : {dc::policy_kind::recompute, dc::policy_kind::store}) {
+  auto cell = [&](auto pol, char const *kind) {
     dc::tape tp;
-    tp.default_policy = pol;
     auto m = tp.variable(full({4, 4 * b}, 0.1));
     auto prm = dlstm::make_params(m, tp.variable(full({3, b}, 0.2)), 2, b);
     auto const &w = prm.layer[0];
     dc::var<double> x = tp.variable(full({b}, 0.5)), h = x, s = x;
-    row(pol == dc::policy_kind::recompute ? "fused_cell_recompute" : "fused_cell_store",
-        bytes_per_node(tp, n, [&](int) {
+    row(kind, bytes_per_node(tp, n, [&](int) {
           auto hs =
-              dc::fused(dlstm::layer, x, h, s, w[0], w[1], w[2], w[3], w[4], w[5], w[6], w[7]);
+              dc::fused(pol, dlstm::layer, x, h, s, w[0], w[1], w[2], w[3], w[4], w[5], w[6], w[7]);
           h = hs[0], s = hs[1];
         }));
-  }
+  };
+  cell(dc::policy::recompute, "fused_cell_recompute");
+  cell(dc::policy::store, "fused_cell_store");
   dc::tape tp;
   auto w = tp.variable(full({b}, 0.9)), bias = tp.variable(full({b}, 0.1));
   auto A = tp.variable(full({b, b}, 0.1));

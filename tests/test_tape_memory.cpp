@@ -33,16 +33,15 @@ template <class F> per_node measure(dc::tape &tp, int n, F record) {
   return {bytes / nodes, (bytes - saves * double(sizeof(dc::detail::saved_tensor))) / nodes};
 }
 
-// A chain of fused D-LSTM cells on 14 elements (the GradBench size), n nodes.
-per_node cell_chain(dc::policy_kind pol, int n) {
+// A chain of fused D-LSTM cells on 14 elements (the GradBench size), n nodes, under policy pol.
+template <class P> per_node cell_chain(P pol, int n) {
   dc::tape tp;
-  tp.default_policy = pol;
   auto m = tp.variable(random_tensor({4, 56}, 1, -0.5, 0.5));
   auto prm = dlstm::make_params(m, tp.variable(random_tensor({3, 14}, 2)), 2, 14);
   auto const &w = prm.layer[0];
   V64 x = tp.variable(random_tensor({14}, 3)), h = x, s = x;
   per_node r = measure(tp, n, [&] {
-    auto hs = dc::fused(dlstm::layer, x, h, s, w[0], w[1], w[2], w[3], w[4], w[5], w[6], w[7]);
+    auto hs = dc::fused(pol, dlstm::layer, x, h, s, w[0], w[1], w[2], w[3], w[4], w[5], w[6], w[7]);
     h = hs[0], s = hs[1];
   });
   // The gradient still flows through the whole chain.
@@ -83,16 +82,16 @@ TEST_CASE("tape memory: 10^5 small fused nodes keep at most 512 bytes of bookkee
   // The stated bound (issue 36): a fused node's bookkeeping beyond the tensors it saves (each
   // saved tensor's record -- a reference to its storage and its version -- is 32 bytes).
   constexpr double bound = 512;
-  per_node const recompute = cell_chain(dc::policy_kind::recompute, 100000);
-  per_node const store = cell_chain(dc::policy_kind::store, 100000);
+  per_node const recompute = cell_chain(dc::policy::recompute, 100000);
+  per_node const store = cell_chain(dc::policy::store, 100000);
   INFO("recompute cell: " << recompute.total << " B/node (" << recompute.beyond_saves
                           << " beyond its saves); store cell: " << store.total << " B/node");
   CHECK(recompute.beyond_saves <= bound);
   CHECK(store.beyond_saves <= bound);
   CHECK(store.total <= bound); // (one saved block of partials)
   // Linear: as much per node on a long tape as on a short one.
-  CHECK(cell_chain(dc::policy_kind::recompute, 1000).total == doctest::Approx(recompute.total));
-  CHECK(cell_chain(dc::policy_kind::store, 1000).total == doctest::Approx(store.total));
+  CHECK(cell_chain(dc::policy::recompute, 1000).total == doctest::Approx(recompute.total));
+  CHECK(cell_chain(dc::policy::store, 1000).total == doctest::Approx(store.total));
 }
 
 TEST_CASE("tape memory: lazy elementwise, matmul and sum nodes on small arrays") {
