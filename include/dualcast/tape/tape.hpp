@@ -226,9 +226,10 @@ public:
     r.slot()->region = {dim, begin, end, step};
     return r;
   }
-  // Records a node: backward calls bwd() once one of the output slots `outs` has a gradient; the
-  // tensors in `saves` are kept alive and version-checked before it runs. The name is copied.
-  // Nothing is recorded while gradients are disabled.
+  // Records a node: backward calls bwd() (or bwd(outs), when bwd takes the std::array of output
+  // slots: the node's, so that bwd need not keep a copy) once one of the output slots `outs` has
+  // a gradient; the tensors in `saves` are kept alive and version-checked before it runs. The
+  // name is copied. Nothing is recorded while gradients are disabled.
   template <class T, std::size_t K, class Bwd>
   void record(std::string_view name, std::array<std::shared_ptr<detail::grad_slot<T>>, K> outs,
               Bwd bwd, std::initializer_list<detail::saved_tensor> saves = {}) {
