@@ -11,9 +11,11 @@
 //   double-precision C++ objective, interleaved in each repetition (but the unfused gradient,
 //   timed in a loop of its own at the end: see main), each timed run right after an untimed run
 //   of the same variant. (Peers: bench/peers/dlstm.py.) Beside them, interleaved, the same gradient
-//   written with plain tape operators (dlstm::loss_operators: sigmoid(x * w + b) and so on, one
-//   fused node per statement, the PyTorch way), with its paired ratio to the fused-cell gradient
-//   (median and quartiles of the per-repetition ratios).
+//   written with plain tape operators (dlstm::loss_operators: sigmoid(x * w + b) and so on, the
+//   PyTorch way): operators_gradient with the gates lazy (two fused nodes per layer-step),
+//   operators_each_statement_gradient with every statement materialised (six or seven), each with
+//   its paired ratio to the fused-cell gradient (median and quartiles of the per-repetition
+//   ratios).
 // node_bytes: the tape's bookkeeping per node (tape::node_memory_bytes(): the nodes in its arena
 //   with their operand references, shapes and saved-tensor records; not the tensors saved) for a
 //   fused D-LSTM cell (recompute and store), a lazy elementwise tanh(x * w + b), a matmul and a
@@ -159,8 +161,8 @@ int main(int argc, char **argv) {
   };
   std::vector<double> plain_ms;
   for (auto const &[p, M, E] : cases) {
-    std::vector<double> plain, objective, gradient, operators;
-    std::size_t nodes = 0, operator_nodes = 0;
+    std::vector<double> plain, objective, gradient, operators[2];
+    std::size_t nodes = 0, operator_nodes[2] = {0, 0};
     auto run_plain = [&] { sink += dlstm::objective_plain(p); };
     auto run_objective = [&] {
       dc::tape tp;
@@ -176,24 +178,22 @@ int main(int argc, char **argv) {
       sink += m.grad().data()[0];
       nodes = tp.node_count();
     };
-    auto run_operators = [&] {
+    auto run_operators = [&](int each) {
       dc::tape tp;
       tp.ex = dc::cpu{threads};
       auto m = tp.variable(M), e = tp.variable(E);
-      auto loss = dlstm::loss_operators(p, m, e);
+      auto loss = dlstm::loss_operators(p, m, e, each == 1);
       tp.backward(loss);
       sink += m.grad().data()[0];
-      operator_nodes = tp.node_count();
+      operator_nodes[each] = tp.node_count();
     };
     for (int r = 0; r < reps; ++r) { // interleaved
       timed(run_plain, plain);
       timed(run_objective, objective);
       timed(run_gradient, gradient);
-      timed(run_operators, operators);
+      timed([&] { run_operators(0); }, operators[0]);
+      timed([&] { run_operators(1); }, operators[1]);
     }
-    std::vector<double> paired; // per repetition: plain operators / fused cell
-    for (std::size_t r = 0; r < gradient.size(); ++r)
-      paired.push_back(operators[r] / gradient[r]);
     std::string size = "l" + std::to_string(p.l) + "_c" + std::to_string(p.c);
     double mp = median(plain), mo = median(objective), mg = median(gradient);
     plain_ms.push_back(mp);
@@ -201,10 +201,16 @@ int main(int argc, char **argv) {
     std::printf("dlstm,objective,%s,%d,%.4f,,,%.2f\n", size.c_str(), threads, mo, mo / mp);
     std::printf("dlstm,gradient,%s,%d,%.4f,%.3f,%zu,%.2f\n", size.c_str(), threads, mg,
                 1e3 * mg / double(nodes), nodes, mg / mp);
-    double const mop = median(operators);
-    std::printf("dlstm,operators_gradient,%s,%d,%.4f,%.3f,%zu,%.2f,,,%.3f,%.3f,%.3f\n",
-                size.c_str(), threads, mop, 1e3 * mop / double(operator_nodes), operator_nodes,
-                mop / mp, quantile(paired, 0.5), quantile(paired, 0.25), quantile(paired, 0.75));
+    for (int each = 0; each < 2; ++each) {
+      std::vector<double> paired; // per repetition: plain operators / fused cell
+      for (std::size_t r = 0; r < gradient.size(); ++r)
+        paired.push_back(operators[each][r] / gradient[r]);
+      double const mop = median(operators[each]);
+      std::printf("dlstm,%s,%s,%d,%.4f,%.3f,%zu,%.2f,,,%.3f,%.3f,%.3f\n",
+                  each ? "operators_each_statement_gradient" : "operators_gradient", size.c_str(),
+                  threads, mop, 1e3 * mop / double(operator_nodes[each]), operator_nodes[each],
+                  mop / mp, quantile(paired, 0.5), quantile(paired, 0.25), quantile(paired, 0.75));
+    }
     std::fflush(stdout);
   }
   // ---- node chains --------------------------------------------------------------------------

@@ -116,15 +116,16 @@ TEST_CASE("tape memory: lazy elementwise, matmul and sum nodes on small arrays")
 TEST_CASE("tape memory: the D-LSTM written with plain operators has the fused cell's gradient") {
   dlstm::problem const p = random_problem(2, 5, 3, 11);
   T64 const M = T64::from({2 * p.l, 4 * p.b}, p.main), E = T64::from({3, p.b}, p.extra);
-  auto grads = [&](bool operators) {
+  auto grads = [&](int variant) { // fused cell, lazy gates, every statement materialised
     dc::tape tp;
     auto m = tp.variable(M.clone()), e = tp.variable(E.clone());
-    V64 loss = operators ? dlstm::loss_operators(p, m, e) : dlstm::loss(p, m, e);
+    V64 loss = variant == 0 ? dlstm::loss(p, m, e) : dlstm::loss_operators(p, m, e, variant == 2);
     tp.backward(loss);
     return std::pair{m.grad().to_vector(), e.grad().to_vector()};
   };
-  auto const [gm_fused, ge_fused] = grads(false);
-  auto const [gm_ops, ge_ops] = grads(true);
+  auto const [gm_fused, ge_fused] = grads(0);
+  auto const [gm_ops, ge_ops] = grads(1);
+  auto const [gm_each, ge_each] = grads(2);
   // Both against central differences of the plain double-precision objective.
   auto fd = [&](bool main_row, std::size_t i) {
     dlstm::problem q = p;
@@ -142,11 +143,14 @@ TEST_CASE("tape memory: the D-LSTM written with plain operators has the fused ce
     CHECK(gm_ops[i] == doctest::Approx(want).epsilon(1e-6).scale(1.0));
     CHECK(gm_fused[i] == doctest::Approx(want).epsilon(1e-6).scale(1.0));
     CHECK(gm_ops[i] == doctest::Approx(gm_fused[i]).epsilon(1e-12).scale(1.0));
+    CHECK(gm_each[i] == doctest::Approx(gm_fused[i]).epsilon(1e-12).scale(1.0));
   }
   for (std::size_t i = 0; i < ge_ops.size(); ++i) {
     INFO("extra parameter " << i);
     double const want = fd(false, i);
     CHECK(ge_ops[i] == doctest::Approx(want).epsilon(1e-6).scale(1.0));
     CHECK(ge_ops[i] == doctest::Approx(ge_fused[i]).epsilon(1e-12).scale(1.0));
+    CHECK(ge_each[i] == doctest::Approx(ge_fused[i]).epsilon(1e-12).scale(1.0));
+    CHECK(ge_fused[i] == doctest::Approx(want).epsilon(1e-6).scale(1.0));
   }
 }
