@@ -94,9 +94,9 @@ void recompute_node(Ex const &ex, tape &tp, kernel<F, S> const &k, Args const &a
   constexpr std::size_t N = decltype(ins)::size;
   auto scalars = std::apply([](auto const &...x) { return scalar_table<F>(x...); }, args);
   // One closure for both kinds of node (a closure each made test_tape_fused.cpp compile 5 s
-  // slower): a flat node's arguments as pointers, any other's views in the tape's memory.
+  // slower): a flat node's arguments as pointers, any other's views packed in the tape's memory.
   std::array<T const *, N> in{};
-  array_args<T, N> const *views = nullptr;
+  void const *views = nullptr;
   if (is_flat(ins, outs, core.s)) {
     std::array<T *, K> ov;
     for (std::size_t i = 0; i < N; ++i)
@@ -106,8 +106,7 @@ void recompute_node(Ex const &ex, tape &tp, kernel<F, S> const &k, Args const &a
     apply_flat<values, S>(ex, values{{k.f, scalars}}, in, Layout::array_positions.data(), ov,
                           core.s.size());
   } else {
-    static_assert(std::is_trivially_destructible_v<array_args<T, N>>); // (the arena forgets it)
-    views = tp.node_memory().make<array_args<T, N>>(ins);
+    views = pack_views<T>(tp.node_memory(), ins.views.data(), N);
     std::array<view<T>, K> ov;
     for (int i = 0; i < K; ++i)
       ov[std::size_t(i)] = outs[std::size_t(i)].raw_view();
@@ -118,7 +117,17 @@ void recompute_node(Ex const &ex, tape &tp, kernel<F, S> const &k, Args const &a
       [ex, k, in, views, scalars,
        c = std::move(core)](std::array<slot_ptr<T>, K> const &os) mutable {
         c.out = {os.data(), os.size()};
-        recompute_backward<K, Active, Layout>(ex, k, c, views, views ? nullptr : &in, scalars);
+        if (!views) {
+          recompute_backward<K, Active, Layout>(ex, k, c, static_cast<array_args<T, N> *>(nullptr),
+                                                &in, scalars);
+          return;
+        }
+        array_args<T, N> a;
+        unpack_views<T>(views, a.views.data(), N);
+        for (std::size_t i = 0; i < N; ++i)
+          a.pos[i] = Layout::array_positions[i];
+        recompute_backward<K, Active, Layout>(
+            ex, k, c, &a, static_cast<std::array<T const *, N> *>(nullptr), scalars);
       },
       std::move(saves));
 }
