@@ -100,15 +100,19 @@ TEST_CASE("tape memory: lazy elementwise, matmul and sum nodes on small arrays")
   auto A = tp.variable(random_tensor({14, 14}, 6));
   V64 x = tp.variable(random_tensor({14}, 7, -0.5, 0.5));
   per_node const lazy = measure(tp, 100000, [&] { x = dc::tanh(x * w + b); });
+  // A node that is not flat (broadcast operands) keeps its views packed.
+  V64 x2 = tp.variable(random_tensor({4, 14}, 8, -0.5, 0.5));
+  per_node const broadcast = measure(tp, 1000, [&] { x2 = dc::tanh(x2 * w + b); });
   per_node const mm = measure(tp, 1000, [&] { (void)dc::matmul(A, x); });
   per_node const sum = measure(tp, 1000, [&] { (void)dc::sum(x); });
   // A custom_op node (matmul, sum) keeps its saved tensors (whole tensors, as backward reads
   // them: 160 bytes each) in the arena too, besides their records.
   double const saved_header = double(sizeof(T64) + sizeof(dc::detail::saved_tensor));
   double const mm_beyond = mm.total - 2 * saved_header; // (matmul saves both operands)
-  INFO("lazy " << lazy.total << ", matmul " << mm.total << " (" << mm_beyond
-               << " beyond its saves), sum " << sum.total << " B/node");
+  INFO("lazy " << lazy.total << ", broadcast " << broadcast.total << ", matmul " << mm.total << " ("
+               << mm_beyond << " beyond its saves), sum " << sum.total << " B/node");
   CHECK(lazy.total <= 512);
+  CHECK(broadcast.total <= 640);
   CHECK(mm_beyond <= 640);
   CHECK(sum.total <= 512);
 }
