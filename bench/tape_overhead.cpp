@@ -10,8 +10,19 @@
 //   the same gradient on the unfused tape (every operation of the cell its own node), and a plain
 //   double-precision C++ objective, interleaved in each repetition (but the unfused gradient,
 //   timed in a loop of its own at the end: see main), each timed run right after an untimed run
-//   of the same variant. (Peers: bench/peers/dlstm.py.)
-// Output: CSV rows benchmark,variant,size,threads,median_ms,us_per_node,nodes,ratio_to_plain.
+//   of the same variant. (Peers: bench/peers/dlstm.py.) Beside them, interleaved, the same gradient
+//   written with plain tape operators (dlstm::loss_operators: sigmoid(x * w + b) and so on, the
+//   PyTorch way): operators_gradient with the gates lazy (two fused nodes per layer-step),
+//   operators_each_statement_gradient with every statement materialised (six or seven), each with
+//   its paired ratio to the fused-cell gradient (median and quartiles of the per-repetition
+//   ratios).
+// node_bytes: the tape's bookkeeping per node (tape::node_memory_bytes(): the nodes in its arena
+//   with their operand references, shapes and saved-tensor records; not the tensors saved) for a
+//   fused D-LSTM cell (recompute and store), a lazy elementwise tanh(x * w + b), a matmul and a
+//   sum, on 14 doubles; deterministic, no timing.
+// Output: CSV rows benchmark,variant,size,threads,median_ms,us_per_node,nodes,ratio_to_plain,
+//   bytes_per_node,saved_per_node,paired_ratio,paired_ratio_q1,paired_ratio_q3 (the last five
+//   only where they apply).
 //   tape_overhead [--reps N] [--threads N] [--quick] [--data DIR]
 #include "common.hpp"
 #include "models/dlstm.hpp"
@@ -30,6 +41,51 @@ namespace {
 using clock_type = std::chrono::steady_clock;
 using bench::median;
 using bench::ms_since;
+
+// The q-quantile of v (0 <= q <= 1, nearest rank).
+double quantile(std::vector<double> v, double q) {
+  std::sort(v.begin(), v.end());
+  return v[std::size_t(q * double(v.size() - 1) + 0.5)];
+}
+
+// Bookkeeping bytes and saved-tensor records per node of the nodes `record(tp, i)` adds.
+template <class F> std::pair<double, double> bytes_per_node(dc::tape &tp, int n, F record) {
+  std::size_t const b0 = tp.node_memory_bytes(), n0 = tp.node_count(), s0 = tp.saved_count();
+  for (int i = 0; i < n; ++i)
+    record(i);
+  double const nodes = double(tp.node_count() - n0);
+  return {double(tp.node_memory_bytes() - b0) / nodes, double(tp.saved_count() - s0) / nodes};
+}
+
+void node_bytes() {
+  constexpr int n = 1000, b = 14;
+  auto full = [](dc::shape const &s, double v) { return dc::tensor<double>::full(s, v); };
+  auto row = [](char const *kind, std::pair<double, double> r) {
+    std::printf("node_bytes,%s,14,1,,,1000,,%.1f,%.2f,,,\n", kind, r.first, r.second);
+  };
+  auto cell = [&](auto pol, char const *kind) {
+    dc::tape tp;
+    auto m = tp.variable(full({4, 4 * b}, 0.1));
+    auto prm = dlstm::make_params(m, tp.variable(full({3, b}, 0.2)), 2, b);
+    auto const &w = prm.layer[0];
+    dc::var<double> x = tp.variable(full({b}, 0.5)), h = x, s = x;
+    row(kind, bytes_per_node(tp, n, [&](int) {
+          auto hs =
+              dc::fused(pol, dlstm::layer, x, h, s, w[0], w[1], w[2], w[3], w[4], w[5], w[6], w[7]);
+          h = hs[0], s = hs[1];
+        }));
+  };
+  cell(dc::policy::recompute, "fused_cell_recompute");
+  cell(dc::policy::store, "fused_cell_store");
+  dc::tape tp;
+  auto w = tp.variable(full({b}, 0.9)), bias = tp.variable(full({b}, 0.1));
+  auto A = tp.variable(full({b, b}, 0.1));
+  dc::var<double> x = tp.variable(full({b}, 0.5));
+  row("lazy_elementwise", bytes_per_node(tp, n, [&](int) { x = dc::tanh(x * w + bias); }));
+  row("matmul", bytes_per_node(tp, n, [&](int) { (void)dc::matmul(A, x); }));
+  row("sum", bytes_per_node(tp, n, [&](int) { (void)dc::sum(x); }));
+  std::fflush(stdout);
+}
 
 struct tanh_affine {
   template <class H, class W, class B> DUALCAST_HD auto operator()(H h, W w, B b) const {
@@ -72,7 +128,9 @@ int main(int argc, char **argv) {
   for (std::size_t i = 0; i + 1 < o.rest.size(); ++i)
     if (o.rest[i] == "--data")
       data = o.rest[i + 1];
-  std::printf("benchmark,variant,size,threads,median_ms,us_per_node,nodes,ratio_to_plain\n");
+  std::printf("benchmark,variant,size,threads,median_ms,us_per_node,nodes,ratio_to_plain,"
+              "bytes_per_node,saved_per_node,paired_ratio,paired_ratio_q1,paired_ratio_q3\n");
+  node_bytes();
 
   // ---- the D-LSTM ---------------------------------------------------------------------------
   // The fused D-LSTM first, then the node chains, the unfused D-LSTM last: an unfused tape's 12x
@@ -103,8 +161,8 @@ int main(int argc, char **argv) {
   };
   std::vector<double> plain_ms;
   for (auto const &[p, M, E] : cases) {
-    std::vector<double> plain, objective, gradient;
-    std::size_t nodes = 0;
+    std::vector<double> plain, objective, gradient, operators[2];
+    std::size_t nodes = 0, operator_nodes[2] = {0, 0};
     auto run_plain = [&] { sink += dlstm::objective_plain(p); };
     auto run_objective = [&] {
       dc::tape tp;
@@ -120,10 +178,21 @@ int main(int argc, char **argv) {
       sink += m.grad().data()[0];
       nodes = tp.node_count();
     };
+    auto run_operators = [&](int each) {
+      dc::tape tp;
+      tp.ex = dc::cpu{threads};
+      auto m = tp.variable(M), e = tp.variable(E);
+      auto loss = dlstm::loss_operators(p, m, e, each == 1);
+      tp.backward(loss);
+      sink += m.grad().data()[0];
+      operator_nodes[each] = tp.node_count();
+    };
     for (int r = 0; r < reps; ++r) { // interleaved
       timed(run_plain, plain);
       timed(run_objective, objective);
       timed(run_gradient, gradient);
+      timed([&] { run_operators(0); }, operators[0]);
+      timed([&] { run_operators(1); }, operators[1]);
     }
     std::string size = "l" + std::to_string(p.l) + "_c" + std::to_string(p.c);
     double mp = median(plain), mo = median(objective), mg = median(gradient);
@@ -132,6 +201,16 @@ int main(int argc, char **argv) {
     std::printf("dlstm,objective,%s,%d,%.4f,,,%.2f\n", size.c_str(), threads, mo, mo / mp);
     std::printf("dlstm,gradient,%s,%d,%.4f,%.3f,%zu,%.2f\n", size.c_str(), threads, mg,
                 1e3 * mg / double(nodes), nodes, mg / mp);
+    for (int each = 0; each < 2; ++each) {
+      std::vector<double> paired; // per repetition: plain operators / fused cell
+      for (std::size_t r = 0; r < gradient.size(); ++r)
+        paired.push_back(operators[each][r] / gradient[r]);
+      double const mop = median(operators[each]);
+      std::printf("dlstm,%s,%s,%d,%.4f,%.3f,%zu,%.2f,,,%.3f,%.3f,%.3f\n",
+                  each ? "operators_each_statement_gradient" : "operators_gradient", size.c_str(),
+                  threads, mop, 1e3 * mop / double(operator_nodes[each]), operator_nodes[each],
+                  mop / mp, quantile(paired, 0.5), quantile(paired, 0.25), quantile(paired, 0.75));
+    }
     std::fflush(stdout);
   }
   // ---- node chains --------------------------------------------------------------------------

@@ -170,4 +170,62 @@ dc::var<T> loss(problem const &p, dc::var<T> const &main, dc::var<T> const &extr
   return total * (T(-1) / (T(c - 1) * T(b)));
 }
 
+// The same loss written with plain tape operators, the way a PyTorch user writes it: the gates
+// are lazy expressions like sigmoid(x * w + b), the state update and the output are assigned to
+// the state variables (materialised there: two fused nodes per layer-step, each gate joining the
+// node that consumes it). With each_statement, every gate is assigned to a variable of its own
+// as well (one fused node per statement: 6 per layer-step, 7 in the first layer), as in an eager
+// framework. No dc::kernel is written; bench/tape_overhead times both beside loss() (one fused
+// node per layer-step).
+template <class T>
+dc::var<T> loss_operators(problem const &p, dc::var<T> const &main, dc::var<T> const &extra,
+                          bool each_statement = false) {
+  int const l = p.l, b = p.b, c = p.c;
+  auto prm = make_params(main, extra, l, b);
+  std::vector<dc::var<T>> h(static_cast<std::size_t>(l)), s(static_cast<std::size_t>(l));
+  for (int k = 0; k < l; ++k) {
+    std::vector<T> hk(p.state.begin() + 2 * k * b, p.state.begin() + (2 * k + 1) * b);
+    std::vector<T> sk(p.state.begin() + (2 * k + 1) * b, p.state.begin() + (2 * k + 2) * b);
+    h[std::size_t(k)] = main.owner()->constant(dc::tensor<T>::from({b}, hk));
+    s[std::size_t(k)] = main.owner()->constant(dc::tensor<T>::from({b}, sk));
+  }
+  std::vector<T> seq_values(p.seq.begin(), p.seq.end());
+  auto seq = dc::tensor<T>::from({c, b}, seq_values);
+  std::vector<dc::var<T>> last;
+  for (int t = 0; t + 1 < c; ++t) {
+    for (int k = 0; k < l; ++k) {
+      auto const &w = prm.layer[std::size_t(k)];
+      auto &hk = h[std::size_t(k)];
+      auto &sk = s[std::size_t(k)];
+      auto step = [&](auto const &x) { // x: a variable, or the first layer's lazy input
+        if (each_statement) {
+          dc::var<T> const xv = x;
+          dc::var<T> f = dc::sigmoid(xv * w[0] + w[4]);
+          dc::var<T> i = dc::sigmoid(hk * w[1] + w[5]);
+          dc::var<T> o = dc::sigmoid(xv * w[2] + w[6]);
+          dc::var<T> g = dc::tanh(hk * w[3] + w[7]);
+          sk = sk * f + i * g;
+          hk = o * dc::tanh(sk);
+        } else {
+          auto f = dc::sigmoid(x * w[0] + w[4]);
+          auto i = dc::sigmoid(hk * w[1] + w[5]);
+          auto o = dc::sigmoid(x * w[2] + w[6]);
+          auto g = dc::tanh(hk * w[3] + w[7]);
+          sk = sk * f + i * g;
+          hk = o * dc::tanh(sk);
+        }
+      };
+      if (k == 0)
+        step(seq.select(0, t) * prm.in_weight);
+      else
+        step(h[std::size_t(k - 1)]);
+    }
+    last.push_back(h[std::size_t(l - 1)]);
+  }
+  auto y = dc::stack(last, 0) * prm.out_weight + prm.out_bias;
+  dc::var<T> lse = dc::log(dc::sum(dc::exp(y), {1}, true) + 2.0);
+  auto total = dc::sum((y - lse) * seq.slice(0, 1, c));
+  return total * (T(-1) / (T(c - 1) * T(b)));
+}
+
 } // namespace dlstm

@@ -97,26 +97,31 @@ requires(is_policy_v<P> && !(lazy_expr<A> || ...)) auto fused(P, kernel<F, S> co
       return detail::wrap_outputs(result);
     }
 
-    for (int i = 0; i < K; ++i)
+    std::array<detail::slot_ptr<T>, K> out_slots;
+    for (int i = 0; i < K; ++i) {
       result[std::size_t(i)] = tp->make_output(outs[std::size_t(i)], true);
+      out_slots[std::size_t(i)] = result[std::size_t(i)].slot();
+    }
     policy_kind const chosen =
         detail::choose_policy(P::kind, tp->default_policy, compiled::store, K, info.n_required,
                               s.size(), sizeof(T), info.input_bytes);
     if constexpr (compiled::store) {
       if (chosen == policy_kind::store || !compiled::recompute) {
-        detail::store_node<T, K, Active>(ex, *tp, k, args, outs,
+        detail::arena_array<detail::saved_tensor> none;
+        detail::store_node<T, K, Active>(ex, *tp, k, args, outs, out_slots,
                                          detail::make_core<T>(tp->node_memory(), refs.data(),
-                                                              refs.size(), result.data(), K, false,
-                                                              std::size_t(K * NA), dev, host, s));
+                                                              refs.size(), none, false, dev, host,
+                                                              s));
         return detail::wrap_outputs(result);
       }
     }
     if constexpr (compiled::recompute) {
       // (the array inputs kept alive, and version-checked, for the re-evaluation)
-      detail::recompute_node<T, K, Active>(ex, *tp, k, args, outs,
-                                           detail::make_core<T>(tp->node_memory(), refs.data(),
-                                                                refs.size(), result.data(), K, true,
-                                                                0, dev, host, s));
+      detail::arena_array<detail::saved_tensor> saves;
+      auto core = detail::make_core<T>(tp->node_memory(), refs.data(), refs.size(), saves, true,
+                                       dev, host, s);
+      detail::recompute_node<T, K, Active>(ex, *tp, k, args, outs, out_slots, std::move(core),
+                                           std::move(saves));
     }
     return detail::wrap_outputs(result);
   });

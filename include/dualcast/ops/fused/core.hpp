@@ -67,42 +67,52 @@ template <class T>
 
 template <class T> using slot_ptr = std::shared_ptr<grad_slot<T>>;
 
+// A node's output slots, read where its node (tape_node.hpp's fn_node, which holds them) hands
+// them to backward: not a copy per node.
+template <class T> struct out_slots_ref {
+  slot_ptr<T> const *p = nullptr;
+  std::size_t n = 0;
+  std::size_t size() const { return n; }
+  slot_ptr<T> const &operator[](std::size_t i) const { return p[i]; }
+};
+
 // The kernel-independent state of a recorded fused node.
 template <class T> struct fused_core {
-  arena_array<slot_ptr<T>> in;  // the variables' slots in argument order (null: no gradient)
-  arena_array<shape> in_shape;  // the shapes of the variables without a slot, in order (a slot
-                                // knows its variable's shape)
-  arena_array<slot_ptr<T>> out; // the outputs' slots
-  arena_array<tensor<T>> keep;  // a store node's partial arrays, kept for backward
-  // A recompute node's array arguments (by position; null for scalars): their memory, version-
-  // checked and kept alive for the re-evaluation, which reads them through the node's views. Only
-  // the storage, not whole tensors: 16 bytes an argument instead of 160 (an 11-input cell's node
-  // carried 1.9 KiB of tensors through the forward pass).
-  arena_array<std::shared_ptr<storage>> held;
+  arena_array<slot_ptr<T>> in; // the variables' slots in argument order (null: no gradient)
+  arena_array<shape> in_shape; // the shapes of the variables without a slot, in order (a slot
+                               // knows its variable's shape)
+  out_slots_ref<T> out;        // the outputs' slots (set when backward runs)
+  // A store node's partial arrays d y_k / d x_a of the variables with a gradient, each of the
+  // call's shape, in ONE block (output-major, partial_at; saved by the node, which keeps it): a
+  // tensor each cost 160 bytes of bookkeeping and an allocation, 3.8 KiB for an 11-input cell
+  // with two outputs.
+  T *partials = nullptr;
   device dev;
   cpu host;
   shape s; // the call's iteration shape
 };
 
-// The core of a node over the arguments r (n of them) and the K output variables `outs`, every
-// array in the tape's memory; `held` holds the array arguments' storage (by argument position)
-// when keep_inputs (a recompute node), `keep` n_keep empty tensors (a store node's partials).
+// The core of a node over the arguments r (n of them), every array in the tape's memory; `saves`
+// (what the node will save, version-checked: taken over by the tape's node when it is recorded)
+// holds the array arguments when keep_inputs (a recompute node; index: the argument's position),
+// whose memory they keep alive for the re-evaluation, which reads them through the node's
+// pointers or views.
 template <class T>
 [[gnu::noinline]] fused_core<T> make_core(arena &mem, arg_ref<T> const *r, std::size_t n,
-                                          var<T> const *outs, std::size_t k, bool keep_inputs,
-                                          std::size_t n_keep, device const &dev, cpu const &host,
-                                          shape const &s) {
-  std::size_t nv = 0, unslotted = 0;
-  for (std::size_t i = 0; i < n; ++i)
+                                          arena_array<saved_tensor> &saves, bool keep_inputs,
+                                          device const &dev, cpu const &host, shape const &s) {
+  std::size_t nv = 0, unslotted = 0, arrays = 0;
+  for (std::size_t i = 0; i < n; ++i) {
     if (r[i].v) {
       ++nv;
       unslotted += r[i].v->slot() ? 0 : 1;
     }
+    arrays += r[i].value() ? 1 : 0;
+  }
   fused_core<T> c{arena_array<slot_ptr<T>>(mem, nv),
                   arena_array<shape>(mem, unslotted),
-                  arena_array<slot_ptr<T>>(mem, k),
-                  arena_array<tensor<T>>(mem, n_keep),
-                  arena_array<std::shared_ptr<storage>>(mem, keep_inputs ? n : 0),
+                  {},
+                  nullptr,
                   dev,
                   host,
                   s};
@@ -112,33 +122,61 @@ template <class T>
       if (!r[i].v->slot())
         c.in_shape[u++] = r[i].v->dims();
     }
-  for (std::size_t i = 0; i < k; ++i)
-    c.out[i] = outs[i].slot();
-  for (std::size_t i = 0; keep_inputs && i < n; ++i)
+  saves = arena_array<saved_tensor>(mem, keep_inputs ? arrays : 0);
+  for (std::size_t i = 0, j = 0; keep_inputs && i < n; ++i)
     if (tensor<T> const *t = r[i].value())
-      c.held[i] = t->store();
+      saves[j++] = save(*t, "argument", int(i));
   return c;
 }
 
-// The version checks of a recompute node's held arguments or a store node's partial arrays (what
-// tape::record saves), in the tape's memory.
-template <class T>
-[[gnu::noinline]] arena_array<saved_tensor> saves_of(arena &mem, fused_core<T> const &c,
-                                                     char const *what) {
+// The number of variables of a node that have a gradient, and the position of variable a among
+// them (a store node keeps partials for those only).
+template <class T> std::size_t slotted_count(fused_core<T> const &c, std::size_t end) {
   std::size_t n = 0;
-  for (auto const &st : c.held)
-    n += st ? 1 : 0;
-  for (auto const &t : c.keep)
-    n += t.defined() ? 1 : 0;
-  arena_array<saved_tensor> r(mem, n);
-  std::size_t j = 0;
-  for (std::size_t i = 0; i < c.held.size(); ++i)
-    if (c.held[i])
-      r[j++] = saved_tensor{c.held[i].get(), c.held[i]->version(), what, int(i)};
-  for (std::size_t i = 0; i < c.keep.size(); ++i)
-    if (c.keep[i].defined())
-      r[j++] = save(c.keep[i], what, int(i));
-  return r;
+  for (std::size_t a = 0; a < end; ++a)
+    n += c.in[a] ? 1 : 0;
+  return n;
+}
+// A store node's partial d y_k / d x_a (variable a has a gradient) as a view of the call's shape.
+template <class T> view<T> partial_at(fused_core<T> const &c, std::size_t k, std::size_t a) {
+  std::size_t const len = std::size_t(c.s.size());
+  std::size_t const i = k * slotted_count(c, c.in.size()) + slotted_count(c, a);
+  return view<T>(c.partials + i * len, c.s);
+}
+
+// A non-flat recompute node's argument views, packed in the tape's memory: each view's data
+// pointer, then its rank, extents and strides (8 + 8 + 16 * rank bytes where a view takes 144:
+// 1.7 KiB of a 12-argument node, as lazy expressions whose repeated leaves are deduplicated are).
+template <class T>
+[[gnu::noinline]] void const *pack_views(arena &mem, view<T const> const *v, std::size_t n) {
+  std::size_t words = 0;
+  for (std::size_t i = 0; i < n; ++i)
+    words += 1 + 2 * std::size_t(v[i].rank());
+  auto *p = static_cast<T const **>(
+      mem.allocate(n * sizeof(T const *) + words * sizeof(index_t), alignof(index_t)));
+  auto *w = reinterpret_cast<index_t *>(p + n);
+  for (std::size_t i = 0; i < n; ++i) {
+    p[i] = v[i].data();
+    *w++ = v[i].rank();
+    for (int d = 0; d < v[i].rank(); ++d)
+      *w++ = v[i].extent(d);
+    for (int d = 0; d < v[i].rank(); ++d)
+      *w++ = v[i].stride(d);
+  }
+  return p;
+}
+template <class T>
+[[gnu::noinline]] void unpack_views(void const *packed, view<T const> *v, std::size_t n) {
+  auto const *p = static_cast<T const *const *>(packed);
+  auto const *w = reinterpret_cast<index_t const *>(p + n);
+  for (std::size_t i = 0; i < n; ++i) {
+    shape s;
+    s.rank = int(*w++);
+    for (int d = 0; d < s.rank; ++d)
+      s.ext[d] = *w++;
+    v[i] = view<T const>(p[i], s, w);
+    w += s.rank;
+  }
 }
 
 // Backward's scratch for a fused node: one target per variable, whether it is added to or a
@@ -308,17 +346,26 @@ template <class T>
       accumulate_grad(*c.in[a], b.temp_tensor[a], c.host);
 }
 
-// A store node's partial arrays (keep: K * NA of the call's shape, output-major), and dropping
-// those of variables without gradients once the forward pass has written them.
-template <class T> [[gnu::noinline]] void alloc_partials(fused_core<T> &c) {
-  for (auto &t : c.keep)
-    t = tensor<T>::empty(c.s, c.dev);
-}
-template <class T> [[gnu::noinline]] void drop_unneeded_partials(fused_core<T> &c) {
-  std::size_t const na = c.in.size();
-  for (std::size_t i = 0; i < c.keep.size(); ++i)
-    if (!c.in[i % na])
-      c.keep[i] = tensor<T>{};
+// A store node's partial arrays: the kept block (c.partials, of the variables with gradients) and
+// its version check in `saves` (which keeps it); where the forward pass writes all K * NA of
+// them (output-major) in `all`, those of variables without gradients in the returned tensor, to
+// be dropped afterwards.
+template <class T>
+[[gnu::noinline]] tensor<T> alloc_partials(arena &mem, fused_core<T> &c,
+                                           arena_array<saved_tensor> &saves, std::size_t k,
+                                           view<T> *all) {
+  std::size_t const na = c.in.size(), len = std::size_t(c.s.size());
+  std::size_t const kept = slotted_count(c, na);
+  tensor<T> block = tensor<T>::empty(shape{index_t(k * kept * len)}, c.dev);
+  tensor<T> dropped = tensor<T>::empty(shape{index_t(k * (na - kept) * len)}, c.dev);
+  c.partials = block.raw_data();
+  saves = arena_array<saved_tensor>(mem, 1);
+  saves[0] = save(block, "partials");
+  for (std::size_t o = 0, u = 0; o < k; ++o)
+    for (std::size_t a = 0; a < na; ++a)
+      all[o * na + a] =
+          c.in[a] ? partial_at(c, o, a) : view<T>(dropped.raw_data() + len * u++, c.s);
+  return dropped;
 }
 
 } // namespace dualcast::detail

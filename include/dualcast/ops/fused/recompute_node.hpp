@@ -81,24 +81,22 @@ void recompute_backward(Ex const &ex, kernel<F, S> const &k, fused_core<T> const
 }
 
 // Forward and recording of a recompute node: `args` are the kernel's arguments (views and
-// scalars), `outs` the output values, `core` the node's state (its `keep`: the array inputs,
+// scalars), `outs` the output values, `core` the node's state (its saves: the array inputs,
 // version-checked and kept alive for the re-evaluation). A flat node keeps its arguments as
 // pointers (its views are rebuilt from them, with the call's shape, if backward needs them).
 template <class T, int K, class Active, class Ex, class F, bool S, class Args>
 void recompute_node(Ex const &ex, tape &tp, kernel<F, S> const &k, Args const &args,
-                    std::array<tensor<T>, K> const &outs, fused_core<T> &&core) {
+                    std::array<tensor<T>, K> const &outs, std::array<slot_ptr<T>, K> out_slots,
+                    fused_core<T> &&core, arena_array<saved_tensor> &&saves) {
   using Layout = typename layout_of<Args>::type;
   using values = values_op<F, Layout, K>;
   auto ins = std::apply([](auto const &...x) { return collect_arrays<T>(x...); }, args);
   constexpr std::size_t N = decltype(ins)::size;
   auto scalars = std::apply([](auto const &...x) { return scalar_table<F>(x...); }, args);
-  std::array<slot_ptr<T>, K> out_slots;
-  for (int i = 0; i < K; ++i)
-    out_slots[std::size_t(i)] = core.out[std::size_t(i)];
   // One closure for both kinds of node (a closure each made test_tape_fused.cpp compile 5 s
-  // slower): a flat node's arguments as pointers, any other's views in the tape's memory.
+  // slower): a flat node's arguments as pointers, any other's views packed in the tape's memory.
   std::array<T const *, N> in{};
-  array_args<T, N> const *views = nullptr;
+  void const *views = nullptr;
   if (is_flat(ins, outs, core.s)) {
     std::array<T *, K> ov;
     for (std::size_t i = 0; i < N; ++i)
@@ -108,20 +106,30 @@ void recompute_node(Ex const &ex, tape &tp, kernel<F, S> const &k, Args const &a
     apply_flat<values, S>(ex, values{{k.f, scalars}}, in, Layout::array_positions.data(), ov,
                           core.s.size());
   } else {
-    static_assert(std::is_trivially_destructible_v<array_args<T, N>>); // (the arena forgets it)
-    views = tp.node_memory().make<array_args<T, N>>(ins);
+    views = pack_views<T>(tp.node_memory(), ins.views.data(), N);
     std::array<view<T>, K> ov;
     for (int i = 0; i < K; ++i)
       ov[std::size_t(i)] = outs[std::size_t(i)].raw_view();
     apply_arrays<values, S>(ex, values{{k.f, scalars}}, ins, ov, std::array<bool, K>{}, K, "");
   }
-  auto saves = saves_of(tp.node_memory(), core, "argument");
-  tp.record<T, K>(
+  tp.record_static<T, K>(
       "fused elementwise (recompute)", out_slots,
-      [ex, k, in, views, scalars, c = std::move(core)]() {
-        recompute_backward<K, Active, Layout>(ex, k, c, views, views ? nullptr : &in, scalars);
+      [ex, k, in, views, scalars,
+       c = std::move(core)](std::array<slot_ptr<T>, K> const &os) mutable {
+        c.out = {os.data(), os.size()};
+        if (!views) {
+          recompute_backward<K, Active, Layout>(ex, k, c, static_cast<array_args<T, N> *>(nullptr),
+                                                &in, scalars);
+          return;
+        }
+        array_args<T, N> a;
+        unpack_views<T>(views, a.views.data(), N);
+        for (std::size_t i = 0; i < N; ++i)
+          a.pos[i] = Layout::array_positions[i];
+        recompute_backward<K, Active, Layout>(
+            ex, k, c, &a, static_cast<std::array<T const *, N> *>(nullptr), scalars);
       },
-      saves.data(), saves.size());
+      std::move(saves));
 }
 
 } // namespace dualcast::detail

@@ -99,7 +99,6 @@ bool contract_all(Ex const &ex, fused_core<T> const &c, std::vector<tensor<T>> c
                   std::index_sequence<a...>, std::index_sequence<k...>, std::index_sequence<p...>) {
   auto const &slots = c.in;
   auto const &s = c.s;
-  auto const &P = c.keep;
   for (int i = 0; i < NA; ++i) {
     auto const &sl = slots[std::size_t(i)];
     if (!sl || !(sl->dims == s))
@@ -124,36 +123,33 @@ bool contract_all(Ex const &ex, fused_core<T> const &c, std::vector<tensor<T>> c
   }
   auto o = out(g[a].raw_view()...);
   o.add = acc;
-  apply(ex, kernel<contract_all_fn<K, NA>>{{}}, o, ybar[k].cview()..., P[p].cview()...);
+  apply(ex, kernel<contract_all_fn<K, NA>>{{}}, o, ybar[k].cview()...,
+        view<T const>(partial_at(c, p / std::size_t(NA), p % std::size_t(NA)))...);
   return true;
 }
 
 // Forward and recording of a store node: `args` are the kernel's arguments (views and scalars),
-// `outs` the output values, `core` the node's state (its `keep`: the K * NA partial arrays,
-// output-major).
+// `outs` the output values, `core` the node's state (its partials: alloc_partials).
 template <class T, int K, class Active, class Ex, class F, bool S, class Args>
 void store_node(Ex const &ex, tape &tp, kernel<F, S> const &k, Args const &args,
-                std::array<tensor<T>, K> const &outs, fused_core<T> &&core) {
+                std::array<tensor<T>, K> const &outs, std::array<slot_ptr<T>, K> out_slots,
+                fused_core<T> &&core) {
   constexpr int NA = Active::count;
   using Layout = typename layout_of<Args>::type;
-  alloc_partials(core);
   std::array<view<T>, std::size_t(K + K * NA)> all;
-  for (int i = 0; i < K + K * NA; ++i)
-    all[std::size_t(i)] =
-        i < K ? outs[std::size_t(i)].raw_view() : core.keep[std::size_t(i - K)].raw_view();
+  for (int i = 0; i < K; ++i)
+    all[std::size_t(i)] = outs[std::size_t(i)].raw_view();
+  arena_array<saved_tensor> saves;
+  tensor<T> const dropped = alloc_partials(tp.node_memory(), core, saves, K, all.data() + K);
   auto scalars = std::apply([](auto const &...x) { return scalar_table<F>(x...); }, args);
   apply_arrays<partials_op<F, Layout, K, Active>, S>(
       ex, partials_op<F, Layout, K, Active>{{k.f, scalars}},
       std::apply([](auto const &...x) { return collect_arrays<T>(x...); }, args), all,
       std::array<bool, std::size_t(K + K * NA)>{}, K, "partial");
-  drop_unneeded_partials(core);
-  auto saves = saves_of(tp.node_memory(), core, "partial");
-  std::array<slot_ptr<T>, K> out_slots;
-  for (int i = 0; i < K; ++i)
-    out_slots[std::size_t(i)] = core.out[std::size_t(i)];
-  tp.record<T, K>(
+  tp.record_static<T, K>(
       "fused elementwise (store)", out_slots,
-      [ex, c = std::move(core)]() mutable {
+      [ex, c = std::move(core)](std::array<slot_ptr<T>, K> const &os) mutable {
+        c.out = {os.data(), os.size()};
         fused_backward<T> const b(c);
         gather_ybar(c, *b);
         bool done = false;
@@ -167,13 +163,13 @@ void store_node(Ex const &ex, tape &tp, kernel<F, S> const &k, Args const &args,
           std::array<view<T const>, 2 * std::size_t(K)> v;
           for (int k2 = 0; k2 < K; ++k2) {
             v[std::size_t(2 * k2)] = b->ybar[std::size_t(k2)].cview();
-            v[std::size_t(2 * k2 + 1)] = c.keep[std::size_t(k2 * NA + a2)].cview();
+            v[std::size_t(2 * k2 + 1)] = partial_at(c, std::size_t(k2), std::size_t(a2));
           }
           contract_into<T, K>(ex, *c.in[std::size_t(a2)], c.s, v,
                               std::make_index_sequence<2 * std::size_t(K)>{});
         }
       },
-      saves.data(), saves.size());
+      std::move(saves));
 }
 
 } // namespace dualcast::detail

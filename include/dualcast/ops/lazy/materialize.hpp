@@ -203,7 +203,7 @@ template <class P>
 var<T> expr<T, Tree, NV, NT>::eval(P pol) const {
   static_assert(is_policy_v<P>,
                 "dualcast::expr::eval: the argument is a policy (dualcast::policy::store, ...)");
-  if (cache_->owner())
+  if (cache_ && cache_->owner())
     return *cache_;
   tape *tp = owner();
   var<T> r;
@@ -213,7 +213,8 @@ var<T> expr<T, Tree, NV, NT>::eval(P pol) const {
   } else {
     r = detail::lz::eval_fused<T>(pol, *this);
   }
-  *cache_ = r;
+  if (cache_)
+    *cache_ = r;
   return r;
 }
 

@@ -75,6 +75,7 @@ public:
         arena_block &b = blocks_[current_];
         std::size_t at = (used_ + align - 1) & ~(align - 1);
         if (at + bytes <= b.size) {
+          bytes_used_ += at + bytes - used_;
           used_ = at + bytes;
           return b.mem.get() + at;
         }
@@ -101,7 +102,11 @@ public:
   void reset() {
     current_ = 0;
     used_ = 0;
+    bytes_used_ = 0;
   }
+  // Bytes handed out since the last reset(), alignment padding included (not the unused ends of
+  // blocks): what the tape's nodes cost in bookkeeping, measured (bench/tape_overhead, tests).
+  std::size_t bytes_used() const { return bytes_used_; }
   std::size_t capacity() const {
     std::size_t c = 0;
     for (auto const &b : blocks_)
@@ -112,7 +117,7 @@ public:
 private:
   static constexpr std::size_t first_block = std::size_t(64) << 10;
   std::vector<arena_block> blocks_;
-  std::size_t current_ = 0, used_ = 0;
+  std::size_t current_ = 0, used_ = 0, bytes_used_ = 0;
 };
 
 // n objects in an arena, default-constructed, destroyed with the array (their memory goes back
@@ -143,6 +148,12 @@ public:
   X *begin() const { return p_; }
   X *end() const { return p_ + n_; }
   X *data() const { return p_; }
+  // Gives up the objects (now the caller's to destroy), leaving the array empty.
+  X *release() {
+    X *p = p_;
+    p_ = nullptr, n_ = 0;
+    return p;
+  }
 
 private:
   [[gnu::noinline]] static void construct(X *p, std::size_t n) {

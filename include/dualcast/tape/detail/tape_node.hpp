@@ -19,26 +19,41 @@
 #include <new>
 #include <optional>
 #include <string>
+#include <type_traits>
 #include <utility>
 
 namespace dualcast::detail {
 inline namespace DUALCAST_TAPE_ABI { // see tensor/detail/device_dispatch.hpp
 
-// A tensor saved for backward: its storage and version at save time (the node's state keeps the
-// tensor alive; this is what backward checks). `what` names it in version errors ("argument",
-// "operand", "result", ...), with `index` appended when >= 0.
+// A tensor saved for backward: its storage, held (kept alive until the node is released: a fused
+// node needs no other reference to its arguments' memory) and its version at save time (what
+// backward checks). `what` names it in version errors ("argument", "operand", "result", ...),
+// with `index` appended when >= 0. 32 bytes: the version keeps its low 48 bits (2.8e14 in-place
+// writes of one tensor between a save and backward would be needed to miss one) and the index 16
+// bits (larger indices are not named), because a fused LSTM cell saves a dozen of these per node.
 struct saved_tensor {
-  storage const *st = nullptr;
-  std::uint64_t version = 0;
+  static constexpr std::uint64_t version_mask = (std::uint64_t(1) << 48) - 1;
+  std::shared_ptr<storage const> st;
   char const *what = "saved tensor";
-  int index = -1;
+  std::uint64_t version_bits : 48 = 0;
+  std::uint64_t index_bits : 16 = 0; // index + 1; 0: none
 
+  saved_tensor() = default;
+  saved_tensor(std::shared_ptr<storage const> s, std::uint64_t version, char const *w,
+               int index = -1)
+      : st(std::move(s)), what(w), version_bits(version & version_mask),
+        index_bits(index >= 0 && index < 0xffff ? std::uint64_t(index) + 1 : 0) {}
+  std::uint64_t version() const { return version_bits; }
+  // Whether the storage was written in place since the save.
+  bool stale() const { return (st->version() & version_mask) != version_bits; }
+  int index() const { return int(index_bits) - 1; }
   std::string describe() const {
-    return index >= 0 ? std::string(what) + " " + std::to_string(index) : std::string(what);
+    return index() >= 0 ? std::string(what) + " " + std::to_string(index()) : std::string(what);
   }
 };
+static_assert(sizeof(saved_tensor) <= 32);
 template <class T> saved_tensor save(tensor<T> const &t, char const *what, int index = -1) {
-  return {t.store().get(), t.version(), what, index};
+  return {t.store(), t.version(), what, index};
 }
 
 class node {
@@ -65,8 +80,11 @@ public:
 
   bool freed = false;
 
+protected:
+  std::uint32_t n_saved_ = 0; // (here: in the padding after `freed`)
+
 private:
-  char const *name_; // in the tape's arena
+  char const *name_; // in the tape's arena, or a literal
 };
 
 // The node of an operation with K outputs of element type T whose backward is the function
@@ -76,7 +94,8 @@ template <class T, std::size_t K, class Bwd> class fn_node final : public node {
 public:
   fn_node(char const *name, std::array<std::shared_ptr<grad_slot<T>>, K> outs, Bwd &&bwd,
           saved_tensor *saved, std::size_t n_saved)
-      : node(name), outs_(std::move(outs)), bwd_(std::move(bwd)), saved_(saved), n_saved_(n_saved) {
+      : node(name), outs_(std::move(outs)), bwd_(std::move(bwd)), saved_(saved) {
+    n_saved_ = std::uint32_t(n_saved);
   }
   ~fn_node() override { destroy_saved(); }
 
@@ -86,7 +105,13 @@ public:
         return true;
     return false;
   }
-  void backward() override { (*bwd_)(); }
+  // (A function taking the output slots reads them from here: a fused node keeps no copy.)
+  void backward() override {
+    if constexpr (std::is_invocable_v<Bwd &, decltype(outs_) const &>)
+      (*bwd_)(outs_);
+    else
+      (*bwd_)();
+  }
   void release() override {
     bwd_.reset();
     destroy_saved();
@@ -115,7 +140,6 @@ private:
   std::array<std::shared_ptr<grad_slot<T>>, K> outs_;
   std::optional<Bwd> bwd_;
   saved_tensor *saved_;
-  std::size_t n_saved_;
 };
 
 } // namespace DUALCAST_TAPE_ABI

@@ -1,0 +1,160 @@
+// tests/test_tape_memory.cpp: the tape's bookkeeping per node (issue 36): a tape of 10^5 small
+// nodes keeps at most the stated bytes per node in its arena (tape::node_memory_bytes(), an
+// instrumented counter, not a timing), as much per node at 10^5 nodes as at 10^3; and the D-LSTM
+// written with plain tape operators (examples/models/dlstm.hpp, loss_operators) has the fused
+// cell's gradients, both checked against central differences.
+#include "models/dlstm.hpp"
+#include "tape_support.hpp"
+
+#include <doctest/doctest.h>
+
+#include <cmath>
+#include <cstddef>
+#include <random>
+#include <vector>
+
+using tape_support::random_tensor;
+
+namespace {
+
+// Bytes per node (total, and beyond the saved tensors' 32-byte records) of the nodes that
+// `record` adds to tp when called n times.
+struct per_node {
+  double total, beyond_saves;
+};
+template <class F> per_node measure(dc::tape &tp, int n, F record) {
+  std::size_t const b0 = tp.node_memory_bytes(), n0 = tp.node_count(), s0 = tp.saved_count();
+  for (int i = 0; i < n; ++i)
+    record();
+  double const nodes = double(tp.node_count() - n0);
+  REQUIRE(nodes >= n);
+  double const bytes = double(tp.node_memory_bytes() - b0);
+  double const saves = double(tp.saved_count() - s0);
+  return {bytes / nodes, (bytes - saves * double(sizeof(dc::detail::saved_tensor))) / nodes};
+}
+
+// A chain of fused D-LSTM cells on 14 elements (the GradBench size), n nodes, under policy pol.
+template <class P> per_node cell_chain(P pol, int n) {
+  dc::tape tp;
+  auto m = tp.variable(random_tensor({4, 56}, 1, -0.5, 0.5));
+  auto prm = dlstm::make_params(m, tp.variable(random_tensor({3, 14}, 2)), 2, 14);
+  auto const &w = prm.layer[0];
+  V64 x = tp.variable(random_tensor({14}, 3)), h = x, s = x;
+  per_node r = measure(tp, n, [&] {
+    auto hs = dc::fused(pol, dlstm::layer, x, h, s, w[0], w[1], w[2], w[3], w[4], w[5], w[6], w[7]);
+    h = hs[0], s = hs[1];
+  });
+  // The gradient still flows through the whole chain.
+  tp.backward(dc::sum(h));
+  auto g = m.grad().to_vector();
+  bool finite = true, nonzero = false;
+  for (double v : g)
+    finite = finite && std::isfinite(v), nonzero = nonzero || v != 0;
+  CHECK(finite);
+  CHECK(nonzero);
+  return r;
+}
+
+// A random D-LSTM problem: l layers, c characters of b bits.
+dlstm::problem random_problem(int l, int c, int b, unsigned seed) {
+  std::mt19937 g(seed);
+  std::uniform_real_distribution<double> u(-0.5, 0.5);
+  std::bernoulli_distribution bit(0.5);
+  dlstm::problem p;
+  p.l = l, p.c = c, p.b = b;
+  auto fill = [&](std::vector<double> &v, std::size_t n) {
+    v.resize(n);
+    for (auto &x : v)
+      x = u(g);
+  };
+  fill(p.main, std::size_t(2 * l * 4 * b));
+  fill(p.extra, std::size_t(3 * b));
+  fill(p.state, std::size_t(2 * l * b));
+  p.seq.resize(std::size_t(c * b));
+  for (auto &x : p.seq)
+    x = bit(g) ? 1.0 : 0.0;
+  return p;
+}
+
+} // namespace
+
+TEST_CASE("tape memory: 10^5 small fused nodes keep at most 512 bytes of bookkeeping per node") {
+  // The stated bound (issue 36): a fused node's bookkeeping beyond the tensors it saves (each
+  // saved tensor's record -- a reference to its storage and its version -- is 32 bytes).
+  constexpr double bound = 512;
+  per_node const recompute = cell_chain(dc::policy::recompute, 100000);
+  per_node const store = cell_chain(dc::policy::store, 100000);
+  INFO("recompute cell: " << recompute.total << " B/node (" << recompute.beyond_saves
+                          << " beyond its saves); store cell: " << store.total << " B/node");
+  CHECK(recompute.beyond_saves <= bound);
+  CHECK(store.beyond_saves <= bound);
+  CHECK(store.total <= bound); // (one saved block of partials)
+  // Linear: as much per node on a long tape as on a short one.
+  CHECK(cell_chain(dc::policy::recompute, 1000).total == doctest::Approx(recompute.total));
+  CHECK(cell_chain(dc::policy::store, 1000).total == doctest::Approx(store.total));
+}
+
+TEST_CASE("tape memory: lazy elementwise, matmul and sum nodes on small arrays") {
+  dc::tape tp;
+  auto w = tp.variable(random_tensor({14}, 4)), b = tp.variable(random_tensor({14}, 5));
+  auto A = tp.variable(random_tensor({14, 14}, 6));
+  V64 x = tp.variable(random_tensor({14}, 7, -0.5, 0.5));
+  per_node const lazy = measure(tp, 100000, [&] { x = dc::tanh(x * w + b); });
+  // A node that is not flat (broadcast operands) keeps its views packed.
+  V64 x2 = tp.variable(random_tensor({4, 14}, 8, -0.5, 0.5));
+  per_node const broadcast = measure(tp, 1000, [&] { x2 = dc::tanh(x2 * w + b); });
+  per_node const mm = measure(tp, 1000, [&] { (void)dc::matmul(A, x); });
+  per_node const sum = measure(tp, 1000, [&] { (void)dc::sum(x); });
+  // A custom_op node (matmul, sum) keeps its saved tensors (whole tensors, as backward reads
+  // them: 160 bytes each) in the arena too, besides their records.
+  double const saved_header = double(sizeof(T64) + sizeof(dc::detail::saved_tensor));
+  double const mm_beyond = mm.total - 2 * saved_header; // (matmul saves both operands)
+  INFO("lazy " << lazy.total << ", broadcast " << broadcast.total << ", matmul " << mm.total << " ("
+               << mm_beyond << " beyond its saves), sum " << sum.total << " B/node");
+  CHECK(lazy.total <= 512);
+  CHECK(broadcast.total <= 640);
+  CHECK(mm_beyond <= 640);
+  CHECK(sum.total <= 512);
+}
+
+TEST_CASE("tape memory: the D-LSTM written with plain operators has the fused cell's gradient") {
+  dlstm::problem const p = random_problem(2, 5, 3, 11);
+  T64 const M = T64::from({2 * p.l, 4 * p.b}, p.main), E = T64::from({3, p.b}, p.extra);
+  auto grads = [&](int variant) { // fused cell, lazy gates, every statement materialised
+    dc::tape tp;
+    auto m = tp.variable(M.clone()), e = tp.variable(E.clone());
+    V64 loss = variant == 0 ? dlstm::loss(p, m, e) : dlstm::loss_operators(p, m, e, variant == 2);
+    tp.backward(loss);
+    return std::pair{m.grad().to_vector(), e.grad().to_vector()};
+  };
+  auto const [gm_fused, ge_fused] = grads(0);
+  auto const [gm_ops, ge_ops] = grads(1);
+  auto const [gm_each, ge_each] = grads(2);
+  // Both against central differences of the plain double-precision objective.
+  auto fd = [&](bool main_row, std::size_t i) {
+    dlstm::problem q = p;
+    auto &v = main_row ? q.main : q.extra;
+    double const h = 1e-6, x0 = v[i];
+    v[i] = x0 + h;
+    double const up = dlstm::objective_plain(q);
+    v[i] = x0 - h;
+    double const down = dlstm::objective_plain(q);
+    return (up - down) / (2 * h);
+  };
+  for (std::size_t i = 0; i < gm_ops.size(); ++i) {
+    INFO("main parameter " << i);
+    double const want = fd(true, i);
+    CHECK(gm_ops[i] == doctest::Approx(want).epsilon(1e-6).scale(1.0));
+    CHECK(gm_fused[i] == doctest::Approx(want).epsilon(1e-6).scale(1.0));
+    CHECK(gm_ops[i] == doctest::Approx(gm_fused[i]).epsilon(1e-12).scale(1.0));
+    CHECK(gm_each[i] == doctest::Approx(gm_fused[i]).epsilon(1e-12).scale(1.0));
+  }
+  for (std::size_t i = 0; i < ge_ops.size(); ++i) {
+    INFO("extra parameter " << i);
+    double const want = fd(false, i);
+    CHECK(ge_ops[i] == doctest::Approx(want).epsilon(1e-6).scale(1.0));
+    CHECK(ge_ops[i] == doctest::Approx(ge_fused[i]).epsilon(1e-12).scale(1.0));
+    CHECK(ge_each[i] == doctest::Approx(ge_fused[i]).epsilon(1e-12).scale(1.0));
+    CHECK(ge_fused[i] == doctest::Approx(want).epsilon(1e-6).scale(1.0));
+  }
+}
