@@ -72,9 +72,13 @@ double fma_peak(int threads) {
       for (int c = 0; c < chains; ++c)
         acc[c] = _mm256_set1_ps(float(c));
       __m256 const x = _mm256_set1_ps(0.999999f), y = _mm256_set1_ps(1e-7f);
-      for (long i = 0; i < iters; ++i)
+      for (long i = 0; i < iters; ++i) {
+        // (unrolled, so that the chains stay in registers: a loop over an array in memory would
+        // time store-to-load forwarding, not the FMA units)
+#pragma GCC unroll 12
         for (int c = 0; c < chains; ++c)
           acc[c] = _mm256_fmadd_ps(acc[c], x, y);
+      }
       float out[8];
       __m256 s = acc[0];
       for (int c = 1; c < chains; ++c)
