@@ -292,76 +292,52 @@ extern "C" __attribute__((used, visibility("default"))) inline int dualcast_xla_
 #define DUALCAST_XLA_ACTIVE_(K, ...)                                                               \
   ::dualcast::interop::xla::detail::active_t<K __VA_OPT__(, ) __VA_ARGS__>
 
+// One handler: the exported C symbol dualcast_xla_<name>_<sym>_<platform> binding XLA's call frame
+// to the kernel's handlers_::<fn> (forward or vjp) on the platform's executor.
 #if defined(__CUDACC__)
 // The CUDA handlers: the kernel on XLA's stream (PlatformStream<cudaStream_t>).
-#define DUALCAST_XLA_DEFINE_(name, K, ...)                                                         \
-  using dualcast_xla_##name##_handlers_ =                                                          \
-      ::dualcast::interop::xla::detail::handlers<K, DUALCAST_XLA_ACTIVE_(K __VA_OPT__(, )          \
-                                                                             __VA_ARGS__)>;        \
+#define DUALCAST_XLA_HANDLER_(name, sym, fn)                                                       \
   extern "C" __attribute__((visibility("default")))                                                \
-  XLA_FFI_Error *dualcast_xla_##name##_fwd_cuda(XLA_FFI_CallFrame *frame) {                        \
+  XLA_FFI_Error *dualcast_xla_##name##_##sym##_cuda(XLA_FFI_CallFrame *frame) {                    \
     static auto *h =                                                                               \
         ::xla::ffi::Ffi::Bind()                                                                    \
             .Ctx<::xla::ffi::PlatformStream<cudaStream_t>>()                                       \
             .RemainingArgs()                                                                       \
             .RemainingRets()                                                                       \
             .To([](cudaStream_t s, ::xla::ffi::RemainingArgs a, ::xla::ffi::RemainingRets r) {     \
-              return dualcast_xla_##name##_handlers_::forward(::dualcast::cuda{s, 256, true},      \
-                                                              #name, a, r);                        \
+              return dualcast_xla_##name##_handlers_::fn(::dualcast::cuda{s, 256, true}, #name, a, \
+                                                         r);                                       \
             })                                                                                     \
             .release();                                                                            \
     return h->Call(frame);                                                                         \
-  }                                                                                                \
-  extern "C" __attribute__((visibility("default")))                                                \
-  XLA_FFI_Error *dualcast_xla_##name##_vjp_cuda(XLA_FFI_CallFrame *frame) {                        \
-    static auto *h =                                                                               \
-        ::xla::ffi::Ffi::Bind()                                                                    \
-            .Ctx<::xla::ffi::PlatformStream<cudaStream_t>>()                                       \
-            .RemainingArgs()                                                                       \
-            .RemainingRets()                                                                       \
-            .To([](cudaStream_t s, ::xla::ffi::RemainingArgs a, ::xla::ffi::RemainingRets r) {     \
-              return dualcast_xla_##name##_handlers_::vjp(::dualcast::cuda{s, 256, true}, #name,   \
-                                                          a, r);                                   \
-            })                                                                                     \
-            .release();                                                                            \
-    return h->Call(frame);                                                                         \
-  }                                                                                                \
-  [[maybe_unused]] static bool const dualcast_xla_##name##_registered_ =                           \
-      ::dualcast::interop::xla::detail::add_entry(                                                 \
-          dualcast_xla_##name##_handlers_::describe(#name, "cuda"))
+  }
+#define DUALCAST_XLA_PLATFORM_ "cuda"
 #else
+#define DUALCAST_XLA_HANDLER_(name, sym, fn)                                                       \
+  extern "C" __attribute__((visibility("default")))                                                \
+  XLA_FFI_Error *dualcast_xla_##name##_##sym##_cpu(XLA_FFI_CallFrame *frame) {                     \
+    static auto *h =                                                                               \
+        ::xla::ffi::Ffi::Bind()                                                                    \
+            .RemainingArgs()                                                                       \
+            .RemainingRets()                                                                       \
+            .To([](::xla::ffi::RemainingArgs a, ::xla::ffi::RemainingRets r) {                     \
+              return dualcast_xla_##name##_handlers_::fn(::dualcast::cpu{}, #name, a, r);          \
+            })                                                                                     \
+            .release();                                                                            \
+    return h->Call(frame);                                                                         \
+  }
+#define DUALCAST_XLA_PLATFORM_ "cpu"
+#endif
+
 #define DUALCAST_XLA_DEFINE_(name, K, ...)                                                         \
   using dualcast_xla_##name##_handlers_ =                                                          \
       ::dualcast::interop::xla::detail::handlers<K, DUALCAST_XLA_ACTIVE_(K __VA_OPT__(, )          \
                                                                              __VA_ARGS__)>;        \
-  extern "C" __attribute__((visibility("default")))                                                \
-  XLA_FFI_Error *dualcast_xla_##name##_fwd_cpu(XLA_FFI_CallFrame *frame) {                         \
-    static auto *h =                                                                               \
-        ::xla::ffi::Ffi::Bind()                                                                    \
-            .RemainingArgs()                                                                       \
-            .RemainingRets()                                                                       \
-            .To([](::xla::ffi::RemainingArgs a, ::xla::ffi::RemainingRets r) {                     \
-              return dualcast_xla_##name##_handlers_::forward(::dualcast::cpu{}, #name, a, r);     \
-            })                                                                                     \
-            .release();                                                                            \
-    return h->Call(frame);                                                                         \
-  }                                                                                                \
-  extern "C" __attribute__((visibility("default")))                                                \
-  XLA_FFI_Error *dualcast_xla_##name##_vjp_cpu(XLA_FFI_CallFrame *frame) {                         \
-    static auto *h =                                                                               \
-        ::xla::ffi::Ffi::Bind()                                                                    \
-            .RemainingArgs()                                                                       \
-            .RemainingRets()                                                                       \
-            .To([](::xla::ffi::RemainingArgs a, ::xla::ffi::RemainingRets r) {                     \
-              return dualcast_xla_##name##_handlers_::vjp(::dualcast::cpu{}, #name, a, r);         \
-            })                                                                                     \
-            .release();                                                                            \
-    return h->Call(frame);                                                                         \
-  }                                                                                                \
+  DUALCAST_XLA_HANDLER_(name, fwd, forward)                                                        \
+  DUALCAST_XLA_HANDLER_(name, vjp, vjp)                                                            \
   [[maybe_unused]] static bool const dualcast_xla_##name##_registered_ =                           \
       ::dualcast::interop::xla::detail::add_entry(                                                 \
-          dualcast_xla_##name##_handlers_::describe(#name, "cpu"))
-#endif
+          dualcast_xla_##name##_handlers_::describe(#name, DUALCAST_XLA_PLATFORM_))
 
 // DUALCAST_XLA_KERNEL(name, kernel[, active input positions...]): the kernel's XLA FFI handlers
 // (see the top of this file). `kernel` names a dualcast::kernel constant at namespace scope.
