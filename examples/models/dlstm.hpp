@@ -130,6 +130,39 @@ template <class T> params<T> make_params(dc::var<T> main, dc::var<T> extra, int 
   return p;
 }
 
+// Every layer's initial hidden and cell state, as constants on tp.
+template <class T>
+std::pair<std::vector<dc::var<T>>, std::vector<dc::var<T>>> initial_state(problem const &p,
+                                                                          dc::tape &tp) {
+  int const l = p.l, b = p.b;
+  std::vector<dc::var<T>> h(static_cast<std::size_t>(l)), s(static_cast<std::size_t>(l));
+  for (int k = 0; k < l; ++k) {
+    std::vector<T> hk(p.state.begin() + 2 * k * b, p.state.begin() + (2 * k + 1) * b);
+    std::vector<T> sk(p.state.begin() + (2 * k + 1) * b, p.state.begin() + (2 * k + 2) * b);
+    h[std::size_t(k)] = tp.constant(dc::tensor<T>::from({b}, hk));
+    s[std::size_t(k)] = tp.constant(dc::tensor<T>::from({b}, sk));
+  }
+  return {std::move(h), std::move(s)};
+}
+// The character sequence, (c, b).
+template <class T> dc::tensor<T> characters(problem const &p) {
+  std::vector<T> seq_values(p.seq.begin(), p.seq.end());
+  return dc::tensor<T>::from({p.c, p.b}, seq_values);
+}
+// The loss of the top layer's outputs at each step (`last`) against the next characters: the
+// predictions of all steps stacked and the loss as a few whole-array operations.
+template <class T>
+dc::var<T> prediction_loss(problem const &p, params<T> const &prm,
+                           std::vector<dc::var<T>> const &last, dc::tensor<T> const &seq) {
+  int const b = p.b, c = p.c;
+  auto y = dc::stack(last, 0) * prm.out_weight + prm.out_bias; // (c - 1, b)
+  // lse materialised (a var, one log per row): left lazy, it would join the (c - 1, b) expression
+  // below and its log would run b times per row, in the values pass and again in the VJP.
+  dc::var<T> lse = dc::log(dc::sum(dc::exp(y), {1}, true) + 2.0); // (c - 1, 1)
+  auto total = dc::sum((y - lse) * seq.slice(0, 1, c));           // the next characters
+  return total * (T(-1) / (T(c - 1) * T(b)));
+}
+
 // The loss on the tape of `main` and `extra` (variables; constants when no gradient is wanted):
 // (c - 1) * l fused layer-steps, then the predictions of all steps stacked and the loss as a few
 // whole-array operations.
@@ -137,15 +170,9 @@ template <class T>
 dc::var<T> loss(problem const &p, dc::var<T> const &main, dc::var<T> const &extra) {
   int const l = p.l, b = p.b, c = p.c;
   auto prm = make_params(main, extra, l, b);
-  std::vector<dc::var<T>> h(static_cast<std::size_t>(l)), s(static_cast<std::size_t>(l));
-  for (int k = 0; k < l; ++k) {
-    std::vector<T> hk(p.state.begin() + 2 * k * b, p.state.begin() + (2 * k + 1) * b);
-    std::vector<T> sk(p.state.begin() + (2 * k + 1) * b, p.state.begin() + (2 * k + 2) * b);
-    h[std::size_t(k)] = main.owner()->constant(dc::tensor<T>::from({b}, hk));
-    s[std::size_t(k)] = main.owner()->constant(dc::tensor<T>::from({b}, sk));
-  }
-  std::vector<T> seq_values(p.seq.begin(), p.seq.end());
-  auto seq = dc::tensor<T>::from({c, b}, seq_values);
+  auto state = initial_state<T>(p, *main.owner());
+  auto &h = state.first, &s = state.second;
+  auto const seq = characters<T>(p);
   std::vector<dc::var<T>> last; // the top layer's output at each step
   for (int t = 0; t + 1 < c; ++t) {
     for (int k = 0; k < l; ++k) {
@@ -162,12 +189,7 @@ dc::var<T> loss(problem const &p, dc::var<T> const &main, dc::var<T> const &extr
     }
     last.push_back(h[std::size_t(l - 1)]);
   }
-  auto y = dc::stack(last, 0) * prm.out_weight + prm.out_bias; // (c - 1, b)
-  // lse materialised (a var, one log per row): left lazy, it would join the (c - 1, b) expression
-  // below and its log would run b times per row, in the values pass and again in the VJP.
-  dc::var<T> lse = dc::log(dc::sum(dc::exp(y), {1}, true) + 2.0); // (c - 1, 1)
-  auto total = dc::sum((y - lse) * seq.slice(0, 1, c));           // the next characters
-  return total * (T(-1) / (T(c - 1) * T(b)));
+  return prediction_loss(p, prm, last, seq);
 }
 
 // The same loss written with plain tape operators, the way a PyTorch user writes it: the gates
@@ -182,15 +204,9 @@ dc::var<T> loss_operators(problem const &p, dc::var<T> const &main, dc::var<T> c
                           bool each_statement = false) {
   int const l = p.l, b = p.b, c = p.c;
   auto prm = make_params(main, extra, l, b);
-  std::vector<dc::var<T>> h(static_cast<std::size_t>(l)), s(static_cast<std::size_t>(l));
-  for (int k = 0; k < l; ++k) {
-    std::vector<T> hk(p.state.begin() + 2 * k * b, p.state.begin() + (2 * k + 1) * b);
-    std::vector<T> sk(p.state.begin() + (2 * k + 1) * b, p.state.begin() + (2 * k + 2) * b);
-    h[std::size_t(k)] = main.owner()->constant(dc::tensor<T>::from({b}, hk));
-    s[std::size_t(k)] = main.owner()->constant(dc::tensor<T>::from({b}, sk));
-  }
-  std::vector<T> seq_values(p.seq.begin(), p.seq.end());
-  auto seq = dc::tensor<T>::from({c, b}, seq_values);
+  auto state = initial_state<T>(p, *main.owner());
+  auto &h = state.first, &s = state.second;
+  auto const seq = characters<T>(p);
   std::vector<dc::var<T>> last;
   for (int t = 0; t + 1 < c; ++t) {
     for (int k = 0; k < l; ++k) {
@@ -222,10 +238,7 @@ dc::var<T> loss_operators(problem const &p, dc::var<T> const &main, dc::var<T> c
     }
     last.push_back(h[std::size_t(l - 1)]);
   }
-  auto y = dc::stack(last, 0) * prm.out_weight + prm.out_bias;
-  dc::var<T> lse = dc::log(dc::sum(dc::exp(y), {1}, true) + 2.0);
-  auto total = dc::sum((y - lse) * seq.slice(0, 1, c));
-  return total * (T(-1) / (T(c - 1) * T(b)));
+  return prediction_loss(p, prm, last, seq);
 }
 
 } // namespace dlstm
