@@ -47,12 +47,18 @@ FUTHARK = {"reduce_plus": "1.0", "reduce_times": "2.4", "reduce_min": "2.5", "sc
            "scan_times": "3.3", "scan_min": "1.3", "histogram_plus": "1.5-1.9"}
 
 
-def rows(name):
-    path = RESULTS / f"{name}.csv"
+def read_csv(filename):
+    """The rows of bench/results/<filename> as dicts; None when the file is not there."""
+    path = RESULTS / filename
     if not path.exists():
-        return []
+        return None
     with path.open() as f:
-        return [r for r in csv.DictReader(f) if r.get("benchmark") and r["benchmark"] != "benchmark"]
+        return list(csv.DictReader(f))
+
+
+def rows(name):
+    rs = read_csv(f"{name}.csv") or []
+    return [r for r in rs if r.get("benchmark") and r["benchmark"] != "benchmark"]
 
 
 def ms(rs, **match):
@@ -391,11 +397,9 @@ def gpu_step_table():
 
 
 def gpu_ncu_table():
-    path = RESULTS / "gpu_ncu.csv"
-    if not path.exists():
+    rs = read_csv("gpu_ncu.csv")
+    if rs is None:
         return "(no ncu results)"
-    with path.open() as f:
-        rs = list(csv.DictReader(f))
     body = [[r["run"].replace("_", " "), r["mode"], r["kernel"], r["time_us"], r["dram_read_mb"],
              r["dram_write_mb"], r["dram_pct_of_peak"], r["warps_active_pct"], r["registers"]]
             for r in rs if "contract 2/5" not in r["mode"] and "contract 3/5" not in r["mode"]
@@ -551,11 +555,10 @@ def tape_compile_table():
     order measured (a tree "X without Y" -- a variant that differs only in run-time code -- counts
     as X; "X compiled" is tree X with dualcast::compiled, "X compiled+pch" with the tests'
     precompiled header too)."""
-    path = RESULTS / "compile_time_tape.csv"
-    if not path.exists():
+    rs = read_csv("compile_time_tape.csv")
+    if rs is None:
         return ""
-    with path.open() as f:
-        rs = [r for r in csv.DictReader(f) if r["tree"] != "tree"]
+    rs = [r for r in rs if r["tree"] != "tree"]
     for r in rs:
         r["tree"] = r["tree"].split(" without ")[0]
     trees = list(dict.fromkeys(r["tree"] for r in rs))
@@ -609,19 +612,16 @@ def tape_compile_table():
 
 
 def compile_section():
-    path = RESULTS / "compile_time.csv"
-    if not path.exists():
+    rs = read_csv("compile_time.csv")
+    if rs is None:
         return "(no compile-time results)"
-    with path.open() as f:
-        rs = list(csv.DictReader(f))
     body = [[r["kernel"].replace("_", " "), r["mode"], r["inputs"] or "-", r["outputs"] or "-",
              r["seconds"], r["peak_mib"]] for r in rs]
     compilers = sorted({r["compiler"] for r in rs})
     units = ""
-    upath = RESULTS / "compile_units.csv"  # scripts/compile-times release bench/results/compile_units.csv
-    if upath.exists():
-        with upath.open() as f:
-            us_ = sorted(csv.DictReader(f), key=lambda r: -float(r["seconds"]))
+    units_rows = read_csv("compile_units.csv")  # scripts/compile-times release bench/results/compile_units.csv
+    if units_rows is not None:
+        us_ = sorted(units_rows, key=lambda r: -float(r["seconds"]))
         total = sum(float(r["seconds"]) for r in us_)
         units = ("\n\nPer translation unit of the project's own build (`bench/results/compile_units.csv`, "
                  "written by `scripts/compile-times`: each compile alone, seconds of CPU and peak "
@@ -680,11 +680,9 @@ def headline_section():
 
 
 def gradbench_section():
-    path = RESULTS / "gradbench_compare.csv"
-    if not path.exists():
+    rs = read_csv("gradbench_compare.csv")
+    if rs is None:
         return "(no GradBench comparison)"
-    with path.open() as f:
-        rs = list(csv.DictReader(f))
     evals = list(dict.fromkeys((r["module"], r["workload"]) for r in rs))
     body = []
     for mod, wl in evals:
@@ -897,11 +895,9 @@ DIST_BEGIN, DIST_END = "<!-- distributed-tables:begin -->", "<!-- distributed-ta
 
 
 def distributed_table():
-    path = RESULTS / "distributed.csv"
-    if not path.exists():
+    rs = read_csv("distributed.csv")
+    if rs is None:
         return "(not measured yet: `bench/distributed/run`)"
-    with path.open() as f:
-        rs = list(csv.DictReader(f))
     variants = {}  # (framework, ranks, overlap) -> {rep: row}
     for r in rs:
         variants.setdefault((r["framework"], int(r["ranks"]), r["overlap"]), {})[r["rep"]] = r
