@@ -62,6 +62,7 @@ import jax.numpy as jnp  # noqa: E402
 import numpy as np  # noqa: E402
 
 import dualcast.jax as dj  # noqa: E402
+from dualcast._reference import array_table  # noqa: E402
 
 
 def cell_jnp(i, f, g, o, c):
@@ -92,16 +93,7 @@ class CppRef:
 
     @staticmethod
     def _table(ins, outs):
-        def t(arrays):
-            ptrs = (ctypes.c_void_p * len(arrays))(*[a.ctypes.data for a in arrays])
-            ranks = (ctypes.c_int * len(arrays))(*[a.ndim for a in arrays])
-            dims = (ctypes.c_longlong * (8 * len(arrays)))()
-            for k, a in enumerate(arrays):
-                for d, e in enumerate(a.shape):
-                    dims[8 * k + d] = e
-            return ptrs, ranks, dims
-
-        (ip, ir, idim), (op, orank, od) = t(ins), t(outs)
+        (ip, ir, idim), (op, orank, od) = array_table(ins), array_table(outs)
         return (len(ins), ip, ir, idim, len(outs), op, orank, od)
 
     def __call__(self):

@@ -7,6 +7,8 @@ import sys
 
 import numpy as np
 
+from dualcast._reference import array_table
+
 
 def require_jax(cpu_only=True):
     """Imports JAX with x64 on (on the CPU only unless cpu_only is False), or exits as
@@ -40,17 +42,8 @@ class Reference:
         args = [np.require(np.asarray(a, dtype), requirements="C") for a in args]
         res = [np.zeros(s, dtype) for s in res_shapes]
 
-        def table(arrays):
-            ptrs = (ctypes.c_void_p * len(arrays))(*[a.ctypes.data for a in arrays])
-            ranks = (ctypes.c_int * len(arrays))(*[a.ndim for a in arrays])
-            dims = (ctypes.c_longlong * (8 * len(arrays)))()
-            for k, a in enumerate(arrays):
-                for d, e in enumerate(a.shape):
-                    dims[8 * k + d] = e
-            return ptrs, ranks, dims
-
-        ap, ar, ad = table(args)
-        rp, rr, rd = table(res)
+        ap, ar, ad = array_table(args)
+        rp, rr, rd = array_table(res)
         err = ctypes.create_string_buffer(512)
         rc = getattr(self.lib, f"dualcast_ref_{name}")(
             mode, int(dtype == np.float64), len(args), ap, ar, ad, len(res), rp, rr, rd, err, 512)
