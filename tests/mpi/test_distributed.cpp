@@ -16,6 +16,7 @@
 #include <cstring>
 #include <random>
 #include <string>
+#include <utility>
 #include <vector>
 
 namespace dc = dualcast;
@@ -80,8 +81,10 @@ std::vector<std::vector<double>> gradients(model const &m) {
 
 // One process's gradient of the same global batch: the shards' gradients accumulated in rank
 // order on one tape, divided by the number of ranks.
-std::vector<std::vector<double>> single_process_gradient(model const &from, int size) {
+std::vector<std::vector<double>> single_process_gradient(model const &from, int size,
+                                                         bool fused = true) {
   dc::tape tp;
+  tp.fused = fused;
   model m(tp, 1);
   for (std::size_t i = 0; i < m.ps.size(); ++i)
     m.ps.at(i).v.value().copy_(from.ps.at(i).v.value());
@@ -132,9 +135,12 @@ TEST_CASE("mismatched shapes and bad roots are errors on every rank") {
 
 TEST_CASE("data-parallel gradients equal one process's gradient of the global batch") {
   dd::communicator &c = *world;
-  for (bool fixed : {true, false}) {
+  // (fused nodes and the unfused tape: the hooks must see each leaf's final gradient in both)
+  for (auto [fixed, fused] : {std::pair{true, true}, {false, true}, {true, false}}) {
     CAPTURE(fixed);
+    CAPTURE(fused);
     dc::tape tp;
+    tp.fused = fused;
     // Different initial values on each rank: the broadcast makes them rank 0's.
     model m(tp, 1 + std::uint64_t(c.rank()));
     dd::data_parallel_options o;
@@ -149,7 +155,7 @@ TEST_CASE("data-parallel gradients equal one process's gradient of the global ba
       tp.zero_grad();
       tp.backward(shard_loss(tp, m, c.rank(), c.size()));
       auto got = gradients(m);
-      auto want = single_process_gradient(m, c.size());
+      auto want = single_process_gradient(m, c.size(), fused);
       for (std::size_t k = 0; k < got.size(); ++k) {
         CAPTURE(m.ps.at(k).name);
         REQUIRE(got[k].size() == want[k].size());
