@@ -21,11 +21,15 @@ function(dualcast_target_options target)
   endif()
 endfunction()
 
-# dualcast_cuda_options(<target>)
-# Our nvcc settings: sm_80 and sm_90 (DUALCAST_CUDA_ARCHITECTURES), warnings as errors, the ptxas
-# resource report.
+# dualcast_cuda_options(<target> [CHECK])
+# Our nvcc settings: sm_80 and sm_90 (DUALCAST_CUDA_ARCHITECTURES; a kernel check, CHECK,
+# DUALCAST_CUDA_CHECK_ARCHITECTURES), warnings as errors, the ptxas resource report.
 function(dualcast_cuda_options target)
-  set_target_properties(${target} PROPERTIES CUDA_ARCHITECTURES "${DUALCAST_CUDA_ARCHITECTURES}")
+  set(archs "${DUALCAST_CUDA_ARCHITECTURES}")
+  if("CHECK" IN_LIST ARGN)
+    set(archs "${DUALCAST_CUDA_CHECK_ARCHITECTURES}")
+  endif()
+  set_target_properties(${target} PROPERTIES CUDA_ARCHITECTURES "${archs}")
   # -std=c++20 is given by hand: CMake 3.25 knows no CUDA20 flag for nvcc, so
   # CUDA_STANDARD 20 fails at generate time.
   target_compile_options(${target} PRIVATE
@@ -57,7 +61,10 @@ function(dualcast_add_mpi_test)
   endif()
   add_test(NAME ${arg_NAME} COMMAND ${MPIEXEC_EXECUTABLE} ${MPIEXEC_NUMPROC_FLAG} ${arg_RANKS}
     ${flags} $<TARGET_FILE:${arg_COMMAND}> ${MPIEXEC_POSTFLAGS} ${arg_ARGS})
-  set_tests_properties(${arg_NAME} PROPERTIES LABELS "mpi;cpu" TIMEOUT 120 ENVIRONMENT
+  # (RUN_SERIAL: the ranks oversubscribe the cores; beside other tests the timeouts of the
+  # communicator would measure the machine's load)
+  set_tests_properties(${arg_NAME} PROPERTIES LABELS "mpi;cpu" TIMEOUT 120 RUN_SERIAL TRUE
+    ENVIRONMENT
     "OMP_NUM_THREADS=1;OMPI_ALLOW_RUN_AS_ROOT=1;OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1")
   if(arg_PASS_REGULAR_EXPRESSION)
     set_tests_properties(${arg_NAME} PROPERTIES
