@@ -23,6 +23,9 @@
 // references, null then).
 extern "C" void openblas_set_num_threads(int) __attribute__((weak));
 extern "C" int openblas_get_parallel() __attribute__((weak));
+// (the same in the scipy-openblas wheels' OpenBLAS, CMake's DUALCAST_SCIPY_OPENBLAS_DIR)
+extern "C" void scipy_openblas_set_num_threads(int) __attribute__((weak));
+extern "C" int scipy_openblas_get_parallel() __attribute__((weak));
 
 namespace bench {
 
@@ -73,11 +76,19 @@ inline options parse(int argc, char **argv, int default_reps, int quick_reps) {
 #endif
   if (openblas_set_num_threads)
     openblas_set_num_threads(o.threads);
+  if (scipy_openblas_set_num_threads)
+    scipy_openblas_set_num_threads(o.threads);
   return o;
 }
 
 // Which BLAS runs the gemms: openblas-openmp, openblas-pthreads, openblas-serial or other.
 inline char const *blas_name() {
+  if (scipy_openblas_get_parallel) {
+    int const p = scipy_openblas_get_parallel();
+    return p == 2   ? "scipy-openblas-openmp"
+           : p == 1 ? "scipy-openblas-pthreads"
+                    : "scipy-openblas-serial";
+  }
   if (!openblas_get_parallel)
     return "other";
   int const p = openblas_get_parallel();

@@ -10,6 +10,16 @@
 
 #include <type_traits>
 
+// A CBLAS whose symbols carry a prefix (the scipy-openblas wheels export scipy_cblas_sgemm):
+// -DDUALCAST_CBLAS_PREFIX=scipy_ (CMake's DUALCAST_SCIPY_OPENBLAS_DIR sets it).
+#ifdef DUALCAST_CBLAS_PREFIX
+#define DUALCAST_DETAIL_CBLAS_CAT2(prefix, name) prefix##name
+#define DUALCAST_DETAIL_CBLAS_CAT(prefix, name) DUALCAST_DETAIL_CBLAS_CAT2(prefix, name)
+#define DUALCAST_DETAIL_CBLAS(name) DUALCAST_DETAIL_CBLAS_CAT(DUALCAST_CBLAS_PREFIX, name)
+#else
+#define DUALCAST_DETAIL_CBLAS(name) name
+#endif
+
 namespace dualcast::detail {
 
 // Row-major C (m x n, leading dimension ldc) = op(A) op(B) + beta C; ta / tb: the operand is
@@ -20,9 +30,11 @@ void backend_gemm(hook, cpu const &, bool ta, bool tb, int m, int n, int k, T co
   static_assert(std::is_same_v<T, float> || std::is_same_v<T, double>);
   auto tr = [](bool t) { return t ? CblasTrans : CblasNoTrans; };
   if constexpr (std::is_same_v<T, float>)
-    cblas_sgemm(CblasRowMajor, tr(ta), tr(tb), m, n, k, 1.0f, a, lda, b, ldb, beta, c, ldc);
+    DUALCAST_DETAIL_CBLAS(cblas_sgemm)
+    (CblasRowMajor, tr(ta), tr(tb), m, n, k, 1.0f, a, lda, b, ldb, beta, c, ldc);
   else
-    cblas_dgemm(CblasRowMajor, tr(ta), tr(tb), m, n, k, 1.0, a, lda, b, ldb, beta, c, ldc);
+    DUALCAST_DETAIL_CBLAS(cblas_dgemm)
+    (CblasRowMajor, tr(ta), tr(tb), m, n, k, 1.0, a, lda, b, ldb, beta, c, ldc);
 }
 
 // `batch` products C_i = op(A_i) op(B_i) + beta C_i, X_i at x + i * stride_x (stride 0: shared);
