@@ -11,7 +11,9 @@
 #include <dualcast/tensor/detail/dual_elements.hpp>
 #include <dualcast/tensor/tensor.hpp>
 
+#include <algorithm>
 #include <string>
+#include <vector>
 #include <type_traits>
 
 namespace dualcast::detail {
@@ -40,6 +42,22 @@ template <class D> tensor<real_part_t<D>> dual_component(tensor<D> const &x, int
       x.dims(), [c](real_part_t<D> &y, D const &v) { y = dual_part(v, c); }, r.raw_view(),
       x.cview());
   return r;
+}
+// The same laid out as x when x is a permutation of a dense array (a transposed matrix, say), so
+// that a gemm of the parts sees the layout (and transpose flags) the plain tape's gemm sees.
+template <class D> tensor<real_part_t<D>> dual_component_like(tensor<D> const &x, int c) {
+  std::vector<int> perm(std::size_t(x.rank()));
+  for (int i = 0; i < x.rank(); ++i)
+    perm[std::size_t(i)] = i;
+  std::stable_sort(perm.begin(), perm.end(),
+                   [&](int i, int j) { return x.stride(i) > x.stride(j); });
+  tensor<D> xp = x.permuted(perm);
+  if (!xp.is_contiguous())
+    return dual_component(x, c);
+  std::vector<int> inv(perm.size());
+  for (std::size_t i = 0; i < perm.size(); ++i)
+    inv[std::size_t(perm[i])] = int(i);
+  return dual_component(xp, c).permuted(inv);
 }
 // Writes p (x's shape) into part c of x (a fresh result: no version bump).
 template <class D>
