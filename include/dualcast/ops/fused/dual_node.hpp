@@ -17,6 +17,8 @@
 #include <dualcast/kernel/kernel.hpp>
 #include <dualcast/numbers/dual.hpp>
 #include <dualcast/ops/detail/dual_parts.hpp>
+#include <dualcast/ops/fused/args.hpp>
+#include <dualcast/ops/fused/store_node.hpp>
 #include <dualcast/tape/custom_op.hpp>
 #include <dualcast/tape/tape.hpp>
 #include <dualcast/tensor/detail/dual_elements.hpp>
@@ -84,6 +86,59 @@ template <class D, class P, class... A> struct dual_fused_call {
         return std::get<q>(sc);
     };
     return as_outputs(f(one(std::integral_constant<std::size_t, p>{})...));
+  }
+
+  // The values of the input cotangents gx (their real parts) as the plain tape's store node
+  // computes them (ops/fused/store_node.hpp), so that they have its bits: the partials
+  // d y_k / d x_a by the plain SIMD pass, contracted with the cotangents' values by its contraction
+  // kernel, summed over broadcast dimensions by the backend's reduction.
+  template <std::size_t NO, bool S, class Ex, class F, class Seq, std::size_t NX_>
+  static void plain_cotangent_values(Ex const &ex, F const &f, scalars const &sc, Seq seq,
+                                     std::array<tensor<D>, NX_> const &xs,
+                                     std::array<tensor<D>, NO> const &gy, shape const &s,
+                                     std::array<tensor<D>, NX_> const &gx) {
+    std::array<tensor<R>, NX_> vals;
+    for (std::size_t i = 0; i < NX_; ++i)
+      vals[i] = dual_component(xs[i], -1);
+    std::array<tensor<R>, NO> yv, gyv;
+    for (std::size_t o = 0; o < NO; ++o) {
+      yv[o] = tensor<R>::empty(s);
+      gyv[o] = dual_component(gy[o], -1);
+    }
+    std::array<tensor<R>, NO * std::size_t(NA)> pv;
+    for (auto &t : pv)
+      t = tensor<R>::empty(s);
+    [&]<std::size_t... o, std::size_t... q, std::size_t... p>(
+        std::index_sequence<o...>, std::index_sequence<q...>, std::index_sequence<p...>) {
+      auto arg = [&]<std::size_t u>(std::integral_constant<std::size_t, u>) {
+        if constexpr (P::array_index[u] >= 0)
+          return vals[std::size_t(P::array_index[u])].cview();
+        else
+          return std::get<u>(sc);
+      };
+      apply(ex, kernel<F, S>{f}, active_of<A...>{}, out(yv[o].raw_view()...),
+            out(pv[q].raw_view()...), arg(std::integral_constant<std::size_t, p>{})...);
+    }
+    (std::make_index_sequence<NO>{}, std::make_index_sequence<NO * std::size_t(NA)>{}, seq);
+    for (std::size_t u = 0; u < sizeof...(A); ++u) {
+      int const i = P::array_index[u], a = P::var_index[u];
+      if (a < 0 || !gx[std::size_t(i)].defined())
+        continue;
+      tensor<R> c = tensor<R>::empty(s);
+      [&]<std::size_t... k>(std::index_sequence<k...>) {
+        apply(ex, contract_kernel, out(c.raw_view()),
+              (k % 2 == 0 ? gyv[k / 2].cview()
+                          : pv[(k / 2) * std::size_t(NA) + std::size_t(a)].cview())...);
+      }
+      (std::make_index_sequence<2 * NO>{});
+      tensor<D> const &t = gx[std::size_t(i)];
+      tensor<R> r = c;
+      if (!(t.dims() == s)) {
+        r = tensor<R>::empty(t.dims());
+        backend_reduce(hook{}, ex, s, static_cast<R const *>(c.data()), r.raw_view(), false);
+      }
+      set_dual_component(t, -1, r);
+    }
   }
 };
 
@@ -180,7 +235,7 @@ auto fused_duals(kernel<F, S> const &k, A const &...a) {
       return ys;
   };
 
-  auto backward = [f, sc, seq](auto const &, auto const &ctx, auto &g) {
+  auto backward = [f, sc, seq](auto const &ex, auto const &ctx, auto &g) {
     if constexpr (NA > 0) {
       using N2 = dual<D, NA>;
       std::array<tensor<D>, NX> xs;
@@ -246,10 +301,12 @@ auto fused_duals(kernel<F, S> const &k, A const &...a) {
         }
         (std::make_index_sequence<NO>{});
       }
+      C::template plain_cotangent_values<NO, S>(ex, f, sc, seq, xs, gy, s, gx);
       for (int i = 0; i < NX; ++i)
         if (gx[std::size_t(i)].defined())
           g.add(std::size_t(i), std::move(gx[std::size_t(i)]));
     } else {
+      (void)ex;
       (void)g;
       (void)ctx;
     }
