@@ -14,10 +14,10 @@
 #pragma once
 
 #include <dualcast/core/compiled.hpp>
+#include <dualcast/ops/detail/dual_parts.hpp>
 #include <dualcast/ops/detail/tape_ops.hpp>
 #include <dualcast/tape/custom_op.hpp>
 #include <dualcast/tape/tape.hpp>
-#include <dualcast/ops/detail/dual_parts.hpp>
 #include <dualcast/tensor/detail/gemm_backends.hpp>
 #include <dualcast/tensor/tensor.hpp>
 

@@ -301,10 +301,16 @@ DUALCAST_EACH_FLOAT_TYPE(DUALCAST_X)
 
 template <var_like X>
 auto max(X const &x, std::vector<int> const &axes = {}, bool keepdims = false) {
+  static_assert(detail::plain_operand<X>(),
+                "dualcast::max: not supported on a tape over duals (dual<T, K> elements) yet; "
+                "docs/higher-order.md lists the operations that are");
   return detail::extremum<true>("dualcast::max", detail::as_var(x), axes, keepdims);
 }
 template <var_like X>
 auto min(X const &x, std::vector<int> const &axes = {}, bool keepdims = false) {
+  static_assert(detail::plain_operand<X>(),
+                "dualcast::min: not supported on a tape over duals (dual<T, K> elements) yet; "
+                "docs/higher-order.md lists the operations that are");
   return detail::extremum<false>("dualcast::min", detail::as_var(x), axes, keepdims);
 }
 
