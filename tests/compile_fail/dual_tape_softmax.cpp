@@ -1,6 +1,7 @@
 // must-not-compile: an operation that a tape over duals does not support yet (softmax) refuses
 // dual elements, naming itself (docs/higher-order.md lists the operations that take them).
 // expect: dualcast::softmax: not supported on a tape over duals
+// max-errors: 3
 #include <dualcast/autodiff.hpp>
 
 int main() {
