@@ -173,7 +173,14 @@ TEST_CASE("tape over duals: values and gradients are the plain tape's bit for bi
     auto s = dc::sigmoid(xv * 1.5 + constant(xv, b));
     auto t = dc::sum(dc::exp(-xv) * s, {1});
     auto u = dc::transpose(dc::reshape(s, {5, 4}));
-    return dc::sum(t * t) + dc::mean(dc::tanh(u)) + dc::sum(dc::slice(xv, 1, 1, 4) * 0.25);
+    using V = std::decay_t<decltype(xv)>;
+    auto c = dc::concat(std::vector<V>{xv, dc::stack(std::vector<V>{t, t}, 1)}, 1); // (4, 7)
+    auto parts = dc::split(dc::repeat(c, {2, 1}), 4, 0);                            // (4, 7) each
+    auto w =
+        dc::broadcast_to(dc::unsqueeze(t, 1), {4, 3}) * dc::detach(xv * xv).value().slice(1, 0, 3);
+    return dc::sum(t * t) + dc::mean(dc::tanh(u)) + dc::sum(dc::slice(xv, 1, 1, 4) * 0.25) +
+           dc::sum(dc::sin(parts[1])) + dc::variance(dc::squeeze(dc::reshape(w, {1, 12}))) +
+           dc::sum(dc::cos(dc::permute(c, {1, 0})));
   };
   auto const r = dc::grad_and_hvp(f, x, v);
   dc::tape tp;
@@ -187,6 +194,15 @@ TEST_CASE("tape over duals: values and gradients are the plain tape's bit for bi
     CHECK(same_bits(g[i], gd[i]));
   }
   check_close(r.hvp.to_vector(), fd_hvp(f, x, v), 1e-6);
+}
+
+TEST_CASE("hvp: an LSTM cell (a ready fused node) against central differences") {
+  T64 x = random_tensor({3, 4}, 14), v = random_tensor({3, 4}, 15);
+  auto f = [](auto const &xv) {
+    auto hc = dc::lstm_cell(xv * 0.5, xv - 0.25, dc::sin(xv), xv * xv, dc::cos(xv));
+    return dc::sum(hc[0] * hc[1]);
+  };
+  check_close(dc::hvp(f, x, v).to_vector(), fd_hvp(f, x, v), 1e-6);
 }
 
 TEST_CASE("tape over duals: refusals") {
