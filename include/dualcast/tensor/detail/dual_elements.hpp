@@ -53,6 +53,13 @@ template <std::size_t N> struct strided_walk {
 // (broadcast with stride 0 where needed). f receives references (const for const views).
 template <class F, class... V> void each_element(shape const &s, F &&f, V const &...v) {
   index_t const n = s.size();
+  if ((v.is_contiguous() && ...)) { // (the usual case: one index, no odometer)
+    auto base = std::make_tuple(v.data()...);
+    for (index_t e = 0; e < n; ++e)
+      [&]<std::size_t... k>(std::index_sequence<k...>) { f(std::get<k>(base)[e]...); }
+    (std::index_sequence_for<V...>{});
+    return;
+  }
   strided_walk<sizeof...(V)> w{s, {v.strides()...}};
   auto base = std::make_tuple(v.data()...);
   for (index_t e = 0; e < n; ++e, w.next())
