@@ -8,7 +8,9 @@
 // partial), whose outer partials d y / d x_a are dual<T, K> numbers -- the first derivatives and
 // their directional derivatives in one pass -- and x_a's cotangent gets sum_k ybar_k * d y_k / d
 // x_a in dual arithmetic: the gradient and its tangent (the Hessian-vector product's term)
-// together. Both passes run one element at a time on the host (the CPU backend's batches hold plain
+// together; the values of those cotangents are then recomputed as the plain store node computes
+// them (plain_cotangent_values), so that the gradient's values have the plain tape's bits. The
+// tangent passes run one element at a time on the host (the CPU backend's batches hold plain
 // numbers): correctness first.
 #pragma once
 
