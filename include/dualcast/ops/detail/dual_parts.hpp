@@ -13,8 +13,8 @@
 
 #include <algorithm>
 #include <string>
-#include <vector>
 #include <type_traits>
+#include <vector>
 
 namespace dualcast::detail {
 
