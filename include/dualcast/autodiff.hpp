@@ -36,6 +36,7 @@
 #include <dualcast/ops/statistics.hpp>
 #include <dualcast/ops/stencil.hpp>
 #include <dualcast/tape/custom_op.hpp>
+#include <dualcast/tape/higher_order.hpp>
 #include <dualcast/tape/no_grad.hpp>
 #include <dualcast/tape/policy.hpp>
 #include <dualcast/tape/tape.hpp>

@@ -65,21 +65,33 @@ index_array arg_extremum(char const *op, tensor<T> const &x, int axis, bool all,
 
 template <class X>
 requires(var_like<X> || is_tensor_v<X>) index_array argmax(X const &x) {
+  static_assert(detail::plain_operand<X>(),
+                "dualcast::argmax: not supported on a tape over duals (dual<T, K> elements) yet; "
+                "docs/higher-order.md lists the operations that are");
   return detail::arg_extremum<true>("dualcast::argmax", detail::host_values(x), 0, true, false);
 }
 template <class X>
 requires(var_like<X> || is_tensor_v<X>) index_array
     argmax(X const &x, int axis, bool keepdims = false) {
+  static_assert(detail::plain_operand<X>(),
+                "dualcast::argmax: not supported on a tape over duals (dual<T, K> elements) yet; "
+                "docs/higher-order.md lists the operations that are");
   return detail::arg_extremum<true>("dualcast::argmax", detail::host_values(x), axis, false,
                                     keepdims);
 }
 template <class X>
 requires(var_like<X> || is_tensor_v<X>) index_array argmin(X const &x) {
+  static_assert(detail::plain_operand<X>(),
+                "dualcast::argmin: not supported on a tape over duals (dual<T, K> elements) yet; "
+                "docs/higher-order.md lists the operations that are");
   return detail::arg_extremum<false>("dualcast::argmin", detail::host_values(x), 0, true, false);
 }
 template <class X>
 requires(var_like<X> || is_tensor_v<X>) index_array
     argmin(X const &x, int axis, bool keepdims = false) {
+  static_assert(detail::plain_operand<X>(),
+                "dualcast::argmin: not supported on a tape over duals (dual<T, K> elements) yet; "
+                "docs/higher-order.md lists the operations that are");
   return detail::arg_extremum<false>("dualcast::argmin", detail::host_values(x), axis, false,
                                      keepdims);
 }

@@ -52,6 +52,9 @@ template <class U, class T> tensor<U> cast_on(cpu const &host, tensor<T> const &
 
 // x's elements as U (float or double); x itself when it already holds U.
 template <class U, class T> tensor<U> cast(tensor<T> const &x) {
+  static_assert(detail::plain_operand<tensor<T>>(),
+                "dualcast::cast: not supported on a tape over duals (dual<T, K> elements) yet; "
+                "docs/higher-order.md lists the operations that are");
   static_assert(std::is_same_v<U, float> || std::is_same_v<U, double>,
                 "dualcast::cast: the target element type is float or double");
   return detail::cast_on<U>(detail::ambient_cpu(), x);
@@ -59,6 +62,9 @@ template <class U, class T> tensor<U> cast(tensor<T> const &x) {
 
 // A tape variable's value as U; its gradient flows back converted to T.
 template <class U, class T> var<U> cast(var<T> const &x) {
+  static_assert(detail::plain_operand<var<T>>(),
+                "dualcast::cast: not supported on a tape over duals (dual<T, K> elements) yet; "
+                "docs/higher-order.md lists the operations that are");
   static_assert(std::is_same_v<U, float> || std::is_same_v<U, double>,
                 "dualcast::cast: the target element type is float or double");
   if constexpr (std::is_same_v<U, T>) {

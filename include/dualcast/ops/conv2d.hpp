@@ -307,6 +307,9 @@ template <class T, class... In> auto conv2d_on_tape(conv2d_geometry const &g, In
 // ---- on tape variables and lazy expressions ----------------------------------------------------
 template <var_like X, var_like Wt>
 auto conv2d(X const &x, Wt const &w, conv2d_options options = {}) {
+  static_assert(detail::plain_operand<X>(),
+                "dualcast::conv2d: not supported on a tape over duals (dual<T, K> elements) yet; "
+                "docs/higher-order.md lists the operations that are");
   using T = typename detail::var_of_t<X>::value_type;
   auto const &xv = detail::as_var(x);
   auto const &wv = detail::as_var(w);
@@ -315,6 +318,9 @@ auto conv2d(X const &x, Wt const &w, conv2d_options options = {}) {
 }
 template <var_like X, var_like Wt, var_like B>
 auto conv2d(X const &x, Wt const &w, B const &b, conv2d_options options = {}) {
+  static_assert(detail::plain_operand<X>(),
+                "dualcast::conv2d: not supported on a tape over duals (dual<T, K> elements) yet; "
+                "docs/higher-order.md lists the operations that are");
   using T = typename detail::var_of_t<X>::value_type;
   auto const &xv = detail::as_var(x);
   auto const &wv = detail::as_var(w);

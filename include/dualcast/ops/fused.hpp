@@ -28,6 +28,7 @@
 #include <dualcast/ops/fused/args.hpp>
 #include <dualcast/ops/fused/core.hpp>
 #include <dualcast/ops/fused/cost_model.hpp>
+#include <dualcast/ops/fused/dual_node.hpp>
 #include <dualcast/ops/fused/recompute_node.hpp>
 #include <dualcast/ops/fused/store_node.hpp>
 #include <dualcast/tape/policy.hpp>
@@ -52,8 +53,8 @@ requires(is_policy_v<P> && (lazy_expr<A> || ...)) auto fused(P pol, kernel<F, S>
 
 // Calls a kernel on tape variables as ONE fused node under policy P (see the file comment).
 template <class P, class F, bool S, class... A>
-requires(is_policy_v<P> && !(lazy_expr<A> || ...)) auto fused(P, kernel<F, S> const &k,
-                                                              A const &...a) {
+requires(is_policy_v<P> && !(lazy_expr<A> || ...) &&
+         !detail::any_duals_v<A...>) auto fused(P, kernel<F, S> const &k, A const &...a) {
   using T = typename detail::elem_of_args<A...>::type;
   static_assert(!std::is_void_v<T>,
                 "dualcast::fused: give at least one variable or tensor argument");
@@ -125,6 +126,21 @@ requires(is_policy_v<P> && !(lazy_expr<A> || ...)) auto fused(P, kernel<F, S> co
     }
     return detail::wrap_outputs(result);
   });
+}
+
+// The same on a tape over duals (variables of dual<T, K> elements: forward over reverse,
+// ops/fused/dual_node.hpp); the policy does not apply (the node keeps its inputs and evaluates the
+// kernel on nested duals in backward).
+template <class P, class F, bool S, class... A>
+requires(is_policy_v<P> && !(lazy_expr<A> || ...) &&
+         detail::any_duals_v<A...>) auto fused(P, kernel<F, S> const &k, A const &...a) {
+  using T = typename detail::elem_of_args<A...>::type;
+  static_assert(((is_var_v<A> || is_tensor_v<A> || std::is_arithmetic_v<A>)&&...),
+                "dualcast::fused: arguments must be variables, tensors or arithmetic scalars");
+  static_assert(((std::is_void_v<typename detail::elem_of<A>::type> ||
+                  std::is_same_v<typename detail::elem_of<A>::type, T>)&&...),
+                "dualcast::fused: all arrays of one call must have the same element type");
+  return detail::fused_duals<T>(k, a...);
 }
 
 // The same under policy::automatic.

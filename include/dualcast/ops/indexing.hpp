@@ -162,6 +162,9 @@ void run_index_lines(char const *op, cpu const &host, tensor<T> const &x, tensor
 
 template <var_like X>
 auto index_select(X const &xin, int axis, std::vector<index_t> const &indices) {
+  static_assert(detail::plain_operand<X>(),
+                "dualcast::index_select: not supported on a tape over duals (dual<T, K> elements) "
+                "yet; docs/higher-order.md lists the operations that are");
   using T = typename detail::var_of_t<X>::value_type;
   char const *op = "dualcast::index_select";
   auto const &x = detail::as_var(xin);
@@ -186,6 +189,9 @@ auto index_select(X const &xin, int axis, std::vector<index_t> const &indices) {
 }
 
 template <var_like X> auto gather(X const &xin, int axis, index_array const &index) {
+  static_assert(detail::plain_operand<X>(),
+                "dualcast::gather: not supported on a tape over duals (dual<T, K> elements) yet; "
+                "docs/higher-order.md lists the operations that are");
   using T = typename detail::var_of_t<X>::value_type;
   char const *op = "dualcast::gather";
   auto const &x = detail::as_var(xin);
@@ -238,6 +244,9 @@ tensor<T> flipped(char const *op, cpu const &host, tensor<T> t, std::vector<bool
 // x reversed along `axes` (PyTorch's flip; NumPy's x[::-1] along each). A copy: views have
 // positive strides here (slice takes step > 0). The gradient is the output's, flipped back.
 template <var_like X> auto flip(X const &xin, std::vector<int> const &axes) {
+  static_assert(detail::plain_operand<X>(),
+                "dualcast::flip: not supported on a tape over duals (dual<T, K> elements) yet; "
+                "docs/higher-order.md lists the operations that are");
   using T = typename detail::var_of_t<X>::value_type;
   char const *op = "dualcast::flip";
   auto const &x = detail::as_var(xin);
@@ -260,6 +269,9 @@ template <var_like X> auto flip(X const &xin, std::vector<int> const &axes) {
 // masked_select; mask: a tensor broadcast to x's shape). index_select of the flattened x: the
 // gradient scatters back to the selected positions (0 elsewhere).
 template <var_like X, class T> auto masked_select(X const &xin, tensor<T> const &mask) {
+  static_assert(detail::plain_operand<X>(),
+                "dualcast::masked_select: not supported on a tape over duals (dual<T, K> elements) "
+                "yet; docs/higher-order.md lists the operations that are");
   char const *op = "dualcast::masked_select";
   auto const &x = detail::as_var(xin);
   shape const s = x.dims();

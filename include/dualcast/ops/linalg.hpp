@@ -14,6 +14,7 @@
 #pragma once
 
 #include <dualcast/core/compiled.hpp>
+#include <dualcast/ops/detail/dual_parts.hpp>
 #include <dualcast/ops/detail/tape_ops.hpp>
 #include <dualcast/tape/custom_op.hpp>
 #include <dualcast/tape/tape.hpp>
@@ -207,6 +208,40 @@ template <class T> tensor<T> last_batch(tensor<T> const &x, shape const &batch, 
 template <class T> tensor<T> maybe_transposed(tensor<T> const &x, bool t) {
   return t ? matrix_transpose(x) : x;
 }
+// gemm and gemm_batched on a tape over duals: (A + e A')(B + e B') = AB + e (A'B + AB'), the plain
+// gemms of the parts (1 + 2K of them), so that the value has the plain tape's bits; beta is real
+// (0 or 1).
+template <class R, int K, class G>
+void dual_gemm_parts(tensor<dual<R, K>> const &a, tensor<dual<R, K>> const &b,
+                     tensor<dual<R, K>> const &c, dual<R, K> const &beta, G const &plain_gemm) {
+  R const bv = beta.val;
+  tensor<R> const av = dual_component_like(a, -1), bvv = dual_component_like(b, -1);
+  for (int p = -1; p < K; ++p) {
+    tensor<R> cp = bv == R(0) ? tensor<R>::empty(c.dims(), c.dev()) : dual_component(c, p);
+    if (p < 0) {
+      plain_gemm(av, bvv, cp, bv);
+    } else {
+      plain_gemm(dual_component_like(a, p), bvv, cp, bv);
+      plain_gemm(av, dual_component_like(b, p), cp, R(1));
+    }
+    set_dual_component(c, p, cp);
+  }
+}
+template <class R, int K>
+void gemm(cpu const &host, tensor<dual<R, K>> const &a, tensor<dual<R, K>> const &b,
+          tensor<dual<R, K>> const &c, dual<R, K> beta) {
+  dual_gemm_parts(a, b, c, beta, [&](auto const &x, auto const &y, auto const &z, R bt) {
+    gemm(host, x, y, z, bt);
+  });
+}
+template <class R, int K>
+void gemm_batched(cpu const &host, tensor<dual<R, K>> const &a, tensor<dual<R, K>> const &b,
+                  tensor<dual<R, K>> const &c, dual<R, K> beta) {
+  dual_gemm_parts(a, b, c, beta, [&](auto const &x, auto const &y, auto const &z, R bt) {
+    gemm_batched(host, x, y, z, bt);
+  });
+}
+
 // C = A @ B over a broadcast batch (pa, pb, C with the batch's rank; C fresh): one strided-batched
 // product per outer entry, over the last batch dimension (the entries in the same order as one
 // gemm each: the same bits on the CPU).

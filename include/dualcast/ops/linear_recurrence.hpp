@@ -577,6 +577,9 @@ DUALCAST_EACH_FLOAT_TYPE(DUALCAST_X)
 } // namespace detail
 
 template <var_like A, var_like B> auto linear_recurrence(A const &a, B const &b, int axis = -1) {
+  static_assert(detail::plain_operand<A>(),
+                "dualcast::linear_recurrence: not supported on a tape over duals (dual<T, K> "
+                "elements) yet; docs/higher-order.md lists the operations that are");
   static_assert(std::is_same_v<typename detail::var_of_t<A>::value_type,
                                typename detail::var_of_t<B>::value_type>,
                 "dualcast::linear_recurrence: operands of one element type");
@@ -584,6 +587,9 @@ template <var_like A, var_like B> auto linear_recurrence(A const &a, B const &b,
 }
 template <var_like A, var_like B, var_like H>
 auto linear_recurrence(A const &a, B const &b, H const &h0, int axis = -1) {
+  static_assert(detail::plain_operand<A>(),
+                "dualcast::linear_recurrence: not supported on a tape over duals (dual<T, K> "
+                "elements) yet; docs/higher-order.md lists the operations that are");
   using T = typename detail::var_of_t<A>::value_type;
   static_assert(std::is_same_v<T, typename detail::var_of_t<B>::value_type> &&
                     std::is_same_v<T, typename detail::var_of_t<H>::value_type>,

@@ -175,6 +175,9 @@ prod_result<T> prod_forward(Ex const &ex, tensor<T> const &xp, reduce_groups con
 // The product over `axes` (all when empty) of a tensor: its value, on the tensor's device.
 template <class T>
 tensor<T> prod(tensor<T> const &x, std::vector<int> const &axes = {}, bool keepdims = false) {
+  static_assert(detail::plain_operand<tensor<T>>(),
+                "dualcast::prod: not supported on a tape over duals (dual<T, K> elements) yet; "
+                "docs/higher-order.md lists the operations that are");
   auto const gr = detail::make_reduce_groups("dualcast::prod", x.dims(), axes, keepdims);
   return detail::on_device("dualcast::prod", x.dev(), detail::ambient_cpu(), [&](auto const &ex) {
     return detail::prod_forward(ex, x.permuted(gr.perm).contiguous(), gr).y;
@@ -233,6 +236,9 @@ DUALCAST_EACH_FLOAT_TYPE(DUALCAST_X)
 // The product over `axes` (all when empty) of a tape variable or lazy expression.
 template <var_like X>
 auto prod(X const &x, std::vector<int> const &axes = {}, bool keepdims = false) {
+  static_assert(detail::plain_operand<X>(),
+                "dualcast::prod: not supported on a tape over duals (dual<T, K> elements) yet; "
+                "docs/higher-order.md lists the operations that are");
   return detail::prod_var(detail::as_var(x), axes, keepdims);
 }
 

@@ -13,6 +13,7 @@
 #include <dualcast/arrays/detail/chunks.hpp>
 #include <dualcast/backend/seam.hpp>
 #include <dualcast/core/compiled.hpp>
+#include <dualcast/ops/detail/dual_parts.hpp>
 #include <dualcast/ops/detail/tape_ops.hpp>
 #include <dualcast/tape/custom_op.hpp>
 #include <dualcast/tape/tape.hpp>
@@ -39,6 +40,13 @@ tensor<T> sum_keepdims(Ex const &ex, tensor<T> const &x, std::vector<bool> const
   }
   backend_reduce(hook{}, ex, xc.dims(), static_cast<T const *>(xc.data()), r.raw_view(), false);
   return r;
+}
+// The same on a tape over duals: the plain sum of each part (a sum is linear), so the value has
+// the plain tape's bits.
+template <class Ex, class R, int K>
+tensor<dual<R, K>> sum_keepdims(Ex const &ex, tensor<dual<R, K>> const &x,
+                                std::vector<bool> const &mask) {
+  return dual_componentwise(x, [&](tensor<R> const &c) { return sum_keepdims(ex, c, mask); });
 }
 
 // y[i], arg[i] = the first extremal element of group i (n contiguous elements) and its position.
@@ -207,7 +215,8 @@ auto mean(X const &x, std::vector<int> const &axes = {}, bool keepdims = false) 
     if (mask[std::size_t(i)])
       n *= v.dims().ext[i];
   // over no element: 0 * inf = NaN, like NumPy
-  return detail::sum_var(v, axes, keepdims) * (T(1) / T(n));
+  using R = scalar_of_t<T>; // (a real factor also on a tape over duals)
+  return detail::sum_var(v, axes, keepdims) * (R(1) / R(n));
 }
 
 namespace detail {
@@ -292,10 +301,16 @@ DUALCAST_EACH_FLOAT_TYPE(DUALCAST_X)
 
 template <var_like X>
 auto max(X const &x, std::vector<int> const &axes = {}, bool keepdims = false) {
+  static_assert(detail::plain_operand<X>(),
+                "dualcast::max: not supported on a tape over duals (dual<T, K> elements) yet; "
+                "docs/higher-order.md lists the operations that are");
   return detail::extremum<true>("dualcast::max", detail::as_var(x), axes, keepdims);
 }
 template <var_like X>
 auto min(X const &x, std::vector<int> const &axes = {}, bool keepdims = false) {
+  static_assert(detail::plain_operand<X>(),
+                "dualcast::min: not supported on a tape over duals (dual<T, K> elements) yet; "
+                "docs/higher-order.md lists the operations that are");
   return detail::extremum<false>("dualcast::min", detail::as_var(x), axes, keepdims);
 }
 

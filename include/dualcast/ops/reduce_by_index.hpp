@@ -341,6 +341,9 @@ tensor<T> reduce_by_index(tensor<T> const &values, std::vector<index_t> const &i
 template <var_like X>
 auto reduce_by_index(X const &values, std::vector<index_t> const &indices, index_t bins,
                      bin_op op) {
+  static_assert(detail::plain_operand<X>(),
+                "dualcast::reduce_by_index: not supported on a tape over duals (dual<T, K> "
+                "elements) yet; docs/higher-order.md lists the operations that are");
   using T = typename detail::var_of_t<X>::value_type;
   char const *name = "dualcast::reduce_by_index";
   auto const &v = detail::as_var(values);

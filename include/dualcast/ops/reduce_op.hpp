@@ -191,6 +191,9 @@ tensor<T> reduce(tensor<T> const &x, Op const &op, std::type_identity_t<T> neutr
 template <var_like X, class Op>
 auto reduce(X const &x, Op const &op, typename detail::var_of_t<X>::value_type neutral,
             std::vector<int> const &axes = {}, bool keepdims = false) {
+  static_assert(detail::plain_operand<X>(),
+                "dualcast::reduce: not supported on a tape over duals (dual<T, K> elements) yet; "
+                "docs/higher-order.md lists the operations that are");
   using T = typename detail::var_of_t<X>::value_type;
   static_assert(std::is_trivially_copyable_v<Op>,
                 "dualcast::reduce: the operator must be trivially copyable (a lambda capturing "

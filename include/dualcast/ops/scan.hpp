@@ -849,21 +849,33 @@ DUALCAST_EACH_FLOAT_TYPE(DUALCAST_X)
 
 // ---- on tape variables and lazy expressions ----------------------------------------------------
 template <var_like X> auto cumsum(X const &x, int axis = -1, bool exclusive = false) {
+  static_assert(detail::plain_operand<X>(),
+                "dualcast::cumsum: not supported on a tape over duals (dual<T, K> elements) yet; "
+                "docs/higher-order.md lists the operations that are");
   using T = typename detail::var_of_t<X>::value_type;
   return detail::scan_op("dualcast::cumsum", detail::as_var(x), detail::scan_plus<T>{}, T(0), axis,
                          exclusive);
 }
 template <var_like X> auto cumprod(X const &x, int axis = -1, bool exclusive = false) {
+  static_assert(detail::plain_operand<X>(),
+                "dualcast::cumprod: not supported on a tape over duals (dual<T, K> elements) yet; "
+                "docs/higher-order.md lists the operations that are");
   using T = typename detail::var_of_t<X>::value_type;
   return detail::scan_op("dualcast::cumprod", detail::as_var(x), detail::scan_times<T>{}, T(1),
                          axis, exclusive);
 }
 template <var_like X> auto cummax(X const &x, int axis = -1, bool exclusive = false) {
+  static_assert(detail::plain_operand<X>(),
+                "dualcast::cummax: not supported on a tape over duals (dual<T, K> elements) yet; "
+                "docs/higher-order.md lists the operations that are");
   using T = typename detail::var_of_t<X>::value_type;
   return detail::scan_op("dualcast::cummax", detail::as_var(x), detail::scan_extremum<T, true>{},
                          -detail::scan_inf<T>(), axis, exclusive);
 }
 template <var_like X> auto cummin(X const &x, int axis = -1, bool exclusive = false) {
+  static_assert(detail::plain_operand<X>(),
+                "dualcast::cummin: not supported on a tape over duals (dual<T, K> elements) yet; "
+                "docs/higher-order.md lists the operations that are");
   using T = typename detail::var_of_t<X>::value_type;
   return detail::scan_op("dualcast::cummin", detail::as_var(x), detail::scan_extremum<T, false>{},
                          detail::scan_inf<T>(), axis, exclusive);
@@ -873,6 +885,9 @@ template <var_like X> auto cummin(X const &x, int axis = -1, bool exclusive = fa
 template <var_like X, class Op>
 auto scan(X const &x, Op const &op, typename detail::var_of_t<X>::value_type neutral, int axis = -1,
           bool exclusive = false) {
+  static_assert(detail::plain_operand<X>(),
+                "dualcast::scan: not supported on a tape over duals (dual<T, K> elements) yet; "
+                "docs/higher-order.md lists the operations that are");
   using T = typename detail::var_of_t<X>::value_type;
   return detail::scan_op("dualcast::scan", detail::as_var(x), detail::scan_user<T, Op>{op}, neutral,
                          axis, exclusive);

@@ -142,6 +142,9 @@ auto scatter_like(char const *op, char const *name, X const &x, int axis, index_
 template <class X, class S>
 requires((var_like<X> || is_tensor_v<X>)&&(var_like<S> || is_tensor_v<S>)) auto index_add(
     X const &x, int axis, std::vector<index_t> const &indices, S const &src) {
+  static_assert(detail::plain_operand<X>() && detail::plain_operand<S>(),
+                "dualcast::index_add: not supported on a tape over duals (dual<T, K> elements) "
+                "yet; docs/higher-order.md lists the operations that are");
   using T = detail::operand_elem_t<X>;
   char const *op = "dualcast::index_add";
   auto const &xo = detail::as_operand(x);
@@ -181,11 +184,17 @@ requires((var_like<X> || is_tensor_v<X>)&&(var_like<S> || is_tensor_v<S>)) auto 
 template <class X, class S>
 requires((var_like<X> || is_tensor_v<X>)&&(var_like<S> || is_tensor_v<S>)) auto scatter_add(
     X const &x, int axis, index_array const &index, S const &src) {
+  static_assert(detail::plain_operand<X>() && detail::plain_operand<S>(),
+                "dualcast::scatter_add: not supported on a tape over duals (dual<T, K> elements) "
+                "yet; docs/higher-order.md lists the operations that are");
   return detail::scatter_like("dualcast::scatter_add", "scatter_add", x, axis, index, src, false);
 }
 template <class X, class S>
 requires((var_like<X> || is_tensor_v<X>)&&(var_like<S> || is_tensor_v<S>)) auto scatter(
     X const &x, int axis, index_array const &index, S const &src) {
+  static_assert(detail::plain_operand<X>() && detail::plain_operand<S>(),
+                "dualcast::scatter: not supported on a tape over duals (dual<T, K> elements) yet; "
+                "docs/higher-order.md lists the operations that are");
   return detail::scatter_like("dualcast::scatter", "scatter", x, axis, index, src, true);
 }
 

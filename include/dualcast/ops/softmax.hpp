@@ -211,23 +211,41 @@ DUALCAST_EACH_FLOAT_TYPE(DUALCAST_X)
 } // namespace detail
 
 template <var_like X> auto softmax(X const &x, int axis = -1) {
+  static_assert(detail::plain_operand<X>(),
+                "dualcast::softmax: not supported on a tape over duals (dual<T, K> elements) yet; "
+                "docs/higher-order.md lists the operations that are");
   return detail::softmax_like("dualcast::softmax", detail::as_var(x), {axis}, 0, false);
 }
 template <var_like X> auto log_softmax(X const &x, int axis = -1) {
+  static_assert(detail::plain_operand<X>(),
+                "dualcast::log_softmax: not supported on a tape over duals (dual<T, K> elements) "
+                "yet; docs/higher-order.md lists the operations that are");
   return detail::softmax_like("dualcast::log_softmax", detail::as_var(x), {axis}, 1, false);
 }
 template <var_like X> auto logsumexp(X const &x, int axis = -1, bool keepdims = false) {
+  static_assert(detail::plain_operand<X>(),
+                "dualcast::logsumexp: not supported on a tape over duals (dual<T, K> elements) "
+                "yet; docs/higher-order.md lists the operations that are");
   return detail::softmax_like("dualcast::logsumexp", detail::as_var(x), {axis}, 2, keepdims);
 }
 // Over several axes together (an empty list: all axes).
 template <var_like X> auto softmax(X const &x, std::vector<int> const &axes) {
+  static_assert(detail::plain_operand<X>(),
+                "dualcast::softmax: not supported on a tape over duals (dual<T, K> elements) yet; "
+                "docs/higher-order.md lists the operations that are");
   return detail::softmax_like("dualcast::softmax", detail::as_var(x), axes, 0, false);
 }
 template <var_like X> auto log_softmax(X const &x, std::vector<int> const &axes) {
+  static_assert(detail::plain_operand<X>(),
+                "dualcast::log_softmax: not supported on a tape over duals (dual<T, K> elements) "
+                "yet; docs/higher-order.md lists the operations that are");
   return detail::softmax_like("dualcast::log_softmax", detail::as_var(x), axes, 1, false);
 }
 template <var_like X>
 auto logsumexp(X const &x, std::vector<int> const &axes, bool keepdims = false) {
+  static_assert(detail::plain_operand<X>(),
+                "dualcast::logsumexp: not supported on a tape over duals (dual<T, K> elements) "
+                "yet; docs/higher-order.md lists the operations that are");
   return detail::softmax_like("dualcast::logsumexp", detail::as_var(x), axes, 2, keepdims);
 }
 

@@ -32,7 +32,7 @@ namespace dualcast {
 template <var_like X>
 auto variance(X const &x, std::vector<int> const &axes = {}, bool keepdims = false,
               double correction = 1) {
-  using T = typename detail::var_of_t<X>::value_type;
+  using T = scalar_of_t<typename detail::var_of_t<X>::value_type>; // (real: also over duals)
   auto const &v = detail::as_var(x);
   auto mask = detail::axis_mask("dualcast::variance", axes, v.rank());
   index_t n = 1;
@@ -52,6 +52,9 @@ auto stddev(X const &x, std::vector<int> const &axes = {}, bool keepdims = false
 // The vector p-norm over axes (all when empty): p = 1, 2, inf, -inf (min |x|), or any p > 0.
 template <var_like X>
 auto norm(X const &x, double p = 2, std::vector<int> const &axes = {}, bool keepdims = false) {
+  static_assert(detail::plain_operand<X>(),
+                "dualcast::norm: not supported on a tape over duals (dual<T, K> elements) yet; "
+                "docs/higher-order.md lists the operations that are");
   using T = typename detail::var_of_t<X>::value_type;
   auto const &v = detail::as_var(x);
   double const inf = std::numeric_limits<double>::infinity();

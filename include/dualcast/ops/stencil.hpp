@@ -455,6 +455,9 @@ tensor<T> stencil(tensor<T> const &x, stencil_offsets<D, K> const &offs, F const
 template <var_like X, int D, int K, class F>
 auto stencil(X const &x, stencil_offsets<D, K> const &offs, F const &f, boundary b = boundary::zero,
              policy_kind partials = policy_kind::automatic) {
+  static_assert(detail::plain_operand<X>(),
+                "dualcast::stencil: not supported on a tape over duals (dual<T, K> elements) yet; "
+                "docs/higher-order.md lists the operations that are");
   using T = typename detail::var_of_t<X>::value_type;
   static_assert(std::is_trivially_copyable_v<F>,
                 "dualcast::stencil: the function must be trivially copyable (a lambda capturing "

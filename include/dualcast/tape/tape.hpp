@@ -562,6 +562,17 @@ template <class X> decltype(auto) as_var(X const &x) {
 }
 template <class X>
 using var_of_t = std::remove_cvref_t<decltype(as_var(std::declval<X const &>()))>;
+// Whether operand X (a variable, a lazy expression or a tensor) holds plain numbers: an operation
+// that a tape over duals does not support yet refuses dual elements with it at compile time,
+// naming itself (docs/higher-order.md lists the operations that take them).
+template <class X> constexpr bool plain_operand() {
+  if constexpr (is_tensor_v<X>)
+    return !is_dual_v<typename std::remove_cvref_t<X>::value_type>;
+  else if constexpr (var_like<X>)
+    return !is_dual_v<typename var_of_t<X>::value_type>;
+  else
+    return true;
+}
 } // namespace detail
 
 namespace detail {

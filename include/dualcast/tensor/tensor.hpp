@@ -24,6 +24,7 @@
 #include <dualcast/core/errors.hpp>
 #include <dualcast/kernel/kernel.hpp>
 #include <dualcast/tensor/detail/device_dispatch.hpp>
+#include <dualcast/tensor/detail/dual_elements.hpp>
 #include <dualcast/tensor/memory.hpp>
 
 #include <cstring>
@@ -82,8 +83,9 @@ private:
 };
 
 template <class T> class tensor {
-  static_assert(std::is_same_v<T, float> || std::is_same_v<T, double>,
-                "dualcast::tensor holds float or double");
+  static_assert(std::is_same_v<T, float> || std::is_same_v<T, double> || is_dual_v<T>,
+                "dualcast::tensor holds float or double (or dual numbers of them: a tape over "
+                "duals, forward over reverse)");
 
 public:
   using value_type = T;
@@ -274,7 +276,13 @@ public:
 
   // ---- in place (bump the version) ------------------------------------------------------------
   tensor const &fill_(T v) const {
-    on_device("fill_", [&](auto const &ex) { apply(ex, detail::copy_kernel, out(mview()), v); });
+    if constexpr (is_dual_v<T>) { // (plain loops: tensor/detail/dual_elements.hpp)
+      detail::dual_host_only("dualcast::tensor::fill_", dev());
+      detail::each_element(
+          shape_, [&](T &y) { y = v; }, mview());
+    } else {
+      on_device("fill_", [&](auto const &ex) { apply(ex, detail::copy_kernel, out(mview()), v); });
+    }
     return *this;
   }
   // this = src (src broadcast to this shape).
@@ -286,14 +294,26 @@ public:
   // this += src (src broadcast to this shape).
   tensor const &add_(tensor const &src) const {
     detail::common_device("dualcast::tensor::add_", dev(), src.dev());
-    on_device("add_", [&](auto const &ex) {
-      apply(ex, detail::add_kernel, out(mview()), cview(), src.cview());
-    });
+    if constexpr (is_dual_v<T>) {
+      detail::dual_host_only("dualcast::tensor::add_", dev());
+      detail::each_element(
+          shape_, [](T &y, T const &x) { y = y + x; }, mview(), src.cview().broadcast_to(shape_));
+    } else {
+      on_device("add_", [&](auto const &ex) {
+        apply(ex, detail::add_kernel, out(mview()), cview(), src.cview());
+      });
+    }
     return *this;
   }
   tensor const &scale_(T a) const {
-    on_device("scale_",
-              [&](auto const &ex) { apply(ex, detail::scale_kernel, out(mview()), cview(), a); });
+    if constexpr (is_dual_v<T>) {
+      detail::dual_host_only("dualcast::tensor::scale_", dev());
+      detail::each_element(
+          shape_, [&](T &y) { y = y * a; }, mview());
+    } else {
+      on_device("scale_",
+                [&](auto const &ex) { apply(ex, detail::scale_kernel, out(mview()), cview(), a); });
+    }
     return *this;
   }
 
@@ -312,9 +332,15 @@ public:
     }
     if (copy_small_dense(src))
       return;
-    on_device("copy", [&](auto const &ex) {
-      apply(ex, detail::copy_kernel, out(raw_view()), src.cview());
-    });
+    if constexpr (is_dual_v<T>) {
+      detail::dual_host_only("dualcast::tensor::copy", dev());
+      detail::each_element(
+          shape_, [](T &y, T const &x) { y = x; }, raw_view(), src.cview().broadcast_to(shape_));
+    } else {
+      on_device("copy", [&](auto const &ex) {
+        apply(ex, detail::copy_kernel, out(raw_view()), src.cview());
+      });
+    }
   }
   // A small host copy between dense arrays of one shape that do not overlap (the rows of stack,
   // concat and their adjoints, fresh gradients): a memcpy, not a broadcast call, which costs
@@ -416,9 +442,16 @@ namespace detail {
 template <class T> void add_into(tensor<T> const &dst, tensor<T> const &src) {
   char const *op = "dualcast::tape (gradient accumulation)";
   common_device(op, dst.dev(), src.dev());
-  on_device(op, dst.dev(), ambient_cpu(), [&](auto const &ex) {
-    apply(ex, add_kernel, out(dst.raw_view()), dst.cview(), src.cview());
-  });
+  if constexpr (is_dual_v<T>) { // (tensor/detail/dual_elements.hpp)
+    dual_host_only(op, dst.dev());
+    each_element(
+        dst.dims(), [](T &y, T const &x) { y = y + x; }, dst.raw_view(),
+        src.cview().broadcast_to(dst.dims()));
+  } else {
+    on_device(op, dst.dev(), ambient_cpu(), [&](auto const &ex) {
+      apply(ex, add_kernel, out(dst.raw_view()), dst.cview(), src.cview());
+    });
+  }
 }
 // The compiled component's instantiations (dualcast/core/compiled.hpp).
 #define DUALCAST_X(T) DUALCAST_INSTANTIATE void add_into<T>(tensor<T> const &, tensor<T> const &);

@@ -111,7 +111,7 @@ template <class T, class A> auto as_expr(A const &a) {
                   "dualcast: elementwise operands must have one element type");
     return a;
   } else {
-    return sleaf<T>{T(a)};
+    return sleaf<scalar_of_t<T>>{scalar_of_t<T>(a)}; // (a real number also on a tape over duals)
   }
 }
 

@@ -207,7 +207,14 @@ var<T> expr<T, Tree, NV, NT>::eval(P pol) const {
     return *cache_;
   tape *tp = owner();
   var<T> r;
-  if (tp && !tp->fused) {
+  if constexpr (is_dual_v<T>) { // a tape over duals: always the fused node
+                                // (ops/fused/dual_node.hpp)
+    if (tp && !tp->fused)
+      throw tape_error(
+          "dualcast::eval: a tape over duals has no unfused mode (tape::fused = false): "
+          "its elementwise nodes are always fused");
+    r = detail::lz::eval_fused<T>(pol, *this);
+  } else if (tp && !tp->fused) {
     detail::lz::memo_t<T> memo;
     r = detail::lz::eval_eager<T>(*this, memo);
   } else {

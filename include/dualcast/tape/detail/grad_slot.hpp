@@ -154,12 +154,23 @@ template <class T> void accumulate_grad(grad_slot<T> &s, tensor<T> const &g, cpu
       t.assign_raw(g);
     return;
   }
-  tensor<T> gc = g.contiguous();
-  auto const target = grad_target(s);
-  on_device(op, s.dev, host, [&](auto const &ex) {
-    backend_reduce(hook{}, ex, gc.dims(), static_cast<T const *>(gc.data()),
-                   target.first.raw_view(), target.second);
-  });
+  if constexpr (is_dual_v<T>) { // (a tape over duals: plain loops, tensor/detail/dual_elements.hpp)
+    dual_host_only(op, s.dev);
+    auto const target = grad_target(s);
+    view<T> const t = target.first.raw_view();
+    if (!target.second)
+      each_element(
+          t.dims(), [](T &y) { y = T(0); }, t);
+    each_element(
+        g.dims(), [](T &y, T const &x) { y = y + x; }, t.broadcast_to(g.dims()), g.cview());
+  } else {
+    tensor<T> gc = g.contiguous();
+    auto const target = grad_target(s);
+    on_device(op, s.dev, host, [&](auto const &ex) {
+      backend_reduce(hook{}, ex, gc.dims(), static_cast<T const *>(gc.data()),
+                     target.first.raw_view(), target.second);
+    });
+  }
 }
 
 // The seed of backward for output slot s: an intermediate's gradient that backward frees after

@@ -1,0 +1,88 @@
+// bench/hvp.cpp: what a Hessian-vector product by a tape over duals (issue 38, forward over
+// reverse: dc::grad_and_hvp) costs against the gradient on the plain tape, on an MLP loss in its
+// first layer's weights W (n x h): sum(tanh(tanh(X W + b) W2)) + mean(y * y), X (batch x n),
+// W2 (h x 8). Variants, interleaved in each repetition: gradient (the plain tape: record,
+// backward), hvp (the loss on dual<double, 1> variables: its value, gradient and H v in one
+// backward). The row of hvp carries its paired ratio to the gradient (median and quartiles of the
+// per-repetition ratios; the target of issue 38 is at most 3).
+// Output: CSV rows benchmark,variant,size,threads,median_ms,paired_ratio,paired_ratio_q1,
+//   paired_ratio_q3.
+//   hvp [--reps N] [--threads N] [--quick]
+#include "common.hpp"
+
+#include <dualcast/autodiff.hpp>
+
+#include <cstdio>
+#include <string>
+#include <vector>
+
+namespace dc = dualcast;
+
+namespace {
+
+dc::tensor<double> wave(dc::shape const &s, double phase) {
+  auto t = dc::tensor<double>::empty(s);
+  for (dc::index_t i = 0; i < t.size(); ++i)
+    t.raw_data()[i] = 0.5 * std::sin(0.37 * double(i) + phase);
+  return t;
+}
+
+// A constant of the loss's element type (double, or a dual with zero partials).
+template <class V> auto constant(V const &x, dc::tensor<double> const &t) {
+  using D = typename V::value_type;
+  if constexpr (std::is_same_v<D, double>) {
+    return x.owner()->constant(t);
+  } else {
+    auto d = dc::tensor<D>::empty(t.dims());
+    for (dc::index_t i = 0; i < t.size(); ++i)
+      d.raw_data()[i] = D(t.data()[i]);
+    return x.owner()->constant(d);
+  }
+}
+
+void run_size(bench::options const &o, dc::index_t batch, dc::index_t n, dc::index_t h) {
+  auto const X = wave({batch, n}, 0.1), b = wave({h}, 0.2), W2 = wave({h, 8}, 0.3);
+  auto const W = wave({n, h}, 0.4), v = wave({n, h}, 0.5);
+  auto loss = [&](auto const &w) {
+    auto y = dc::tanh(
+        dc::matmul(dc::tanh(dc::matmul(constant(w, X), w) + constant(w, b)), constant(w, W2)));
+    return dc::sum(y) + dc::mean(y * y);
+  };
+  double sink = 0;
+  std::vector<std::function<void()>> variants = {
+      [&] {
+        dc::tape tp;
+        auto w = tp.variable(W);
+        auto y = dc::detail::as_var(loss(w));
+        tp.backward(y);
+        sink += w.grad().data()[0];
+      },
+      [&] { sink += dc::grad_and_hvp(loss, W, v).hvp.data()[0]; },
+  };
+  auto const t = bench::interleaved(variants, o.reps);
+  std::string const size =
+      std::to_string(batch) + "x" + std::to_string(n) + "x" + std::to_string(h);
+  std::vector<double> q(t[1].size());
+  for (std::size_t r = 0; r < q.size(); ++r)
+    q[r] = t[1][r] / t[0][r];
+  std::printf("hvp_mlp,gradient,%s,%d,%.4f,,,\n", size.c_str(), o.threads, bench::median(t[0]));
+  std::printf("hvp_mlp,hvp,%s,%d,%.4f,%.3f,%.3f,%.3f\n", size.c_str(), o.threads,
+              bench::median(t[1]), bench::median(q), bench::quantile(q, 0.25),
+              bench::quantile(q, 0.75));
+  std::fflush(stdout);
+  if (sink == 12345.678)
+    std::printf("#\n");
+}
+
+} // namespace
+
+int main(int argc, char **argv) {
+  auto const o = bench::parse(argc, argv, 21, 5);
+  std::printf("benchmark,variant,size,threads,median_ms,paired_ratio,paired_ratio_q1,"
+              "paired_ratio_q3\n");
+  run_size(o, 64, 32, 32);
+  run_size(o, 256, 64, 64);
+  if (!o.quick)
+    run_size(o, 1024, 128, 128);
+  return 0;
+}

@@ -1,0 +1,81 @@
+// dualcast/ops/detail/dual_parts.hpp: a tensor of dual numbers taken apart into plain tensors (its
+// value and each partial) and put together again, for the operations of a tape over duals
+// (docs/higher-order.md) that run the plain tape's own code on each part: linear operations (sum:
+// the sum of the parts), matmul (the products of the parts), and the real-valued kernels whose
+// bits the values must share with the plain tape.
+#pragma once
+
+#include <dualcast/core/errors.hpp>
+#include <dualcast/numbers/dual.hpp>
+#include <dualcast/tape/tape.hpp>
+#include <dualcast/tensor/detail/dual_elements.hpp>
+#include <dualcast/tensor/tensor.hpp>
+
+#include <algorithm>
+#include <string>
+#include <type_traits>
+#include <vector>
+
+namespace dualcast::detail {
+
+// A tape over duals holds dual<float, K> or dual<double, K> elements (not nested duals: the fused
+// kernels nest one level more themselves).
+template <class T>
+inline constexpr bool
+    tape_dual_v = is_dual_v<T> &&
+                  (std::is_same_v<scalar_of_t<T>, float> ||
+                   std::is_same_v<scalar_of_t<T>, double>)&&!is_dual_v<typename T::value_type>;
+// Whether any of A is a variable or tensor of dual elements (A... the arguments of an operation).
+template <class A> struct holds_duals : std::false_type {};
+template <class T> struct holds_duals<var<T>> : std::bool_constant<is_dual_v<T>> {};
+template <class T> struct holds_duals<tensor<T>> : std::bool_constant<is_dual_v<T>> {};
+template <class... A>
+inline constexpr bool any_duals_v = (holds_duals<std::remove_cvref_t<A>>::value || ...);
+
+template <class D> using real_part_t = typename D::value_type;
+
+// Part c (-1: the value, k >= 0: partial k) of a dual tensor, as a contiguous plain tensor.
+template <class D> tensor<real_part_t<D>> dual_component(tensor<D> const &x, int c) {
+  dual_host_only("dualcast (a tape over duals)", x.dev());
+  auto r = tensor<real_part_t<D>>::empty(x.dims(), x.dev());
+  each_element(
+      x.dims(), [c](real_part_t<D> &y, D const &v) { y = dual_part(v, c); }, r.raw_view(),
+      x.cview());
+  return r;
+}
+// The same laid out as x when x is a permutation of a dense array (a transposed matrix, say), so
+// that a gemm of the parts sees the layout (and transpose flags) the plain tape's gemm sees.
+template <class D> tensor<real_part_t<D>> dual_component_like(tensor<D> const &x, int c) {
+  std::vector<int> perm(std::size_t(x.rank()));
+  for (int i = 0; i < x.rank(); ++i)
+    perm[std::size_t(i)] = i;
+  std::stable_sort(perm.begin(), perm.end(),
+                   [&](int i, int j) { return x.stride(i) > x.stride(j); });
+  tensor<D> xp = x.permuted(perm);
+  if (!xp.is_contiguous())
+    return dual_component(x, c);
+  std::vector<int> inv(perm.size());
+  for (std::size_t i = 0; i < perm.size(); ++i)
+    inv[std::size_t(perm[i])] = int(i);
+  return dual_component(xp, c).permuted(inv);
+}
+// Writes p (x's shape) into part c of x (a fresh result: no version bump).
+template <class D>
+void set_dual_component(tensor<D> const &x, int c, tensor<real_part_t<D>> const &p) {
+  each_element(
+      x.dims(), [c](D &y, real_part_t<D> const &v) { dual_part(y, c) = v; }, x.raw_view(),
+      p.cview());
+}
+// f applied to every part of x (a linear operation on plain tensors): f(value), f(partial k).
+template <class D, class F> tensor<D> dual_componentwise(tensor<D> const &x, F &&f) {
+  tensor<D> r;
+  for (int c = -1; c < D::size; ++c) {
+    tensor<real_part_t<D>> rc = f(dual_component(x, c));
+    if (c < 0)
+      r = tensor<D>::empty(rc.dims(), rc.dev());
+    set_dual_component(r, c, rc);
+  }
+  return r;
+}
+
+} // namespace dualcast::detail

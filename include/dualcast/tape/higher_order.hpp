@@ -1,0 +1,127 @@
+// dualcast/tape/higher_order.hpp: second derivatives of a scalar loss by a tape over duals (forward
+// over reverse: the loss recorded on variables of dual<T, K> elements, each carrying K
+// directions; backward then gives the gradient and its K directional derivatives, H v, in one
+// sweep). docs/higher-order.md lists the operations a tape over duals supports.
+//
+//   auto f = [](auto const &x) { return dualcast::sum(dualcast::tanh(x * x)); };
+//   dualcast::tensor<double> hv = dualcast::hvp(f, x, v);          // H v
+//   auto [value, g, hv2] = dualcast::grad_and_hvp(f, x, v);         // f(x), grad f, H v
+//   dualcast::tensor<double> H = dualcast::hessian(f, x);           // shape x.dims() ++ x.dims()
+//
+// f takes one variable (var<dual<T, K>>, a fresh tape's leaf) and returns a single-element
+// variable or lazy expression; write it generic (auto) so that the same f runs on a plain tape.
+// The names elsewhere: torch.autograd.functional.hvp and torch.func.jvp(torch.func.grad(f)) for
+// hvp / grad_and_hvp, torch.autograd.functional.hessian and jax.hessian for hessian,
+// jax.jvp(jax.grad(f), (x,), (v,)) for grad_and_hvp (JAX's recommended forward over reverse).
+#pragma once
+
+#include <dualcast/core/errors.hpp>
+#include <dualcast/numbers/dual.hpp>
+#include <dualcast/tape/tape.hpp>
+#include <dualcast/tensor/tensor.hpp>
+
+#include <array>
+#include <string>
+#include <type_traits>
+
+namespace dualcast {
+
+// What grad_and_hvp returns: the loss, its gradient and the gradient's derivative along v (H v).
+template <class T> struct grad_hvp_result {
+  T value;
+  tensor<T> grad;
+  tensor<T> hvp;
+};
+
+namespace detail {
+// f at x + e v_k for K directions at once: the loss's value and its gradient, as duals (the
+// gradient's partial k is H v_k).
+template <int K, class F, class T>
+std::pair<dual<T, K>, tensor<dual<T, K>>>
+dual_gradient(char const *op, F const &f, tensor<T> const &x,
+              std::array<tensor<T>, std::size_t(K)> const &dirs) {
+  static_assert(std::is_same_v<T, float> || std::is_same_v<T, double>,
+                "dualcast: second derivatives of float or double tensors");
+  using D = dual<T, K>;
+  if (!x.dev().is_host())
+    throw device_error(std::string(op) + ": a tape over duals runs on the host only (x is on " +
+                       to_string(x.dev()) + ")");
+  tensor<T> const xc = x.contiguous();
+  std::array<tensor<T>, std::size_t(K)> dc;
+  for (int k = 0; k < K; ++k) {
+    if (!(dirs[std::size_t(k)].dims() == x.dims()))
+      throw shape_error(std::string(op) + ": the direction has shape " +
+                        to_string(dirs[std::size_t(k)].dims()) + " but x has shape " +
+                        to_string(x.dims()));
+    dc[std::size_t(k)] = dirs[std::size_t(k)].to(device::host()).contiguous();
+  }
+  auto xd = tensor<D>::empty(x.dims());
+  for (index_t i = 0; i < x.size(); ++i) {
+    D v(xc.data()[i]);
+    for (int k = 0; k < K; ++k)
+      v.d[k] = dc[std::size_t(k)].data()[i];
+    xd.raw_data()[i] = v;
+  }
+  tape tp;
+  var<D> xv = tp.variable(xd);
+  auto y = as_var(f(xv));
+  if (y.size() != 1)
+    throw shape_error(std::string(op) + ": f must return a single-element variable, not shape " +
+                      to_string(y.dims()));
+  D const value = y.item();
+  if (!y.requires_grad()) // f does not depend on x
+    return {value, tensor<D>::zeros(x.dims())};
+  tp.backward(y);
+  return {value, xv.grad().contiguous()};
+}
+} // namespace detail
+
+// f(x), its gradient at x and the gradient's derivative along v, H v (one forward and one
+// backward on a tape over duals): jax.jvp(jax.grad(f), (x,), (v,)), torch.func.jvp(grad(f)).
+template <class F, class T>
+grad_hvp_result<T> grad_and_hvp(F const &f, tensor<T> const &x, tensor<T> const &v) {
+  auto const [value, g] = detail::dual_gradient<1>("dualcast::grad_and_hvp", f, x, {v});
+  grad_hvp_result<T> r{value.val, tensor<T>::empty(x.dims()), tensor<T>::empty(x.dims())};
+  for (index_t i = 0; i < x.size(); ++i) {
+    r.grad.raw_data()[i] = g.data()[i].val;
+    r.hvp.raw_data()[i] = g.data()[i].d[0];
+  }
+  return r;
+}
+
+// The Hessian of f at x times v: torch.autograd.functional.hvp(f, x, v)[1].
+template <class F, class T> tensor<T> hvp(F const &f, tensor<T> const &x, tensor<T> const &v) {
+  return grad_and_hvp(f, x, v).hvp;
+}
+
+// The Hessian of f at x, of shape x.dims() followed by x.dims() (or (n, n) when that rank would
+// exceed 8), K columns per backward (n / K sweeps for n elements): for small x. jax.hessian,
+// torch.autograd.functional.hessian.
+template <int K = 4, class F, class T> tensor<T> hessian(F const &f, tensor<T> const &x) {
+  static_assert(K >= 1, "dualcast::hessian: K >= 1 directions per sweep");
+  index_t const n = x.size();
+  shape hs;
+  if (2 * x.rank() <= max_rank) {
+    hs = x.dims();
+    for (int i = 0; i < x.rank(); ++i)
+      hs.ext[hs.rank++] = x.extent(i);
+  } else {
+    hs = shape{n, n};
+  }
+  tensor<T> h = tensor<T>::zeros(hs);
+  for (index_t j0 = 0; j0 < n; j0 += K) {
+    std::array<tensor<T>, std::size_t(K)> dirs;
+    for (int k = 0; k < K; ++k) {
+      dirs[std::size_t(k)] = tensor<T>::zeros(x.dims());
+      if (j0 + k < n)
+        dirs[std::size_t(k)].raw_data()[j0 + k] = T(1);
+    }
+    auto const g = detail::dual_gradient<K>("dualcast::hessian", f, x, dirs).second;
+    for (int k = 0; k < K && j0 + k < n; ++k)
+      for (index_t i = 0; i < n; ++i) // column j0 + k (H is symmetric: also row j0 + k)
+        h.raw_data()[i * n + j0 + k] = g.data()[i].d[k];
+  }
+  return h;
+}
+
+} // namespace dualcast

@@ -1,0 +1,217 @@
+// Tests of second derivatives by a tape over duals (forward over reverse, tape/higher_order.hpp):
+// Hessian-vector products against central differences of the plain tape's gradient (random
+// inputs, double), Hessians against the exact ones of Rosenbrock's function, a quadratic form and
+// log-sum-exp, the values and gradients of a tape over duals against the plain tape's bit for
+// bit, an MLP-like loss (matmul + tanh + sum), and the refusals (unfused mode, GPU tensors).
+#include <dualcast/autodiff.hpp>
+
+#include <doctest/doctest.h>
+
+#include <cmath>
+#include <cstring>
+#include <random>
+#include <vector>
+
+namespace dc = dualcast;
+using dc::shape;
+using T64 = dc::tensor<double>;
+
+namespace {
+
+T64 random_tensor(shape const &s, unsigned seed, double lo = -1.0, double hi = 1.0) {
+  std::mt19937 g(seed);
+  std::uniform_real_distribution<double> u(lo, hi);
+  std::vector<double> v(std::size_t(s.size()));
+  for (auto &x : v)
+    x = u(g);
+  return T64::from(s, v);
+}
+
+// A constant tensor as the element type of a loss's variable (double, or a dual with zero
+// partials), on x's tape: the losses below are generic, so that one f runs on both tapes.
+template <class V> auto constant(V const &x, T64 const &t) {
+  using D = typename V::value_type;
+  if constexpr (std::is_same_v<D, double>) {
+    return x.owner()->constant(t);
+  } else {
+    auto d = dc::tensor<D>::empty(t.dims());
+    for (dc::index_t i = 0; i < t.size(); ++i)
+      d.raw_data()[i] = D(t.contiguous().data()[i]);
+    return x.owner()->constant(d);
+  }
+}
+
+// The plain tape's gradient of f at x.
+template <class F> T64 plain_gradient(F const &f, T64 const &x) {
+  dc::tape tp;
+  auto v = tp.variable(x.clone());
+  auto y = dc::detail::as_var(f(v));
+  tp.backward(y);
+  return v.grad();
+}
+// H v by central differences of the plain gradient: (g(x + h v) - g(x - h v)) / 2h.
+template <class F> std::vector<double> fd_hvp(F const &f, T64 const &x, T64 const &v) {
+  double const h = 1e-5;
+  T64 xp = x.clone(), xm = x.clone();
+  for (dc::index_t i = 0; i < x.size(); ++i) {
+    xp.raw_data()[i] += h * v.data()[i];
+    xm.raw_data()[i] -= h * v.data()[i];
+  }
+  auto gp = plain_gradient(f, xp).to_vector(), gm = plain_gradient(f, xm).to_vector();
+  std::vector<double> r(gp.size());
+  for (std::size_t i = 0; i < r.size(); ++i)
+    r[i] = (gp[i] - gm[i]) / (2 * h);
+  return r;
+}
+void check_close(std::vector<double> const &got, std::vector<double> const &want, double tol) {
+  REQUIRE(got.size() == want.size());
+  for (std::size_t i = 0; i < got.size(); ++i) {
+    INFO("element " << i);
+    CHECK(got[i] == doctest::Approx(want[i]).epsilon(tol).scale(1.0));
+  }
+}
+bool same_bits(double a, double b) { return std::memcmp(&a, &b, sizeof a) == 0; }
+
+// Rosenbrock's function on n elements: sum_i 100 (x_{i+1} - x_i^2)^2 + (1 - x_i)^2 (slices,
+// fused elementwise nodes, sum).
+auto rosenbrock = [](auto const &x) {
+  dc::index_t const n = x.size();
+  auto lo = dc::slice(x, 0, 0, n - 1), hi = dc::slice(x, 0, 1, n);
+  auto a = hi - lo * lo;
+  auto b = 1.0 - lo;
+  return dc::sum(100.0 * a * a + b * b);
+};
+std::vector<double> rosenbrock_hessian(std::vector<double> const &x) {
+  std::size_t const n = x.size();
+  std::vector<double> h(n * n, 0.0);
+  for (std::size_t i = 0; i + 1 < n; ++i) {
+    h[i * n + i] += 1200 * x[i] * x[i] - 400 * x[i + 1] + 2;
+    h[i * n + i + 1] += -400 * x[i];
+    h[(i + 1) * n + i] += -400 * x[i];
+    h[(i + 1) * n + i + 1] += 200;
+  }
+  return h;
+}
+
+// A small MLP's loss in its first layer's weights W (3 x 4): sum(tanh(tanh(X W + b) W2)) with
+// X (5 x 3), b (4) and W2 (4 x 2) fixed (matmul, broadcast add, tanh, sum, mean).
+T64 const mlp_X = random_tensor({5, 3}, 11), mlp_b = random_tensor({4}, 12),
+          mlp_W2 = random_tensor({4, 2}, 13);
+auto mlp = [](auto const &W) {
+  auto h = dc::tanh(dc::matmul(constant(W, mlp_X), W) + constant(W, mlp_b));
+  auto y = dc::tanh(dc::matmul(h, constant(W, mlp_W2)));
+  return dc::sum(y) + dc::mean(y * y);
+};
+
+} // namespace
+
+TEST_CASE("hvp: Rosenbrock's Hessian exactly, H v against central differences") {
+  T64 x = random_tensor({7}, 1, -1.5, 1.5), v = random_tensor({7}, 2);
+  auto const xs = x.to_vector(), vs = v.to_vector();
+  auto const h = rosenbrock_hessian(xs);
+  std::vector<double> hv(xs.size(), 0.0);
+  for (std::size_t i = 0; i < xs.size(); ++i)
+    for (std::size_t j = 0; j < xs.size(); ++j)
+      hv[i] += h[i * xs.size() + j] * vs[j];
+  check_close(dc::hvp(rosenbrock, x, v).to_vector(), hv, 1e-12);
+  check_close(dc::hvp(rosenbrock, x, v).to_vector(), fd_hvp(rosenbrock, x, v), 1e-6);
+  // the Hessian, 4 columns per sweep (7 = 4 + 3: a partial last sweep)
+  T64 H = dc::hessian(rosenbrock, x);
+  CHECK(H.dims() == shape{7, 7});
+  check_close(H.to_vector(), h, 1e-12);
+  check_close(dc::hessian<3>(rosenbrock, x).to_vector(), h, 1e-12);
+}
+
+TEST_CASE("hessian: a quadratic form x^T A x has H = A + A^T (matmul on a vector)") {
+  T64 A = random_tensor({6, 6}, 3), x = random_tensor({6}, 4);
+  auto f = [&](auto const &xv) { return dc::sum(xv * dc::matmul(constant(xv, A), xv)); };
+  auto const a = A.to_vector();
+  std::vector<double> want(36);
+  for (int i = 0; i < 6; ++i)
+    for (int j = 0; j < 6; ++j)
+      want[std::size_t(i * 6 + j)] = a[std::size_t(i * 6 + j)] + a[std::size_t(j * 6 + i)];
+  check_close(dc::hessian(f, x).to_vector(), want, 1e-13);
+}
+
+TEST_CASE("hessian: log-sum-exp has H = diag(p) - p p^T, p = softmax(x)") {
+  T64 x = random_tensor({2, 3}, 5, -2.0, 2.0);
+  auto f = [](auto const &xv) { return dc::log(dc::sum(dc::exp(xv))); };
+  auto const xs = x.to_vector();
+  double z = 0;
+  for (double e : xs)
+    z += std::exp(e);
+  std::vector<double> want(36);
+  for (std::size_t i = 0; i < 6; ++i)
+    for (std::size_t j = 0; j < 6; ++j)
+      want[i * 6 + j] = (i == j ? std::exp(xs[i]) / z : 0.0) - std::exp(xs[i] + xs[j]) / (z * z);
+  T64 H = dc::hessian<2>(f, x);
+  CHECK(H.dims() == shape{2, 3, 2, 3});
+  check_close(H.to_vector(), want, 1e-12);
+}
+
+TEST_CASE("grad_and_hvp: an MLP loss's H v against central differences of the gradient") {
+  T64 W = random_tensor({3, 4}, 6), v = random_tensor({3, 4}, 7);
+  auto const r = dc::grad_and_hvp(mlp, W, v);
+  check_close(r.hvp.to_vector(), fd_hvp(mlp, W, v), 1e-6);
+  // the value and the gradient: the plain tape's, bit for bit
+  dc::tape tp;
+  auto Wv = tp.variable(W.clone());
+  auto y = dc::detail::as_var(mlp(Wv));
+  tp.backward(y);
+  CHECK(same_bits(r.value, y.item()));
+  auto const g = Wv.grad().to_vector(), gd = r.grad.to_vector();
+  for (std::size_t i = 0; i < g.size(); ++i) {
+    INFO("element " << i << ": " << g[i] << " vs " << gd[i]);
+    CHECK(same_bits(g[i], gd[i]));
+  }
+}
+
+TEST_CASE("tape over duals: values and gradients are the plain tape's bit for bit") {
+  // broadcasting, several outputs of one fused node, a scalar, reductions over axes, views
+  T64 x = random_tensor({4, 5}, 8), b = random_tensor({5}, 9), v = random_tensor({4, 5}, 10);
+  auto f = [&](auto const &xv) {
+    auto s = dc::sigmoid(xv * 1.5 + constant(xv, b));
+    auto t = dc::sum(dc::exp(-xv) * s, {1});
+    auto u = dc::transpose(dc::reshape(s, {5, 4}));
+    using V = std::decay_t<decltype(xv)>;
+    auto c = dc::concat(std::vector<V>{xv, dc::stack(std::vector<V>{t, t}, 1)}, 1); // (4, 7)
+    auto parts = dc::split(dc::repeat(c, {2, 1}), 4, 0);                            // (4, 7) each
+    auto w =
+        dc::broadcast_to(dc::unsqueeze(t, 1), {4, 3}) * dc::detach(xv * xv).value().slice(1, 0, 3);
+    return dc::sum(t * t) + dc::mean(dc::tanh(u)) + dc::sum(dc::slice(xv, 1, 1, 4) * 0.25) +
+           dc::sum(dc::sin(parts[1])) + dc::variance(dc::squeeze(dc::reshape(w, {1, 12}))) +
+           dc::sum(dc::cos(dc::permute(c, {1, 0})));
+  };
+  auto const r = dc::grad_and_hvp(f, x, v);
+  dc::tape tp;
+  auto xv = tp.variable(x.clone());
+  auto y = dc::detail::as_var(f(xv));
+  tp.backward(y);
+  CHECK(same_bits(r.value, y.item()));
+  auto const g = xv.grad().to_vector(), gd = r.grad.to_vector();
+  for (std::size_t i = 0; i < g.size(); ++i) {
+    INFO("element " << i << ": " << g[i] << " vs " << gd[i]);
+    CHECK(same_bits(g[i], gd[i]));
+  }
+  check_close(r.hvp.to_vector(), fd_hvp(f, x, v), 1e-6);
+}
+
+TEST_CASE("hvp: an LSTM cell (a ready fused node) against central differences") {
+  T64 x = random_tensor({3, 4}, 14), v = random_tensor({3, 4}, 15);
+  auto f = [](auto const &xv) {
+    auto hc = dc::lstm_cell(xv * 0.5, xv - 0.25, dc::sin(xv), xv * xv, dc::cos(xv));
+    return dc::sum(hc[0] * hc[1]);
+  };
+  check_close(dc::hvp(f, x, v).to_vector(), fd_hvp(f, x, v), 1e-6);
+}
+
+TEST_CASE("tape over duals: refusals") {
+  using D = dc::dual<double, 1>;
+  dc::tape tp;
+  tp.fused = false; // no unfused mode: its nodes are always fused
+  auto x = tp.variable(dc::tensor<D>::full({3}, D(1.0)));
+  CHECK_THROWS_AS(dc::sum(dc::tanh(x)), dc::tape_error);
+  // a direction of another shape
+  T64 x0 = random_tensor({3}, 1), v0 = random_tensor({4}, 2);
+  CHECK_THROWS_AS(dc::hvp(rosenbrock, x0, v0), dc::shape_error);
+}
