@@ -193,7 +193,7 @@ template <class T> std::vector<T> pose_of(T const *theta, std::size_t bones) {
   return pose;
 }
 
-// The skinned, posed positions (3 per vertex) of the vertices in `wanted` (others left 0).
+// The skinned, posed positions of the vertices in `wanted`, 3 each in the order of `wanted`.
 template <class T>
 std::vector<T> skinned(input const &in, T const *theta, std::vector<int> const &wanted) {
   std::size_t const nb = in.bones;
@@ -219,8 +219,9 @@ std::vector<T> skinned(input const &in, T const *theta, std::vector<int> const &
     transform[b] = product<4, 4, 4>(absolute[b], inverse);
   }
   auto const global = angle_axis_rotation(&pose[0]);
-  std::vector<T> out(3 * in.verts, T(0.0));
-  for (int v : wanted) {
+  std::vector<T> out(3 * wanted.size());
+  for (std::size_t slot = 0; slot < wanted.size(); ++slot) {
+    int const v = wanted[slot];
     double const *p = &in.positions[4 * std::size_t(v)];
     std::array<T, 3> x{T(0.0), T(0.0), T(0.0)};
     for (std::size_t b = 0; b < nb; ++b) {
@@ -236,36 +237,42 @@ std::vector<T> skinned(input const &in, T const *theta, std::vector<int> const &
     if (in.mirrored)
       x[0] = -x[0];
     for (int i = 0; i < 3; ++i) // global rotation (columns scaled by pose column 1), translation
-      out[3 * std::size_t(v) + i] = global[3 * i] * pose[3] * x[0] +
-                                    global[3 * i + 1] * pose[4] * x[1] +
-                                    global[3 * i + 2] * pose[5] * x[2] + pose[6 + i];
+      out[3 * slot + std::size_t(i)] = global[3 * i] * pose[3] * x[0] +
+                                       global[3 * i + 1] * pose[4] * x[1] +
+                                       global[3 * i + 2] * pose[5] * x[2] + pose[6 + i];
   }
   return out;
 }
 
 // The residuals point - model point, calling out(i, j, residual) for coordinate j of point i;
-// the complicated case's us are made by make_u(i, k) (plain, or seeded duals).
+// pos holds the skinned vertices in the order of `wanted` (vertex v at 3 slot[v]); the
+// complicated case's us are made by make_u(i, k) (plain, or seeded duals).
 template <class T, class MakeU, class Out>
-void residuals(input const &in, std::vector<T> const &pos, MakeU const &make_u, Out const &out) {
+void residuals(input const &in, std::vector<T> const &pos, std::vector<int> const &slot,
+               MakeU const &make_u, Out const &out) {
   for (std::size_t i = 0; i < in.correspondences.size(); ++i) {
     std::size_t const c = std::size_t(in.correspondences[i]);
     if (!in.complicated()) {
       for (int j = 0; j < 3; ++j)
-        out(i, j, in.points[3 * i + std::size_t(j)] - pos[3 * c + std::size_t(j)]);
+        out(i, j,
+            in.points[3 * i + std::size_t(j)] - pos[3 * std::size_t(slot[c]) + std::size_t(j)]);
       continue;
     }
-    auto const &t = in.triangles[c];
+    auto const &tv = in.triangles[c];
+    std::array<std::size_t, 3> const t{std::size_t(slot[std::size_t(tv[0])]),
+                                       std::size_t(slot[std::size_t(tv[1])]),
+                                       std::size_t(slot[std::size_t(tv[2])])};
     auto const u0 = make_u(i, 0), u1 = make_u(i, 1);
     for (int j = 0; j < 3; ++j) {
-      auto const point = u0 * pos[3 * std::size_t(t[0]) + std::size_t(j)] +
-                         u1 * pos[3 * std::size_t(t[1]) + std::size_t(j)] +
-                         (1.0 - u0 - u1) * pos[3 * std::size_t(t[2]) + std::size_t(j)];
+      auto const point = u0 * pos[3 * t[0] + std::size_t(j)] + u1 * pos[3 * t[1] + std::size_t(j)] +
+                         (1.0 - u0 - u1) * pos[3 * t[2] + std::size_t(j)];
       out(i, j, in.points[3 * i + std::size_t(j)] - point);
     }
   }
 }
 
-// The vertices the residuals read (computed once per input: the "prepare" step).
+// The vertices the residuals read, in increasing order (computed once per input: the "prepare"
+// step), and each one's place in that list (slot).
 inline std::vector<int> wanted_vertices(input const &in) {
   std::vector<char> mark(in.verts, 0);
   for (int c : in.correspondences) {
@@ -282,16 +289,24 @@ inline std::vector<int> wanted_vertices(input const &in) {
   return out;
 }
 
+inline std::vector<int> slots_of(input const &in, std::vector<int> const &wanted) {
+  std::vector<int> slot(in.verts, -1);
+  for (std::size_t k = 0; k < wanted.size(); ++k)
+    slot[std::size_t(wanted[k])] = int(k);
+  return slot;
+}
+
 struct objective : job {
   input const &in;
-  std::vector<int> wanted;
+  std::vector<int> wanted, slot;
   std::vector<double> err;
-  explicit objective(input const &i) : in(i), wanted(wanted_vertices(i)) {}
+  explicit objective(input const &i)
+      : in(i), wanted(wanted_vertices(i)), slot(slots_of(i, wanted)) {}
   void run() override {
     auto const pos = skinned(in, in.theta.data(), wanted);
     err.resize(3 * in.correspondences.size());
     residuals(
-        in, pos, [&](std::size_t i, int k) { return in.us[2 * i + std::size_t(k)]; },
+        in, pos, slot, [&](std::size_t i, int k) { return in.us[2 * i + std::size_t(k)]; },
         [&](std::size_t i, int j, double e) { err[3 * i + std::size_t(j)] = e; });
   }
   json output() const override { return err; }
@@ -300,12 +315,13 @@ struct objective : job {
 struct jacobian : job {
   using d = dc::dual<double, int(n_theta) + 2>; // theta's 26 partials, then u0 and u1
   input const &in;
-  std::vector<int> wanted;
+  std::vector<int> wanted, slot;
   std::vector<d> theta;
   std::size_t cols = 0;
   std::vector<double> jac; // 3n x cols, row-major
   explicit jacobian(input const &i)
-      : in(i), wanted(wanted_vertices(i)), cols((i.complicated() ? 2 : 0) + n_theta) {
+      : in(i), wanted(wanted_vertices(i)), slot(slots_of(i, wanted)),
+        cols((i.complicated() ? 2 : 0) + n_theta) {
     for (std::size_t k = 0; k < n_theta; ++k)
       theta.push_back(d::variable(in.theta[k], int(k)));
   }
@@ -314,7 +330,7 @@ struct jacobian : job {
     jac.assign(3 * in.correspondences.size() * cols, 0.0);
     std::size_t const first = in.complicated() ? 2 : 0; // the theta columns
     residuals(
-        in, pos,
+        in, pos, slot,
         [&](std::size_t i, int k) {
           return d::variable(in.us[2 * i + std::size_t(k)], int(n_theta) + k);
         },

@@ -131,21 +131,18 @@ struct rf : job {
 };
 
 // A variant this tool cannot run honestly: refused with the reason, before any work.
-inline input refuse(json const &, std::string const &variant) {
-  throw input_error(variant +
-                    ": the inner gradient in reverse mode with an outer derivative through it "
-                    "needs a tape over dual numbers (forward over reverse) or a tape that records "
-                    "its own backward (reverse over reverse); dualcast's tape holds float and "
-                    "double tensors only");
+inline input refuse(json const &) {
+  throw input_error("not implemented: the inner gradient in reverse mode with an outer derivative "
+                    "through it needs a tape over dual numbers (forward over reverse) or a tape "
+                    "that records its own backward (reverse over reverse); dualcast's tape holds "
+                    "float and double tensors only");
 }
-inline input refuse_fr(json const &j) { return refuse(j, "fr"); }
-inline input refuse_rr(json const &j) { return refuse(j, "rr"); }
 
 inline void add(registry &r) {
   r.add("particle", "ff", make_function<input, ff>(parse));
   r.add("particle", "rf", make_function<input, rf>(parse));
-  r.add("particle", "fr", make_function<input, ff>(refuse_fr));
-  r.add("particle", "rr", make_function<input, ff>(refuse_rr));
+  r.add("particle", "fr", make_function<input, ff>(refuse));
+  r.add("particle", "rr", make_function<input, ff>(refuse));
 }
 
 } // namespace gradbench::particle

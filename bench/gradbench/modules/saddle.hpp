@@ -162,21 +162,18 @@ struct reverse_forward {
   }
 };
 
-inline input refuse(json const &, std::string const &variant) {
-  throw input_error(variant +
-                    ": the inner gradient in reverse mode with an outer derivative through it "
-                    "needs a tape over dual numbers (forward over reverse) or a tape that records "
-                    "its own backward (reverse over reverse); dualcast's tape holds float and "
-                    "double tensors only");
+inline input refuse(json const &) {
+  throw input_error("not implemented: the inner gradient in reverse mode with an outer derivative "
+                    "through it needs a tape over dual numbers (forward over reverse) or a tape "
+                    "that records its own backward (reverse over reverse); dualcast's tape holds "
+                    "float and double tensors only");
 }
-inline input refuse_fr(json const &j) { return refuse(j, "fr"); }
-inline input refuse_rr(json const &j) { return refuse(j, "rr"); }
 
 inline void add(registry &r) {
   r.add("saddle", "ff", make_function<input, solve<forward_forward>>(parse));
   r.add("saddle", "rf", make_function<input, solve<reverse_forward>>(parse));
-  r.add("saddle", "fr", make_function<input, solve<forward_forward>>(refuse_fr));
-  r.add("saddle", "rr", make_function<input, solve<forward_forward>>(refuse_rr));
+  r.add("saddle", "fr", make_function<input, solve<forward_forward>>(refuse));
+  r.add("saddle", "rr", make_function<input, solve<forward_forward>>(refuse));
 }
 
 } // namespace gradbench::saddle
