@@ -3,8 +3,9 @@
 // prescribes, not a factorisation), and its gradient with respect to every entry.
 //   input {A: double[ell * ell] row-major, ell}; primal -> double; gradient -> double[ell * ell]
 //
-// The gradient is forward mode: the same recursion evaluated on dual numbers with `lanes`
-// entries of A seeded per pass (ceil(ell^2 / lanes) passes). The tape is no fit here: the
+// The gradient is forward mode: the same recursion on dual numbers, one pass per row of A with
+// that row's entries seeded (ell passes; the determinant is linear in each row, so the minors
+// below the seeded row carry no partials and run on doubles). The tape is no fit here: the
 // recursion is e * ell! scalar multiply-adds (10^8 at ell = 11), one node each, and a
 // level-by-level tensor formulation needs arrays of ell! elements (320 MB at ell = 11).
 #pragma once
@@ -69,26 +70,57 @@ struct primal : job {
   json output() const override { return y; }
 };
 
+// The same recursion with row `seeded` of A as dual numbers (ds, one partial per column) and the
+// other rows plain (a): rows above it enter as constants (double x dual), and the minors below it
+// have no partials at all (det is linear in each row), so they run on plain doubles. Forward mode
+// with the activity of each value known, as dualcast's active<...> subsets do for kernels.
+template <class D>
+D seeded_minor_det(D const *ds, double const *a, std::size_t n, std::size_t row, std::size_t seeded,
+                   std::size_t *next) {
+  if (row > seeded)
+    return D(minor_det(a, n, row, next));
+  if (row + 1 == n)
+    return ds[next[n]];
+  D sum(0.0);
+  bool minus = false;
+  for (std::size_t prev = n, c = next[n]; c != n; prev = c, c = next[c], minus = !minus) {
+    next[prev] = next[c];
+    D const term = row == seeded
+                       ? ds[c] * minor_det(a, n, row + 1, next)
+                       : a[row * n + c] * seeded_minor_det(ds, a, n, row + 1, seeded, next);
+    next[prev] = c;
+    sum = minus ? sum - term : sum + term;
+  }
+  return sum;
+}
+
 struct gradient : job {
-  static constexpr int lanes = 16; // entries of A seeded per forward pass
+  // One pass per row of A, its ell entries seeded (ell <= 16 here; wider rows in chunks).
+  static constexpr int lanes = 16;
   using d = dc::dual<double, lanes>;
   input const &in;
-  std::vector<d> a;
+  std::vector<d> row; // the seeded row
   std::vector<double> g;
-  explicit gradient(input const &i) : in(i), a(i.a.begin(), i.a.end()) {}
+  explicit gradient(input const &i) : in(i), row(std::size_t(i.ell)) {}
   void run() override {
-    std::size_t const n = std::size_t(in.ell), size = n * n;
-    g.assign(size, 0.0);
-    for (std::size_t first = 0; first < size; first += lanes) {
-      std::size_t const count = std::min<std::size_t>(lanes, size - first);
-      for (std::size_t k = 0; k < count; ++k) // seed entries first .. first + count
-        a[first + k].d[k] = 1.0;
-      d const y = determinant(a, n);
-      for (std::size_t k = 0; k < count; ++k) {
-        g[first + k] = y.d[k];
-        a[first + k].d[k] = 0.0;
+    std::size_t const n = std::size_t(in.ell);
+    g.assign(n * n, 0.0);
+    std::vector<std::size_t> next(n + 1);
+    for (std::size_t r = 0; r < n; ++r)
+      for (std::size_t first = 0; first < n; first += lanes) {
+        std::size_t const count = std::min<std::size_t>(lanes, n - first);
+        for (std::size_t c = 0; c < n; ++c) { // columns first .. first + count seeded
+          row[c] = d(in.a[r * n + c]);
+          if (c >= first && c < first + count)
+            row[c].d[c - first] = 1.0;
+        }
+        for (std::size_t i = 0; i < n; ++i)
+          next[i] = i + 1;
+        next[n] = 0;
+        d const y = seeded_minor_det(row.data(), in.a.data(), n, 0, r, next.data());
+        for (std::size_t k = 0; k < count; ++k)
+          g[r * n + first + k] = y.d[k];
       }
-    }
   }
   json output() const override { return g; }
 };
