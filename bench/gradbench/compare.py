@@ -20,10 +20,12 @@ import subprocess
 import sys
 import tempfile
 
+# particle and saddle have no primal: their two columns are the variants ff and rf (both nested
+# derivatives; fr and rr are refused by the tool).
 PRIMAL = {"lse": "primal", "llsq": "primal", "ode": "primal", "lstm": "objective", "gmm": "objective", "ba": "objective",
-          "kmeans": "cost"}
+          "kmeans": "cost", "det": "primal", "ht": "objective", "particle": "ff", "saddle": "ff"}
 DERIVATIVE = {"lse": "gradient", "llsq": "gradient", "ode": "gradient", "lstm": "jacobian", "gmm": "jacobian", "ba": "jacobian",
-              "kmeans": "dir"}
+              "kmeans": "dir", "det": "gradient", "ht": "jacobian", "particle": "rf", "saddle": "rf"}
 PLAIN = {"lse": "primal_plain", "lstm": "objective_plain", "gmm": "objective_plain",
          "ba": "objective_plain"}
 
@@ -31,7 +33,9 @@ PLAIN = {"lse": "primal_plain", "lstm": "objective_plain", "gmm": "objective_pla
 DEFAULT = ["lstm:l=2,c=1024", "lstm:l=6,c=8192", "gmm:64_5_1000", "gmm:20_25_1000",
            "gmm:64_100_1000", "ba:ba1_n49_m7776_p31843", "ba:ba2_n21_m11315_p36455",
            "lse:n=80000", "lse:n=1280000", "kmeans:k=100,n=1000,d=8",
-           "kmeans:k=1000,n=10000,d=16", "llsq:n=4096,m=128", "ode:n=10000,s=100"]
+           "kmeans:k=1000,n=10000,d=16", "llsq:n=4096,m=128", "ode:n=10000,s=100", "det:9",
+           "det:10", "ht:hand1_t26_c100", "ht:hand6_t26_c1600", "particle:w=0",
+           "saddle:w=0"]
 
 
 def inputs_from_logs(logs, wanted):

@@ -67,6 +67,40 @@ xo = [round(1 + v, 6) for v in rand(5)]
 session("ode", "ode", [("primal", {"x": xo, "s": 3}, "n=5,s=3"),
                        ("gradient", {"x": xo, "s": 3}, "n=5,s=3")])
 
+A = rand(16)
+session("det", "det", [("primal", {"A": A, "ell": 4}, "4"), ("gradient", {"A": A, "ell": 4}, "4"),
+                       ("primal", {"A": [2.5], "ell": 1}, "1"),
+                       ("gradient", {"A": [2.5], "ell": 1}, "1")])
+
+
+def ht_input(complicated):
+    """A synthetic hand: GradBench's 22 bones (a tree: wrist, then 5 fingers of 4 bones and the
+    forearm) with random transforms, 7 vertices, 4 triangles, 5 points."""
+    nb, nv = 22, 7
+    parents = [-1] + [0 if i % 4 == 1 else i - 1 for i in range(1, 21)] + [0]
+    model = {"bone_count": nb, "bone_names": [f"bone{i}" for i in range(nb)], "parents": parents,
+             "base_relatives": [normal(3, 4) + [[0.0, 0.0, 0.0, 1.0]] for _ in range(nb)],
+             "inverse_base_absolutes": [normal(3, 4) + [[0.0, 0.0, 0.0, 1.0]] for _ in range(nb)],
+             "base_positions": [normal(3) + [1.0] for _ in range(nv)],
+             "weights": [[round(rng.random(), 6) if rng.random() < 0.3 else 0.0 for _ in range(nb)]
+                         for _ in range(nv)],
+             "triangles": [[0, 1, 2], [2, 3, 4], [4, 5, 6], [6, 0, 3]], "is_mirrored": complicated}
+    n = 5
+    data = {"model": model, "correspondences": [rng.randrange(4 if complicated else nv)
+                                                for _ in range(n)], "points": normal(n, 3)}
+    theta = [round(0.3 * v, 6) for v in normal(26)]
+    return {"theta": theta, "data": data, "us": rand(n, 2) if complicated else []}
+
+
+for variant in ("simple", "complicated"):
+    hin = ht_input(variant == "complicated")
+    session("ht_" + variant, "ht", [("objective", hin, variant), ("jacobian", hin, variant)])
+
+# particle and saddle: every variant; fr and rr are expected to be refused (check_tool.py)
+session("particle", "particle", [(v, {"w": 0.0}, "w=0") for v in ("ff", "rf", "fr", "rr")])
+session("saddle", "saddle", [(v, {"start": [1.0, 1.0]}, "start=1,1")
+                             for v in ("ff", "rf", "fr", "rr")])
+
 # Protocol misuse: each line with the answer check_tool.py expects.
 lines = [
     '{"id": 0, "kind": "start", "eval": "nope"}',

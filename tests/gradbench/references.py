@@ -127,3 +127,161 @@ def ode(x, s):
         k4 = f([y[i] + h * k3[i] for i in range(n)])
         y = [y[i] + h / 6 * (k1[i] + 2 * k2[i] + 2 * k3[i] + k4[i]) for i in range(n)]
     return y
+
+
+def det(a, n):
+    """The determinant of the n x n row-major a by the Leibniz formula (small n only)."""
+    import itertools
+    total = 0.0
+    for perm in itertools.permutations(range(n)):
+        inversions = sum(1 for i in range(n) for j in range(i + 1, n) if perm[i] > perm[j])
+        term = -1.0 if inversions % 2 else 1.0
+        for i in range(n):
+            term *= a[i * n + perm[i]]
+        total += term
+    return total
+
+
+# ---- ht: the hand model (evals/ht/README.md, ADBench's hand tracker) ----------------------------
+def _mat(a, r, k, b, c):
+    return [[sum(a[i][x] * b[x][j] for x in range(k)) for j in range(c)] for i in range(r)]
+
+
+def _rot_x(t):
+    c, s = math.cos(t), math.sin(t)
+    return [[1, 0, 0], [0, c, -s], [0, s, c]]
+
+
+def _rot_y(t):
+    c, s = math.cos(t), math.sin(t)
+    return [[c, 0, s], [0, 1, 0], [-s, 0, c]]
+
+
+def _rot_z(t):
+    c, s = math.cos(t), math.sin(t)
+    return [[c, -s, 0], [s, c, 0], [0, 0, 1]]
+
+
+def _angle_axis(r):
+    n = math.sqrt(sum(v * v for v in r))
+    if n < 1e-4:
+        return [[1, 0, 0], [0, 1, 0], [0, 0, 1]]
+    k = [v / n for v in r]
+    K = [[0, -k[2], k[1]], [k[2], 0, -k[0]], [-k[1], k[0], 0]]
+    KK = _mat(K, 3, 3, K, 3)
+    s, c = math.sin(n), math.cos(n)
+    return [[(1 if i == j else 0) + s * K[i][j] + (1 - c) * KK[i][j] for j in range(3)]
+            for i in range(3)]
+
+
+def ht_vertices(theta, model):
+    """The posed, skinned vertices (3 each)."""
+    nb = len(model["bone_names"])
+    # the pose: per column (global rotation, scale 1, translation, then one per bone)
+    pose = [[0.0] * 3 for _ in range(nb + 3)]
+    pose[0] = list(theta[0:3])
+    pose[1] = [1.0, 1.0, 1.0]
+    pose[2] = list(theta[3:6])
+    t, col = 6, 5
+    for _ in range(5):
+        for joint in range(3):
+            pose[col][0] = theta[t]
+            t += 1
+            if joint == 0:
+                pose[col][1] = theta[t]
+                t += 1
+            col += 1
+        col += 1
+    absolute = []
+    transforms = []
+    for b in range(nb):
+        ax, az, ay = pose[b + 3]
+        r = _mat(_mat(_rot_z(az), 3, 3, _rot_y(ay), 3), 3, 3, _rot_x(ax), 3)
+        posed = [r[0] + [0.0], r[1] + [0.0], r[2] + [0.0], [0.0, 0.0, 0.0, 1.0]]
+        rel = _mat(model["base_relatives"][b], 4, 4, posed, 4)
+        p = model["parents"][b]
+        absolute.append(rel if p < 0 else _mat(absolute[p], 4, 4, rel, 4))
+        transforms.append(_mat(absolute[b], 4, 4, model["inverse_base_absolutes"][b], 4))
+    g = _angle_axis(pose[0])
+    out = []
+    for v, base in enumerate(model["base_positions"]):
+        x = [0.0, 0.0, 0.0]
+        for b in range(nb):
+            w = model["weights"][v][b]
+            for i in range(3):
+                x[i] += w * sum(transforms[b][i][k] * base[k] for k in range(4))
+        if model["is_mirrored"]:
+            x[0] = -x[0]
+        out.append([sum(g[i][k] * x[k] for k in range(3)) + pose[2][i] for i in range(3)])
+    return out
+
+
+def ht_objective(theta, us, data):
+    """The residuals point - model point (3 per correspondence); us flat (2 per point) or []."""
+    verts = ht_vertices(theta, data["model"])
+    err = []
+    for i, c in enumerate(data["correspondences"]):
+        if us:
+            t = data["model"]["triangles"][c]
+            u0, u1 = us[2 * i], us[2 * i + 1]
+            point = [u0 * verts[t[0]][j] + u1 * verts[t[1]][j] + (1 - u0 - u1) * verts[t[2]][j]
+                     for j in range(3)]
+        else:
+            point = verts[c]
+        err += [data["points"][i][j] - point[j] for j in range(3)]
+    return err
+
+
+# ---- particle and saddle: the descent of GradBench's C++ tools, derivatives by differences -------
+def descent_argmin(f, g, x):
+    fx, gx, eta, accepted = f(x), g(x), 1e-5, 0
+    while True:
+        if math.sqrt(sum(v * v for v in gx)) <= 1e-5:
+            return x
+        if accepted == 10:
+            eta, accepted = eta * 2, 0
+            continue
+        nxt = [x[j] - eta * gx[j] for j in range(len(x))]
+        if math.sqrt(sum((a - b) ** 2 for a, b in zip(nxt, x))) <= 1e-5:
+            return x
+        fn = f(nxt)
+        if fn < fx:
+            x, fx, gx, accepted = nxt, fn, g(nxt), accepted + 1
+        else:
+            eta, accepted = eta / 2, 0
+
+
+def descent_argmax(f, g, x):
+    return descent_argmin(lambda v: -f(v), lambda v: [-e for e in g(v)], x)
+
+
+def particle_trajectory(w, h=1e-6):
+    """x(t_f)^2 for the charge at (10, 10 - w); the force from central differences of p."""
+    def p(a, b):
+        return sum(1 / math.hypot(cx - a, cy - b) for cx, cy in ((10.0, 10.0 - w), (10.0, 0.0)))
+    x, v = [0.0, 8.0], [0.75, 0.0]
+    while True:
+        force = [-(p(x[0] + h, x[1]) - p(x[0] - h, x[1])) / (2 * h),
+                 -(p(x[0], x[1] + h) - p(x[0], x[1] - h)) / (2 * h)]
+        nx = [x[0] + 0.1 * v[0], x[1] + 0.1 * v[1]]
+        if nx[1] <= 0:
+            tf = -nx[1] / v[1]
+            return (nx[0] + tf * v[0]) ** 2
+        x, v = nx, [v[0] + 0.1 * force[0], v[1] + 0.1 * force[1]]
+
+
+def particle(w0):
+    return descent_argmin(lambda v: particle_trajectory(v[0]),
+                          lambda v: central_gradient(lambda u: particle_trajectory(u[0]), v), [w0])[0]
+
+
+def saddle(start):
+    f = lambda p, q: (p[0] ** 2 + p[1] ** 2) - (q[0] ** 2 + q[1] ** 2)
+    def inner_max(p):
+        q = descent_argmax(lambda q: f(p, q), lambda q: central_gradient(lambda u: f(p, u), q),
+                           list(start))
+        return f(p, q)
+    p = descent_argmin(inner_max, lambda p: central_gradient(inner_max, p), list(start))
+    q = descent_argmax(lambda q: f(p, q), lambda q: central_gradient(lambda u: f(p, u), q),
+                       list(start))
+    return p + q
