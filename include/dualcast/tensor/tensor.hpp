@@ -83,7 +83,9 @@ private:
 
 template <class T> class tensor {
   static_assert(std::is_same_v<T, float> || std::is_same_v<T, double>,
-                "dualcast::tensor holds float or double");
+                "dualcast::tensor holds float or double (bfloat16 / half tensors and tape "
+                "operations on them are not supported yet; 16-bit arrays go into fused calls as "
+                "views: docs/mixed-precision.md)");
 
 public:
   using value_type = T;
