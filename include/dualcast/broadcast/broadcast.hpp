@@ -245,7 +245,7 @@ void apply(Ex const &ex, kernel<F, S> const &k, pack<O...> const &outs, A const 
                                                                 detail::type_list<A...>{})) {
     constexpr int K = detail::check_kernel<F, T, A...>();
     static_assert(sizeof...(O) == K, "dualcast::apply: give one output array per kernel output");
-    using Layout = detail::arg_layout<A...>;
+    using Layout = detail::call_layout<A...>;
     detail::values_op<F, Layout, K> op{{k.f, detail::scalar_table<F>(args...)}};
     detail::apply_arrays<decltype(op), S>(ex, op, detail::collect_arrays<VT>(args...),
                                           detail::views_of<VT>(outs), outs.add, K, "");
@@ -262,7 +262,7 @@ void apply(Ex const &ex, kernel<F, S> const &k, active_set<C, I...>, pack<O...> 
   if constexpr (detail::call_fits<F, S, detail::chunked_mode<Active>, T>(
                     detail::type_list<O..., P..., A...>{}, detail::type_list<A...>{})) {
     constexpr int K = detail::check_kernel<F, T, A...>();
-    using Layout = detail::arg_layout<A...>;
+    using Layout = detail::call_layout<A...>;
     static_assert(detail::active_positions_valid<Layout, Active>(),
                   "dualcast: active positions must name distinct array arguments of the kernel");
     constexpr int NA = Active::count;
@@ -296,7 +296,7 @@ void jvp(Ex const &ex, kernel<F, S> const &k, active_set<C, I...>, pack<O...> co
   if constexpr (detail::call_fits<F, S, detail::jvp_mode<Active>, T>(
                     detail::type_list<O..., TO..., A..., TI...>{}, detail::type_list<A...>{})) {
     constexpr int K = detail::check_kernel<F, T, A...>();
-    using Layout = detail::arg_layout<A...>;
+    using Layout = detail::call_layout<A...>;
     static_assert(detail::active_positions_valid<Layout, Active>(),
                   "dualcast: active positions must name distinct array arguments of the kernel");
     constexpr int NA = Active::count;
@@ -347,7 +347,7 @@ void vjp_call(Ex const &ex, kernel<F, S> const &k, pack<O...> const &outs,
   if constexpr (call_fits<F, S, chunked_mode<Active>, T>(type_list<O..., X..., A..., Y...>{},
                                                          type_list<A...>{})) {
     constexpr int K = check_kernel<F, T, A...>();
-    using Layout = arg_layout<A...>;
+    using Layout = call_layout<A...>;
     static_assert(active_positions_valid<Layout, Active>(),
                   "dualcast: active positions must name distinct array arguments of the kernel");
     constexpr int NA = Active::count;

@@ -42,6 +42,13 @@ inline constexpr bool any_float16_v = (false || ... ||
                                        is_float16_v<typename element_of<std::decay_t<V>>::type>);
 template <class T, class... V>
 using view_element_t = std::conditional_t<any_float16_v<V...>, any_float, T>;
+// The layout of a call's arguments (element_ops.hpp), with 16-bit views counted as float ones:
+// the layout knows only which arguments are arrays, so the element operation, and the batch loop
+// compiled for it, is one type whatever the arrays' storage.
+template <class A>
+using layout_arg_t = std::conditional_t<is_float16_v<typename element_of<std::decay_t<A>>::type>,
+                                        view<float const>, A>;
+template <class... A> using call_layout = arg_layout<layout_arg_t<A>...>;
 
 // What the lambda receives for argument A when it runs on plain numbers of type T.
 template <class A, class T>
