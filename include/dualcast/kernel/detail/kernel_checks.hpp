@@ -171,9 +171,9 @@ template <class... V> struct type_list {};
 template <class F, bool Simd, class Mode, class T, class... V, class... A>
 constexpr bool call_fits(type_list<V...>, type_list<A...>) {
   constexpr bool same = all_arrays_of<T, V...>;
-  static_assert(same, "dualcast: all arrays of one call must have the same element type, or be "
-                      "float, bfloat16 and half (computed in float): double mixed with another "
-                      "type? convert one of them first");
+  static_assert(same, "dualcast: all arrays of one call must have the same element type (float "
+                      "and double arrays mixed? convert one of them first; bfloat16 and half "
+                      "arrays mix with float ones)");
   if constexpr (!same)
     return false;
   else if constexpr (check_kernel<F, T, A...>() == 0)
