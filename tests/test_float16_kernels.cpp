@@ -289,3 +289,22 @@ TEST_CASE("16-bit arrays: a broadcast input's cotangent is summed in float and r
     CHECK(std::abs(double(bbar[std::size_t(j)]) - sum) <= 0x1p-8 * std::abs(sum) + 0x1p-18 * mag);
   }
 }
+
+TEST_CASE("16-bit arrays: the aliasing checks count each array's own element size") {
+  dc::cpu const ex{1};
+  auto const twice = dc::kernel([](auto x) { return x + x; });
+  std::vector<dc::bfloat16> b(64, dc::bfloat16(1.5f));
+  dc::view<dc::bfloat16> all(b.data(), dc::shape{64}), lo(b.data(), dc::shape{32}),
+      hi(b.data() + 32, dc::shape{32});
+  dc::apply(ex, twice, dc::out(all), all); // in place: the same elements
+  CHECK(float(b[0]) == 3.0f);
+  CHECK(float(b[63]) == 3.0f);
+  // A float view over the same bytes is never the same elements: refused, nothing written.
+  dc::view<float> floats(reinterpret_cast<float *>(b.data()), dc::shape{32});
+  CHECK_THROWS_AS(dc::apply(ex, twice, dc::out(floats), lo), dc::aliasing_error);
+  CHECK(float(b[0]) == 3.0f);
+  // The two halves of one bfloat16 array are disjoint (counted in 2-byte elements).
+  dc::apply(ex, twice, dc::out(hi), lo);
+  CHECK(float(b[32]) == 6.0f);
+  CHECK(float(b[31]) == 3.0f);
+}
