@@ -69,7 +69,12 @@ std::vector<float> rounding_inputs() {
   return v;
 }
 
-bool same_bits(float a, float b) { return std::memcmp(&a, &b, sizeof a) == 0; }
+std::uint32_t bits_of(float f) {
+  std::uint32_t u;
+  std::memcpy(&u, &f, sizeof u);
+  return u;
+}
+bool same_bits(float a, float b) { return bits_of(a) == bits_of(b); }
 
 auto const copy = dc::kernel([](auto x) { return x; });
 
