@@ -1,9 +1,10 @@
 // Instantiates the ready cells' fused kernels (dualcast/kernel/cells.hpp: LSTM, GRU, HM-LSTM
 // update, D-LSTM) for the CUDA backend in the three modes the tape runs them in -- values, values
 // with every diagonal partial (the store policy), and the VJP that re-evaluates the duals (the
-// recompute policy) -- on contiguous float32 arrays, plus a broadcast VJP in double. CI compiles
-// them for sm_80 / sm_90 and fails on a register spill; scripts/cuda-resources turns ptxas' report
-// into docs/gpu.md's table of bytes and registers per cell. Nothing here runs: the GPU tests are
+// recompute policy) -- on contiguous float32 arrays, plus a broadcast VJP in double and the LSTM
+// cell over bfloat16 gates. CI compiles them for sm_80 / sm_90 and fails on a register spill;
+// scripts/cuda-resources turns ptxas' report into docs/gpu.md's table of bytes and registers per
+// cell. Nothing here runs: the GPU tests are
 // in cases_gpu.cu / tape_cases_gpu.cu.
 #include <dualcast/cuda.cuh>
 #include <dualcast/kernel/cells.hpp>
@@ -74,4 +75,15 @@ void dlstm_kernels(dc::cuda ex, in_t const *x, out_t const *y, out_t const *d, i
 void biased_vjp(dc::cuda ex, dc::view<const double> x, dc::view<const double> b,
                 dc::view<const double> ybar, dc::view<double> xbar, dc::view<double> bbar) {
   dc::vjp(ex, biased, dc::active<0, 1>, dc::out(xbar, bbar), dc::in(x, b, 0.5), dc::in(ybar));
+}
+
+// The LSTM cell over bfloat16 gates beside a float cell state (issue 37): 16-bit loads widened to
+// float, results rounded once on store, in the element-wise kernels (map_strided, map_rows).
+void lstm_kernels_bf16(dc::cuda ex, dc::view<const dc::bfloat16> const *x, dc::view<const float> c,
+                       dc::view<dc::bfloat16> h, dc::view<float> c2,
+                       dc::view<const dc::bfloat16> hbar, dc::view<const float> cbar,
+                       dc::view<dc::bfloat16> const *xbar, dc::view<float> cellbar) {
+  dc::value_and_vjp(ex, dc::cells::lstm, dc::out(h, c2),
+                    dc::out(xbar[0], xbar[1], xbar[2], xbar[3], cellbar),
+                    dc::in(x[0], x[1], x[2], x[3], c), dc::in(hbar, cbar));
 }

@@ -6,6 +6,7 @@
 #pragma once
 
 #include <dualcast/arrays/shape.hpp>
+#include <dualcast/arrays/stored_view.hpp>
 #include <dualcast/arrays/view.hpp>
 
 #include <cstddef>
@@ -26,8 +27,9 @@ template <class T> extent_range memory_range(view<T> const &v) {
     (span < 0 ? lo : hi) += span;
   }
   auto base = reinterpret_cast<std::uintptr_t>(v.data());
-  return {base + static_cast<std::uintptr_t>(lo * index_t(sizeof(T))),
-          base + static_cast<std::uintptr_t>((hi + 1) * index_t(sizeof(T)))};
+  index_t const bytes = element_bytes(v);
+  return {base + static_cast<std::uintptr_t>(lo * bytes),
+          base + static_cast<std::uintptr_t>((hi + 1) * bytes)};
 }
 // Do two views with the same strides, origins `delta` elements apart, share an element? They do
 // iff delta = sum_d c_d * stride_d for integers c_d in [-(eb_d - 1), ea_d - 1]; searched from
@@ -61,9 +63,10 @@ template <class T> bool same_stride_overlap(view<T> const &a, view<T> const &b) 
   index_t oa = 0, ob = 0; // origins relative to a.data(), after making the strides positive
   index_t delta_bytes =
       reinterpret_cast<char const *>(b.data()) - reinterpret_cast<char const *>(a.data());
-  if (delta_bytes % index_t(sizeof(T)) != 0)
-    return true;
-  ob = delta_bytes / index_t(sizeof(T));
+  index_t const bytes = element_bytes(a);
+  if (storage_kind(a) != storage_kind(b) || delta_bytes % bytes != 0)
+    return true; // (different storage: elements of different sizes, not decided here)
+  ob = delta_bytes / bytes;
   for (int k = 0; k < a.rank(); ++k) {
     index_t ea = a.extent(k), eb = b.extent(k);
     index_t st = ea > 1 ? a.stride(k) : b.stride(k);
@@ -137,7 +140,7 @@ private:
 template <class T, class U> bool same_elements(view<T> const &a, view<U> const &b, shape const &s) {
   // a (an output of shape s) and b (an input broadcast to s) address the same element everywhere.
   if (static_cast<void const *>(a.data()) != static_cast<void const *>(b.data()) ||
-      b.rank() > s.rank)
+      b.rank() > s.rank || storage_kind(a) != storage_kind(b))
     return false;
   for (int d = 0; d < s.rank; ++d) {
     int j = b.rank() - s.rank + d;

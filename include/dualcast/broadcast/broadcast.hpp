@@ -20,6 +20,7 @@
 #pragma once
 
 #include <dualcast/arrays/shape.hpp>
+#include <dualcast/arrays/stored_view.hpp>
 #include <dualcast/arrays/view.hpp>
 #include <dualcast/arrays/view_overlap.hpp>
 #include <dualcast/backend/seam.hpp>
@@ -54,11 +55,19 @@ template <class... V> pack<std::decay_t<V>...> in(V &&...v) { return {{static_ca
 
 namespace detail {
 
+// (T: the call's element type, or any_float where some array is stored in 16 bits)
+template <class T, class V> constexpr bool is_output_view() {
+  if constexpr (is_view_v<V>)
+    return !std::is_const_v<typename V::element_type> && std::is_constructible_v<view<T>, V>;
+  else
+    return false;
+}
 template <class T, class... V> std::array<view<T>, sizeof...(V)> views_of(pack<V...> const &p) {
-  static_assert((std::is_same_v<V, view<T>> && ...),
-                "dualcast: output arrays must be mutable views of the call's element type");
-  return std::apply([](auto const &...v) { return std::array<view<T>, sizeof...(V)>{v...}; },
-                    p.items);
+  static_assert((is_output_view<T, V>() && ...),
+                "dualcast: output arrays must be mutable views of the call's element type (or of "
+                "bfloat16 / half in a float call)");
+  return std::apply(
+      [](auto const &...v) { return std::array<view<T>, sizeof...(V)>{view<T>(v)...}; }, p.items);
 }
 template <class T, class... V>
 std::array<view<T const>, sizeof...(V)> const_views_of(pack<V...> const &p) {
@@ -107,6 +116,33 @@ void apply_arrays(Ex const &ex, Op const &op, array_args<T, N> const &ins,
   backend_map<S>(hook{}, ex, plan.p, op);
 }
 
+// dst [+]= src summed over the dimensions along which dst broadcasts (backend_reduce); a dst stored
+// in 16 bits gets the sums in float, then rounded once (added to in float where add says).
+template <class Ex, class C>
+void reduce_into(Ex const &ex, shape const &s, C const *src, view<C> const &dst, bool add) {
+  backend_reduce(hook{}, ex, s, src, dst, add);
+}
+struct copy_op { // one input, one output: out = in (the backend converts, rounds and adds)
+  static constexpr int num_in = 1, num_out = 1;
+  template <class L> DUALCAST_HD void operator()(L const *in, L *out) const { out[0] = in[0]; }
+};
+template <class Ex>
+void reduce_into(Ex const &ex, shape const &s, float const *src, view<any_float> const &dst,
+                 bool add) {
+  if (dst.kind() == element_storage::native)
+    return backend_reduce(hook{}, ex, s, src,
+                          view<float>(static_cast<float *>(dst.data()), dst.dims(), dst.strides()),
+                          add);
+  auto sum = backend_buffer<float>(hook{}, ex, dst.size());
+  view<float> sums(sum.get(), dst.dims());
+  backend_reduce(hook{}, ex, s, src, sums, false);
+  launch_plan<any_float, 1, 1> plan(dst.dims());
+  view<any_float const> in(sums);
+  plan.add_ins(&in, 1);
+  plan.add_outs(&dst, &add, 1);
+  backend_map<true>(hook{}, ex, plan.p, copy_op{});
+}
+
 // VJP: the cotangents xv of the active inputs (add: per cotangent) from the output cotangents yv.
 // Cotangents of inputs that are not broadcast are written in the fused pass; those of broadcast
 // inputs go to scratch arrays (one block) and are summed over the broadcast dimensions after.
@@ -133,13 +169,14 @@ void vjp_arrays(Ex const &ex, kernel<F, S> const &k, array_args<T, N> const &ins
   std::size_t n_scratch = 0;
   for (int a = 0; a < NA; ++a)
     n_scratch += direct[a] ? 0 : 1;
-  decltype(backend_buffer<T>(hook{}, ex, index_t(0))) scratch;
+  using C = compute_t<T>; // (the scratch cotangents are summed in the compute type)
+  decltype(backend_buffer<C>(hook{}, ex, index_t(0))) scratch;
   if (n_scratch > 0)
-    scratch = backend_buffer<T>(hook{}, ex, index_t(n_scratch) * s.size());
+    scratch = backend_buffer<C>(hook{}, ex, index_t(n_scratch) * s.size());
   std::array<view<T>, NA> outs;
   for (int a = 0, j = 0; a < NA; ++a) {
     outs[std::size_t(a)] =
-        direct[a] ? xv[std::size_t(a)] : view<T>(scratch.get() + j++ * s.size(), s);
+        direct[a] ? xv[std::size_t(a)] : view<T>(view<C>(scratch.get() + j++ * s.size(), s));
     add[a] = add_in[a] && direct[a]; // (broadcast ones are added by the reduction afterwards)
   }
   auto plan = plan_with_args<T, Layout::num_arrays + K, NA + (Values ? K : 0)>(s, ins);
@@ -151,8 +188,8 @@ void vjp_arrays(Ex const &ex, kernel<F, S> const &k, array_args<T, N> const &ins
   backend_map<S>(hook{}, ex, plan.p, op);
   for (int a = 0, j = 0; a < NA; ++a)
     if (!direct[a])
-      backend_reduce(hook{}, ex, s, static_cast<T const *>(scratch.get() + j++ * s.size()),
-                     xv[std::size_t(a)], add_in[a]);
+      reduce_into(ex, s, static_cast<C const *>(scratch.get() + j++ * s.size()), xv[std::size_t(a)],
+                  add_in[a]);
 }
 
 // The same two calls on flat arrays (broadcast/detail/call_checks.hpp): `in` and the outputs are
@@ -202,15 +239,16 @@ void vjp_flat(Ex const &ex, kernel<F, S> const &k, std::array<T const *, N> cons
 template <class Ex, class F, bool S, class... O, class... A>
 void apply(Ex const &ex, kernel<F, S> const &k, pack<O...> const &outs, A const &...args) {
   using T = typename detail::common_element<O..., A...>::type;
+  using VT = detail::view_element_t<T, O..., A...>;
   // (the call is compiled only when its checks pass: one message, no errors after it)
   if constexpr (detail::call_fits<F, S, detail::values_mode, T>(detail::type_list<O..., A...>{},
                                                                 detail::type_list<A...>{})) {
     constexpr int K = detail::check_kernel<F, T, A...>();
     static_assert(sizeof...(O) == K, "dualcast::apply: give one output array per kernel output");
-    using Layout = detail::arg_layout<A...>;
+    using Layout = detail::call_layout<A...>;
     detail::values_op<F, Layout, K> op{{k.f, detail::scalar_table<F>(args...)}};
-    detail::apply_arrays<decltype(op), S>(ex, op, detail::collect_arrays<T>(args...),
-                                          detail::views_of<T>(outs), outs.add, K, "");
+    detail::apply_arrays<decltype(op), S>(ex, op, detail::collect_arrays<VT>(args...),
+                                          detail::views_of<VT>(outs), outs.add, K, "");
   }
 }
 
@@ -219,11 +257,12 @@ template <class Ex, class F, bool S, int C, int... I, class... O, class... P, cl
 void apply(Ex const &ex, kernel<F, S> const &k, active_set<C, I...>, pack<O...> const &outs,
            pack<P...> const &partials, A const &...args) {
   using T = typename detail::common_element<O..., A...>::type;
+  using VT = detail::view_element_t<T, O..., P..., A...>;
   using Active = active_set<C, I...>;
   if constexpr (detail::call_fits<F, S, detail::chunked_mode<Active>, T>(
                     detail::type_list<O..., P..., A...>{}, detail::type_list<A...>{})) {
     constexpr int K = detail::check_kernel<F, T, A...>();
-    using Layout = detail::arg_layout<A...>;
+    using Layout = detail::call_layout<A...>;
     static_assert(detail::active_positions_valid<Layout, Active>(),
                   "dualcast: active positions must name distinct array arguments of the kernel");
     constexpr int NA = Active::count;
@@ -231,16 +270,16 @@ void apply(Ex const &ex, kernel<F, S> const &k, active_set<C, I...>, pack<O...> 
     static_assert(
         sizeof...(P) == K * NA,
         "dualcast::apply: give one partial array per (output, active input) pair, output-major");
-    auto ov = detail::views_of<T>(outs);
-    auto pv = detail::views_of<T>(partials);
-    std::array<view<T>, K + K * NA> all;
+    auto ov = detail::views_of<VT>(outs);
+    auto pv = detail::views_of<VT>(partials);
+    std::array<view<VT>, K + K * NA> all;
     std::array<bool, K + K * NA> add;
     for (int i = 0; i < K + K * NA; ++i) {
       all[std::size_t(i)] = i < K ? ov[std::size_t(i)] : pv[std::size_t(i - K)];
       add[std::size_t(i)] = i < K ? outs.add[std::size_t(i)] : partials.add[std::size_t(i - K)];
     }
     detail::partials_op<F, Layout, K, Active> op{{k.f, detail::scalar_table<F>(args...)}};
-    detail::apply_arrays<decltype(op), S>(ex, op, detail::collect_arrays<T>(args...), all, add, K,
+    detail::apply_arrays<decltype(op), S>(ex, op, detail::collect_arrays<VT>(args...), all, add, K,
                                           "partial");
   }
 }
@@ -252,11 +291,12 @@ void jvp(Ex const &ex, kernel<F, S> const &k, active_set<C, I...>, pack<O...> co
          pack<TO...> const &out_tangents, pack<A...> const &inputs,
          pack<TI...> const &in_tangents) {
   using T = typename detail::common_element<O..., A...>::type;
+  using VT = detail::view_element_t<T, O..., TO..., A..., TI...>;
   using Active = active_set<C, I...>;
   if constexpr (detail::call_fits<F, S, detail::jvp_mode<Active>, T>(
                     detail::type_list<O..., TO..., A..., TI...>{}, detail::type_list<A...>{})) {
     constexpr int K = detail::check_kernel<F, T, A...>();
-    using Layout = detail::arg_layout<A...>;
+    using Layout = detail::call_layout<A...>;
     static_assert(detail::active_positions_valid<Layout, Active>(),
                   "dualcast: active positions must name distinct array arguments of the kernel");
     constexpr int NA = Active::count;
@@ -265,26 +305,26 @@ void jvp(Ex const &ex, kernel<F, S> const &k, active_set<C, I...>, pack<O...> co
     static_assert(sizeof...(TI) == NA && (is_view_v<TI> && ...),
                   "dualcast::jvp: give one tangent array per active input");
     char const *op_name = "dualcast::jvp";
-    auto ov = detail::views_of<T>(outs);
-    auto tv = detail::views_of<T>(out_tangents);
-    std::array<view<T>, 2 * K> all;
+    auto ov = detail::views_of<VT>(outs);
+    auto tv = detail::views_of<VT>(out_tangents);
+    std::array<view<VT>, 2 * K> all;
     std::array<bool, 2 * K> add;
     for (int i = 0; i < 2 * K; ++i) {
       all[std::size_t(i)] = i < K ? ov[std::size_t(i)] : tv[std::size_t(i - K)];
       add[std::size_t(i)] = i < K ? outs.add[std::size_t(i)] : out_tangents.add[std::size_t(i - K)];
     }
     auto ins =
-        std::apply([](auto const &...a) { return detail::collect_arrays<T>(a...); }, inputs.items);
+        std::apply([](auto const &...a) { return detail::collect_arrays<VT>(a...); }, inputs.items);
     detail::output_roles<2 * K> roles("output", K, "output tangent");
     shape s = ov[0].dims();
     detail::check_call(op_name, ins.views.data(), ins.pos.data(), ins.size, all.data(), roles.role,
                        roles.idx, 2 * K, s);
     // Each tangent has the shape of its input.
-    auto tin = detail::const_views_of<T>(in_tangents);
+    auto tin = detail::const_views_of<VT>(in_tangents);
     detail::check_tangents(op_name, ins, Active::positions, tin.data(), NA, all.data(), 2 * K,
                            roles.role, roles.idx, s);
 
-    auto plan = detail::plan_with_args<T, Layout::num_arrays + NA, 2 * K>(s, ins);
+    auto plan = detail::plan_with_args<VT, Layout::num_arrays + NA, 2 * K>(s, ins);
     plan.add_ins(tin.data(), NA);
     plan.add_outs(all.data(), add.data(), 2 * K);
     auto scalars =
@@ -303,10 +343,11 @@ void vjp_call(Ex const &ex, kernel<F, S> const &k, pack<O...> const &outs,
               pack<X...> const &in_cotangents, pack<A...> const &inputs,
               pack<Y...> const &out_cotangents, bool accumulate) {
   using T = typename common_element<O..., X..., A...>::type;
+  using VT = view_element_t<T, O..., X..., A..., Y...>;
   if constexpr (call_fits<F, S, chunked_mode<Active>, T>(type_list<O..., X..., A..., Y...>{},
                                                          type_list<A...>{})) {
     constexpr int K = check_kernel<F, T, A...>();
-    using Layout = arg_layout<A...>;
+    using Layout = call_layout<A...>;
     static_assert(active_positions_valid<Layout, Active>(),
                   "dualcast: active positions must name distinct array arguments of the kernel");
     constexpr int NA = Active::count;
@@ -319,11 +360,11 @@ void vjp_call(Ex const &ex, kernel<F, S> const &k, pack<O...> const &outs,
     bool add[NA > 0 ? NA : 1];
     for (int a = 0; a < NA; ++a)
       add[a] = accumulate || in_cotangents.add[std::size_t(a)];
-    auto ins = std::apply([](auto const &...a) { return collect_arrays<T>(a...); }, inputs.items);
+    auto ins = std::apply([](auto const &...a) { return collect_arrays<VT>(a...); }, inputs.items);
     auto scalars = std::apply([](auto const &...a) { return scalar_table<F>(a...); }, inputs.items);
-    auto values = views_of<T>(outs);
-    vjp_arrays<S, F, Layout, K, Active, Values>(ex, k, ins, scalars, views_of<T>(in_cotangents),
-                                                add, const_views_of<T>(out_cotangents),
+    auto values = views_of<VT>(outs);
+    vjp_arrays<S, F, Layout, K, Active, Values>(ex, k, ins, scalars, views_of<VT>(in_cotangents),
+                                                add, const_views_of<VT>(out_cotangents),
                                                 values.data(), outs.add.data());
   }
 }

@@ -84,8 +84,10 @@ private:
 
 template <class T> class tensor {
   static_assert(std::is_same_v<T, float> || std::is_same_v<T, double> || is_dual_v<T>,
-                "dualcast::tensor holds float or double (or dual numbers of them: a tape over "
-                "duals, forward over reverse)");
+                "dualcast::tensor holds float or double, or dual numbers of them (a tape over "
+                "duals, forward over reverse); bfloat16 / half tensors and tape operations on "
+                "them are not supported yet: 16-bit arrays go into fused calls as views "
+                "(docs/mixed-precision.md)");
 
 public:
   using value_type = T;

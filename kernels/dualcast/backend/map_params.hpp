@@ -5,13 +5,18 @@
 #pragma once
 
 #include <dualcast/arrays/shape.hpp>
+#include <dualcast/arrays/stored_view.hpp>
 #include <dualcast/core/config.hpp>
 
 namespace dualcast::detail {
 
+// `st` says how the elements are stored: as T, or (T = float only) as bfloat16 / half, which the
+// backend widens on load and rounds once on store; ptr then points at those 16-bit elements and
+// the strides count them.
 template <class T> struct operand {
   T *ptr;
   index_t stride[max_rank];
+  element_storage st = element_storage::native;
 };
 
 template <class T, int NI, int NO> struct map_params {
@@ -24,6 +29,16 @@ template <class T, int NI, int NO> struct map_params {
   // operation serves both, compiled once.
   bool add[NO > 0 ? NO : 1];
 };
+
+// Whether any operand of p is stored in 16 bits (the backends' converting path).
+template <class T, int NI, int NO> DUALCAST_HD bool has_float16(map_params<T, NI, NO> const &p) {
+  bool any = false;
+  for (int k = 0; k < NI; ++k)
+    any = any || p.in[k].st != element_storage::native;
+  for (int k = 0; k < NO; ++k)
+    any = any || p.out[k].st != element_storage::native;
+  return any;
+}
 
 // Merges dimensions that every operand walks contiguously, and drops size-1 dimensions, so the
 // common cases (all contiguous; a bias broadcast over rows) become rank 1 or 2. The innermost

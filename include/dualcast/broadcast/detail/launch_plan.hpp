@@ -4,12 +4,14 @@
 #pragma once
 
 #include <dualcast/arrays/shape.hpp>
+#include <dualcast/arrays/stored_view.hpp>
 #include <dualcast/arrays/view.hpp>
 #include <dualcast/backend/map_params.hpp>
 #include <dualcast/kernel/detail/element_ops.hpp>
 
 #include <cstddef>
 #include <tuple>
+#include <type_traits>
 
 namespace dualcast::detail {
 
@@ -21,6 +23,21 @@ template <class T, class P> void align_operand(operand<P> &o, view<T> const &v, 
     o.stride[d] = (j < 0 || v.extent(j) == 1) ? 0 : v.stride(j);
   }
 }
+// An erased view (float, bfloat16 or half elements) as an operand of a float pass: its pointer
+// keeps pointing at its own elements, its storage tag says which (backend/map_params.hpp).
+template <class P>
+void align_operand(operand<P> &o, view<any_float const> const &v, shape const &s) {
+  static_assert(std::is_same_v<std::remove_const_t<P>, float>);
+  o.ptr = static_cast<P *>(const_cast<void *>(v.data()));
+  o.st = v.kind();
+  for (int d = 0; d < s.rank; ++d) {
+    int j = v.rank() - s.rank + d;
+    o.stride[d] = (j < 0 || v.extent(j) == 1) ? 0 : v.stride(j);
+  }
+}
+template <class P> void align_operand(operand<P> &o, view<any_float> const &v, shape const &s) {
+  align_operand(o, view<any_float const>(v), s);
+}
 // n views as operands (out of line: one instance per element type, whatever n is).
 template <class T, class P>
 [[gnu::noinline]] void align_operands(operand<P> *o, view<T> const *v, std::size_t n,
@@ -29,8 +46,13 @@ template <class T, class P>
     align_operand(o[i], v[i], s);
 }
 
+// The type a call computes in: its element type, or float for erased views.
+template <class T> struct compute_type { using type = T; };
+template <> struct compute_type<any_float> { using type = float; };
+template <class T> using compute_t = typename compute_type<T>::type;
+
 template <class T, int NI, int NO> struct launch_plan {
-  map_params<T, NI, NO> p{};
+  map_params<compute_t<T>, NI, NO> p{};
   int ni = 0, no = 0;
   explicit launch_plan(shape const &s) {
     p.rank = s.rank;

@@ -3,6 +3,7 @@
 // readable static_assert instead of pages of template errors.
 #pragma once
 
+#include <dualcast/arrays/stored_view.hpp>
 #include <dualcast/arrays/view.hpp>
 #include <dualcast/kernel/detail/element_ops.hpp>
 #include <dualcast/kernel/kernel.hpp>
@@ -19,17 +20,35 @@ namespace dualcast::detail {
 template <class A> struct element_of { using type = void; };
 template <class T> struct element_of<view<T>> { using type = std::remove_cv_t<T>; };
 
-// The element type shared by all arrays of a call.
+// The element type a call computes in: the one shared by all its arrays, float where some are
+// stored in 16 bits (bfloat16, half: widened on load, rounded once on store).
+template <class E> using widened_t = std::conditional_t<is_float16_v<E>, float, E>;
 template <class... V> struct common_element { using type = void; };
 template <class V, class... Rest> struct common_element<V, Rest...> {
-  using first = typename element_of<std::decay_t<V>>::type;
+  using first = widened_t<typename element_of<std::decay_t<V>>::type>;
   using rest = typename common_element<Rest...>::type;
   using type = std::conditional_t<std::is_void_v<first>, rest, first>;
 };
 template <class T, class... V>
-inline constexpr bool
-    all_arrays_of = ((std::is_void_v<typename element_of<std::decay_t<V>>::type> ||
-                      std::is_same_v<typename element_of<std::decay_t<V>>::type, T>)&&...);
+inline constexpr bool all_arrays_of =
+    ((std::is_void_v<typename element_of<std::decay_t<V>>::type> ||
+      std::is_same_v<typename element_of<std::decay_t<V>>::type, T> ||
+      (std::is_same_v<T, float> && is_float16_v<typename element_of<std::decay_t<V>>::type>)) &&
+     ...);
+// The element type of a call's views: T, or detail::any_float (arrays/stored_view.hpp) where some
+// array is stored in 16 bits, so that a call of any mix compiles its checks and plan once.
+template <class... V>
+inline constexpr bool any_float16_v = (false || ... ||
+                                       is_float16_v<typename element_of<std::decay_t<V>>::type>);
+template <class T, class... V>
+using view_element_t = std::conditional_t<any_float16_v<V...>, any_float, T>;
+// The layout of a call's arguments (element_ops.hpp), with 16-bit views counted as float ones:
+// the layout knows only which arguments are arrays, so the element operation, and the batch loop
+// compiled for it, is one type whatever the arrays' storage.
+template <class A>
+using layout_arg_t = std::conditional_t<is_float16_v<typename element_of<std::decay_t<A>>::type>,
+                                        view<float const>, A>;
+template <class... A> using call_layout = arg_layout<layout_arg_t<A>...>;
 
 // What the lambda receives for argument A when it runs on plain numbers of type T.
 template <class A, class T>
@@ -153,7 +172,8 @@ template <class F, bool Simd, class Mode, class T, class... V, class... A>
 constexpr bool call_fits(type_list<V...>, type_list<A...>) {
   constexpr bool same = all_arrays_of<T, V...>;
   static_assert(same, "dualcast: all arrays of one call must have the same element type (float "
-                      "and double arrays mixed? convert one of them first)");
+                      "and double arrays mixed? convert one of them first; bfloat16 and half "
+                      "arrays mix with float ones)");
   if constexpr (!same)
     return false;
   else if constexpr (check_kernel<F, T, A...>() == 0)

@@ -7,12 +7,14 @@
 // number of threads.
 #pragma once
 
+#include <dualcast/backend/cpu/convert.hpp>
 #include <dualcast/backend/cpu/executor.hpp>
 #include <dualcast/backend/map_params.hpp>
 #include <dualcast/numbers/simd.hpp>
 
 #include <algorithm>
 #include <cstdint>
+#include <type_traits>
 
 namespace dualcast::detail::cpu_backend {
 
@@ -316,12 +318,127 @@ void map_loop(cpu const &ex, map_params<T, NI, NO> const &p, batch_loop<T> const
     map_collapsed<L>(ex, c, total, op);
 }
 
+// ---- passes over arrays stored in 16 bits (some operand's st is bfloat16 or half) ------------
+// The float batch loop runs on float rows: each row is cut into chunks of mixed_elements, whose
+// 16-bit (and strided) inputs are widened into float buffers in L1, and whose results are rounded
+// once into their 16-bit (or strided, or added-to) outputs; float operands that are contiguous are
+// used in place. Compiled once per lane type and operand count, like the float passes.
+inline constexpr index_t mixed_elements = 256;
+
+template <class L, int NI, int NO>
+void run_row_mixed(batch_loop<float> const &op, char const *const *in, index_t const *in_stride,
+                   element_storage const *in_st, char *const *out, index_t const *out_stride,
+                   element_storage const *out_st, bool const *add, index_t n) {
+  constexpr int W = lane_count<L>;
+  alignas(64) float in_buf[NI > 0 ? NI : 1][mixed_elements];
+  alignas(64) float out_buf[NO][mixed_elements];
+  alignas(64) float scratch[mixed_elements];
+  float const *ip[NI > 0 ? NI : 1];
+  index_t in_mask[NI > 0 ? NI : 1];
+  float *op_out[NO];
+  for (int k = 0; k < NI; ++k) { // a broadcast input: one batch of its value, read again
+    in_mask[k] = in_stride[k] == 0 ? 0 : ~index_t(0);
+    if (in_stride[k] == 0) {
+      load_row(in_st[k], in[k], 0, in_buf[k], 1, W);
+      ip[k] = in_buf[k];
+    }
+  }
+  for (index_t done = 0; done < n;) {
+    index_t const m = std::min(mixed_elements, n - done), mp = (m + W - 1) / W * W;
+    for (int k = 0; k < NI; ++k) {
+      if (in_stride[k] == 0)
+        continue;
+      index_t const bytes = storage_bytes(in_st[k], int(sizeof(float)));
+      char const *src = in[k] + done * in_stride[k] * bytes;
+      if (in_st[k] == element_storage::native && in_stride[k] == 1 && m == mp) {
+        ip[k] = reinterpret_cast<float const *>(src);
+      } else {
+        load_row(in_st[k], src, in_stride[k], in_buf[k], m, mp);
+        ip[k] = in_buf[k];
+      }
+    }
+    for (int k = 0; k < NO; ++k)
+      op_out[k] = out_st[k] == element_storage::native && out_stride[k] == 1 && m == mp && !add[k]
+                      ? reinterpret_cast<float *>(out[k]) + done
+                      : out_buf[k];
+    op.run(op.op, ip, in_mask, op_out, mp);
+    for (int k = 0; k < NO; ++k)
+      if (op_out[k] == out_buf[k])
+        store_row(out_st[k], out[k] + done * out_stride[k] * storage_bytes(out_st[k], 4),
+                  out_stride[k], out_buf[k], m, add[k], scratch);
+    done += m;
+  }
+}
+
+template <class L, int NI, int NO>
+void map_mixed(cpu const &ex, map_params<float, NI, NO> const &p0, batch_loop<float> const &op) {
+  map_params<float, NI, NO> p = p0;
+  index_t const total = collapse_dims(p); // (strides count elements, whatever their size)
+  if (total == 0)
+    return;
+  const int r = p.rank;
+  const index_t inner = p.ext[r - 1];
+  const index_t outer = total / inner;
+  const index_t blocks_per_row = (inner + block_elements - 1) / block_elements;
+  const index_t tasks = outer * blocks_per_row;
+  element_storage in_st[NI > 0 ? NI : 1] = {}, out_st[NO] = {};
+  index_t in_bytes[NI > 0 ? NI : 1] = {}, out_bytes[NO] = {};
+  for (int k = 0; k < NI; ++k)
+    in_st[k] = p.in[k].st, in_bytes[k] = storage_bytes(in_st[k], int(sizeof(float)));
+  for (int k = 0; k < NO; ++k)
+    out_st[k] = p.out[k].st, out_bytes[k] = storage_bytes(out_st[k], int(sizeof(float)));
+
+  auto do_task = [&](index_t t) {
+    index_t row = t / blocks_per_row, b = t % blocks_per_row;
+    char const *in_ptr[NI > 0 ? NI : 1] = {};
+    char *out_ptr[NO] = {};
+    index_t in_st_inner[NI > 0 ? NI : 1] = {}, out_st_inner[NO] = {};
+    for (int k = 0; k < NI; ++k)
+      in_ptr[k] = reinterpret_cast<char const *>(p.in[k].ptr),
+      in_st_inner[k] = p.in[k].stride[r - 1];
+    for (int k = 0; k < NO; ++k)
+      out_ptr[k] = reinterpret_cast<char *>(p.out[k].ptr), out_st_inner[k] = p.out[k].stride[r - 1];
+    index_t rem = row;
+    for (int d = r - 2; d >= 0; --d) {
+      index_t i = rem % p.ext[d];
+      rem /= p.ext[d];
+      for (int k = 0; k < NI; ++k)
+        in_ptr[k] += i * p.in[k].stride[d] * in_bytes[k];
+      for (int k = 0; k < NO; ++k)
+        out_ptr[k] += i * p.out[k].stride[d] * out_bytes[k];
+    }
+    index_t begin = b * block_elements, n = std::min(block_elements, inner - begin);
+    for (int k = 0; k < NI; ++k)
+      in_ptr[k] += begin * in_st_inner[k] * in_bytes[k];
+    for (int k = 0; k < NO; ++k)
+      out_ptr[k] += begin * out_st_inner[k] * out_bytes[k];
+    run_row_mixed<L, NI, NO>(op, in_ptr, in_st_inner, in_st, out_ptr, out_st_inner, out_st, p.add,
+                             n);
+  };
+
+  const int threads = total < parallel_threshold ? 1 : ex.thread_count();
+  if (threads <= 1 || tasks == 1) {
+    for (index_t t = 0; t < tasks; ++t)
+      do_task(t);
+    return;
+  }
+#if defined(_OPENMP)
+#pragma omp parallel for schedule(static) num_threads(threads)
+  for (index_t t = 0; t < tasks; ++t)
+    do_task(t);
+#endif
+}
+
 // The same for the element operation op: only its batch loop is compiled for it.
 template <bool Simd, class T, int NI, int NO, class Op>
 void map(cpu const &ex, map_params<T, NI, NO> const &p, Op const &op) {
   static_assert(Op::num_in == NI && Op::num_out == NO);
   using L = typename lanes<T, Simd>::type;
-  map_loop<L>(ex, p, batch_loop<T>{&run_batches<L, T, Op>, &op});
+  batch_loop<T> const loop{&run_batches<L, T, Op>, &op};
+  if constexpr (std::is_same_v<T, float>)
+    if (has_float16(p))
+      return map_mixed<L>(ex, p, loop);
+  map_loop<L>(ex, p, loop);
 }
 
 } // namespace dualcast::detail::cpu_backend

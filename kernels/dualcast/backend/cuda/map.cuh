@@ -10,6 +10,7 @@
 #include <dualcast/backend/cuda/executor.cuh>
 #include <dualcast/backend/cuda/launch.cuh>
 #include <dualcast/backend/map_params.hpp>
+#include <dualcast/numbers/float16.hpp>
 
 #include <cstdint>
 #include <type_traits>
@@ -62,17 +63,45 @@ DUALCAST_DEVICE DUALCAST_FORCEINLINE void add_index(map_params<T, NI, NO> const 
   for (int k = 0; k < NO; ++k)
     out_off[k] += i * p.out[k].stride[d];
 }
+// An element of operand o at offset off, widened from bfloat16 / half where o is stored so (float
+// passes only: backend/map_params.hpp), and a result stored there, rounded once. The portable
+// conversions of numbers/float16.hpp: bit for bit the CPU's (NaN payloads included), a few integer
+// operations beside a memory-bound load.
+template <class T>
+DUALCAST_DEVICE DUALCAST_FORCEINLINE T load_element(operand<T const> const &o, index_t off) {
+  if constexpr (std::is_same_v<T, float>) {
+    if (o.st != element_storage::native) {
+      std::uint16_t const b = reinterpret_cast<std::uint16_t const *>(o.ptr)[off];
+      return o.st == element_storage::bfloat16 ? float_of_bfloat16(b) : float_of_half(b);
+    }
+  }
+  return o.ptr[off];
+}
+template <class T>
+DUALCAST_DEVICE DUALCAST_FORCEINLINE void store_element(operand<T> const &o, index_t off, bool add,
+                                                        T x) {
+  if constexpr (std::is_same_v<T, float>) {
+    if (o.st != element_storage::native) {
+      std::uint16_t *b = reinterpret_cast<std::uint16_t *>(o.ptr) + off;
+      bool const bf = o.st == element_storage::bfloat16;
+      if (add)
+        x += bf ? float_of_bfloat16(*b) : float_of_half(*b);
+      *b = bf ? bfloat16_bits_of(x) : half_bits_of(x);
+      return;
+    }
+  }
+  T *e = o.ptr + off;
+  *e = add ? *e + x : x;
+}
 template <class T, int NI, int NO, class Op>
 DUALCAST_DEVICE DUALCAST_FORCEINLINE void
 map_element(map_params<T, NI, NO> const &p, index_t const *in_off, index_t const *out_off, Op &op) {
   T in[NI > 0 ? NI : 1], out[NO];
   for (int k = 0; k < NI; ++k)
-    in[k] = p.in[k].ptr[in_off[k]];
+    in[k] = load_element(p.in[k], in_off[k]);
   op(static_cast<T const *>(in), out);
-  for (int k = 0; k < NO; ++k) {
-    T *o = p.out[k].ptr + out_off[k];
-    *o = p.add[k] ? *o + out[k] : out[k];
-  }
+  for (int k = 0; k < NO; ++k)
+    store_element(p.out[k], out_off[k], p.add[k], out[k]);
 }
 
 template <class T, int NI, int NO, class Op>
@@ -243,7 +272,7 @@ void map(cuda const &ex, map_params<T, NI, NO> p, Op const &op) {
   const index_t total = collapse_dims(p);
   if (total == 0)
     return;
-  bool contiguous = p.rank == 1;
+  bool contiguous = p.rank == 1 && !has_float16(p); // (16-bit operands: element by element)
   for (int k = 0; k < NI && contiguous; ++k)
     contiguous = p.in[k].stride[0] == 1 && reinterpret_cast<std::uintptr_t>(p.in[k].ptr) % 16 == 0;
   for (int k = 0; k < NO && contiguous; ++k)

@@ -1,0 +1,138 @@
+// bench/lstm_cell_16.cpp: the LSTM cell forward + VJP with its arrays stored in bfloat16 or half
+// (computed in float, rounded once on store) against float32, interleaved in one run.
+//
+// Modes: value_and_vjp (one pass: 7 arrays read, 7 written) and apply_vjp (apply, then vjp: 19
+// arrays). Storage: float32; bfloat16; half; bf16_mixed (bfloat16 gates, float cell state: c, c',
+// its cotangent and the cell state's cotangent in float -- a float cell state beside 16-bit gates).
+// Each row: the median time, the bytes that mode and storage must move, the floor (those bytes at
+// the copy bandwidth of a 256 MiB float copy, measured first), GB/s, and the paired ratio to
+// float32 of the same mode with the sign test's p-value that the variant is no faster.
+// Output: CSV benchmark,mode,storage,size,threads,median_ms,bytes,floor_ms,gb_per_s,
+//                ratio_to_float32,wins,reps,p_no_faster
+//   lstm_cell_16 [--quick] [--threads N] [--reps N]
+#include "common.hpp"
+
+#include <dualcast/dualcast.hpp>
+
+#include <chrono>
+#include <cstdio>
+#include <functional>
+#include <random>
+#include <string>
+#include <vector>
+
+namespace dc = dualcast;
+
+namespace {
+
+// Arrays of the cell in gate storage G and cell storage C.
+template <class G, class C> struct cell_arrays {
+  dc::shape s;
+  std::vector<G> gate[4], h, hbar, gbar[4];
+  std::vector<C> c, c2, cbar, xbar_c;
+  explicit cell_arrays(dc::shape s_) : s(s_) {
+    auto const n = std::size_t(s.size());
+    std::mt19937 gen(42);
+    std::uniform_real_distribution<float> u(-2.f, 2.f);
+    for (auto &v : gate)
+      for (std::size_t j = 0; j < n; ++j)
+        v.push_back(G(u(gen)));
+    for (std::size_t j = 0; j < n; ++j) {
+      c.push_back(C(u(gen)));
+      hbar.push_back(G(u(gen)));
+      cbar.push_back(C(u(gen)));
+    }
+    h.assign(n, G(0.f)), c2.assign(n, C(0.f)), xbar_c.assign(n, C(0.f));
+    for (auto &v : gbar)
+      v.assign(n, G(0.f));
+  }
+  template <class E> dc::view<E> m(std::vector<E> &v) { return {v.data(), s}; }
+  template <class E> dc::view<E const> r(std::vector<E> const &v) { return {v.data(), s}; }
+  auto inputs() { return dc::in(r(gate[0]), r(gate[1]), r(gate[2]), r(gate[3]), r(c)); }
+  void value_and_vjp(dc::cpu ex) {
+    dc::value_and_vjp(ex, dc::cells::lstm, dc::out(m(h), m(c2)),
+                      dc::out(m(gbar[0]), m(gbar[1]), m(gbar[2]), m(gbar[3]), m(xbar_c)), inputs(),
+                      dc::in(r(hbar), r(cbar)));
+  }
+  void apply_vjp(dc::cpu ex) {
+    dc::apply(ex, dc::cells::lstm, dc::out(m(h), m(c2)), r(gate[0]), r(gate[1]), r(gate[2]),
+              r(gate[3]), r(c));
+    dc::vjp(ex, dc::cells::lstm, dc::out(m(gbar[0]), m(gbar[1]), m(gbar[2]), m(gbar[3]), m(xbar_c)),
+            inputs(), dc::in(r(hbar), r(cbar)));
+  }
+  // Bytes moved: one pass reads gates, c, hbar, cbar and writes h, c2, 4 gbar, xbar_c; apply + vjp
+  // also reads the inputs a second time and writes the values once.
+  static double bytes(bool one_pass, double n) {
+    double const g = sizeof(G), cs = sizeof(C);
+    double const reads = 4 * g + cs + g + cs, writes = g + cs + 4 * g + cs;
+    return n * (one_pass ? reads + writes : reads + writes + 4 * g + cs);
+  }
+};
+
+double copy_ms(int threads, int reps, long n) {
+  std::vector<float> src(std::size_t(n), 1.0f), dst(std::size_t(n), 0.0f);
+  float const *s = src.data();
+  float *d = dst.data();
+  auto run = [&] {
+#pragma omp parallel for schedule(static) num_threads(threads)
+    for (long e = 0; e < n; ++e)
+      d[e] = s[e];
+  };
+  run();
+  std::vector<double> t;
+  for (int r = 0; r < reps; ++r) {
+    auto t0 = std::chrono::steady_clock::now();
+    run();
+    t.push_back(bench::ms_since(t0));
+  }
+  return bench::median(t);
+}
+
+} // namespace
+
+int main(int argc, char **argv) {
+  bench::options const o = bench::parse(argc, argv, 31, 5);
+  int const threads = o.threads, reps = o.reps;
+  long B = 4096, H = 1024;
+  if (o.quick)
+    B = 256, H = 256;
+  dc::shape const s{B, H};
+  double const n = double(B * H);
+  std::printf("benchmark,mode,storage,size,threads,median_ms,bytes,floor_ms,gb_per_s,"
+              "ratio_to_float32,wins,reps,p_no_faster\n");
+  long const copy_n = 64L << 20;
+  double const copy = copy_ms(threads, reps, copy_n);
+  double const copy_gbps = 8.0 * double(copy_n) / copy / 1e6;
+  std::printf("copy,copy_256MiB,float32,%ld,%d,%.3f,%.0f,%.3f,%.2f,1,0,0,1\n", copy_n, threads,
+              copy, 8.0 * double(copy_n), copy, copy_gbps);
+
+  dc::cpu const ex{threads};
+  cell_arrays<float, float> f32(s);
+  cell_arrays<dc::bfloat16, dc::bfloat16> bf16(s);
+  cell_arrays<dc::half, dc::half> f16(s);
+  cell_arrays<dc::bfloat16, float> mixed(s);
+  char const *storages[] = {"float32", "bfloat16", "half", "bf16_mixed"};
+  double const bytes[2][4] = {
+      {f32.bytes(true, n), bf16.bytes(true, n), f16.bytes(true, n), mixed.bytes(true, n)},
+      {f32.bytes(false, n), bf16.bytes(false, n), f16.bytes(false, n), mixed.bytes(false, n)}};
+  char const *modes[] = {"value_and_vjp", "apply_vjp"};
+  std::string const size = std::to_string(B) + "x" + std::to_string(H);
+  for (int mode = 0; mode < 2; ++mode) {
+    bool const one = mode == 0;
+    std::vector<std::function<void()>> runs = {
+        [&] { one ? f32.value_and_vjp(ex) : f32.apply_vjp(ex); },
+        [&] { one ? bf16.value_and_vjp(ex) : bf16.apply_vjp(ex); },
+        [&] { one ? f16.value_and_vjp(ex) : f16.apply_vjp(ex); },
+        [&] { one ? mixed.value_and_vjp(ex) : mixed.apply_vjp(ex); }};
+    auto t = bench::interleaved(runs, reps);
+    for (int v = 0; v < 4; ++v) {
+      double const ms = bench::median(t[std::size_t(v)]);
+      auto const cmp = bench::compare(t[std::size_t(v)], t[0]);
+      std::printf("lstm_cell_16,%s,%s,%s,%d,%.3f,%.0f,%.3f,%.2f,%.3f,%ld,%ld,%.3g\n", modes[mode],
+                  storages[v], size.c_str(), threads, ms, bytes[mode][v],
+                  bytes[mode][v] / copy_gbps / 1e6, bytes[mode][v] / ms / 1e6,
+                  bench::paired_ratio(t[std::size_t(v)], t[0]), cmp.wins, cmp.n, cmp.p);
+      std::fflush(stdout);
+    }
+  }
+}
