@@ -63,7 +63,7 @@ struct mixed_fn {
   auto operator()(A const &a, B const &b, C const &c, D const &d) const {
     auto u = dc::sigmoid(a) * dc::tanh(b) + dc::exp(c * 0.5) / (d * d + 1.5);
     auto v = dc::pow(dc::abs(b) + 0.5, c) + dc::atan2(a, d) + dc::hypot(b, c) - dc::log1p(a * a);
-    auto w = dc::max(a, c) * dc::min(b, d) + dc::clamp(c, -0.5, d) + dc::fma(a, b, d);
+    auto w = dc::max(a, c) * dc::min(b, d) + dc::clamp(c, -0.5, d * d) + dc::fma(a, b, d);
     auto s = dc::select(a > b, dc::sin(c) * a, dc::cos(d) - b) + dc::sqrt(b * b + 0.25) - d / a;
     auto t = dc::erf(d) + dc::softplus(c) * dc::relu(a) + dc::pow(a, 3) + dc::pow(2.0, d) +
              dc::cbrt(b + 3.0) - dc::asinh(c) * dc::atan(d);
