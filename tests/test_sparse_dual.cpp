@@ -217,23 +217,32 @@ constexpr auto k_branch = dc::kernel([](auto x, auto w) {
   return w * x - x;
 });
 
-TEST_CASE_TEMPLATE("fused kernels: sparse partials equal dense ones (partials, vjp, value_and_vjp)",
-                   T, float, double) {
-  SUBCASE("LSTM cell") { dense_equals_sparse<T, 5, 2>(k_lstm, dc::sparse_partials(k_lstm), -2, 2); }
+// float: the 8-lane batches of AVX2 (and the scalar tail); double: the operations once more.
+TEST_CASE("fused kernels: sparse partials equal dense ones (partials, vjp, value_and_vjp), float") {
+  SUBCASE("LSTM cell") {
+    dense_equals_sparse<float, 5, 2>(k_lstm, dc::sparse_partials(k_lstm), -2, 2);
+  }
   SUBCASE("every operation, mixed sets") {
-    dense_equals_sparse<T, 4, 5>(k_mixed, dc::sparse_partials(k_mixed), 0.2, 1.4);
+    dense_equals_sparse<float, 4, 5>(k_mixed, dc::sparse_partials(k_mixed), 0.2, 1.4);
   }
   SUBCASE("10 inputs, unchunked and in chunks of 4") {
-    dense_equals_sparse<T, 10, 3>(k_ten, dc::sparse_partials(k_ten), -1.5, 1.5);
-    dense_equals_sparse<T, 10, 3>(k_ten, dc::sparse_partials(k_ten), -1.5, 1.5,
-                                  dc::active_set<4>{});
+    dense_equals_sparse<float, 10, 3>(k_ten, dc::sparse_partials(k_ten), -1.5, 1.5);
+    dense_equals_sparse<float, 10, 3>(k_ten, dc::sparse_partials(k_ten), -1.5, 1.5,
+                                      dc::active_set<4>{});
   }
   SUBCASE("a divergent branch, log at 0 in some lanes") {
-    dense_equals_sparse<T, 2, 1>(k_branch, dc::sparse_partials(k_branch), -1, 1);
+    dense_equals_sparse<float, 2, 1>(k_branch, dc::sparse_partials(k_branch), -1, 1);
   }
-  SUBCASE("the ready cells: LSTM and GRU") {
-    dense_equals_sparse<T, 5, 2>(dc::cells::lstm, dc::sparse_partials(dc::cells::lstm), -2, 2);
-    dense_equals_sparse<T, 7, 1>(dc::cells::gru, dc::sparse_partials(dc::cells::gru), -2, 2);
+  SUBCASE("the ready GRU cell") {
+    dense_equals_sparse<float, 7, 1>(dc::cells::gru, dc::sparse_partials(dc::cells::gru), -2, 2);
+  }
+}
+TEST_CASE("fused kernels: sparse partials equal dense ones, double") {
+  SUBCASE("every operation, mixed sets") {
+    dense_equals_sparse<double, 4, 5>(k_mixed, dc::sparse_partials(k_mixed), 0.2, 1.4);
+  }
+  SUBCASE("a divergent branch, log at 0 in some lanes") {
+    dense_equals_sparse<double, 2, 1>(k_branch, dc::sparse_partials(k_branch), -1, 1);
   }
 }
 
