@@ -300,10 +300,12 @@ TEST_CASE("an LSTM cell step with matmuls: all variants match finite differences
   auto X = random_tensor({B, I}, 121), H0 = random_tensor({B, H}, 122),
        C0 = random_tensor({B, H}, 123), Wx = random_tensor({I, 4 * H}, 124),
        Wh = random_tensor({H, 4 * H}, 125), bias = random_tensor({4 * H}, 126);
-  for (int mode = 0; mode < 3; ++mode) {
+  // Modes 3-5: the same with compile-time sparse partials (kernel/kernel.hpp, sparse_partials).
+  constexpr auto sparse_cell = dc::sparse_partials(lstm_cell);
+  for (int mode = 0; mode < 6; ++mode) {
     INFO("mode " << mode);
     check_gradients(
-        [mode](auto const &v) {
+        [mode, sparse_cell](auto const &v) {
           auto gates = dc::matmul(v[0], v[3]) + dc::matmul(v[1], v[4]) + v[5];
           auto gate = [&](int k) { return dc::slice(gates, 1, k * H, (k + 1) * H); };
           std::array<V64, 2> r;
@@ -314,6 +316,13 @@ TEST_CASE("an LSTM cell step with matmuls: all variants match finite differences
                           v[2]);
           if (mode == 2)
             r = dc::unfused(lstm_cell, gate(0), gate(1), gate(2), gate(3), v[2]);
+          if (mode == 3)
+            r = dc::fused(dc::policy::store, sparse_cell, gate(0), gate(1), gate(2), gate(3), v[2]);
+          if (mode == 4)
+            r = dc::fused(dc::policy::recompute, sparse_cell, gate(0), gate(1), gate(2), gate(3),
+                          v[2]);
+          if (mode == 5)
+            r = dc::unfused(sparse_cell, gate(0), gate(1), gate(2), gate(3), v[2]);
           return weigh(r[0]) + weigh(r[1]);
         },
         {X, H0, C0, Wx, Wh, bias});

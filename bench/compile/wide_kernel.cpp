@@ -9,6 +9,7 @@
 //                                                  tape's switch: both compiled
 // MODE 2: dc::fused(dc::policy::automatic, ...)    the cost model
 // MODE 3: dc::apply + dc::vjp on views             the kernel outside the tape, for reference
+// SPARSE 1: the kernel with compile-time sparse partials (kernel/kernel.hpp, sparse_partials)
 #include <dualcast/autodiff.hpp>
 #include <dualcast/dualcast.hpp>
 
@@ -22,6 +23,9 @@
 #ifndef MODE
 #define MODE 0
 #endif
+#ifndef SPARSE
+#define SPARSE 0
+#endif
 
 namespace dc = dualcast;
 
@@ -30,6 +34,9 @@ constexpr int layers = LAYERS;
 constexpr int n_in = 2 + 10 * layers, n_out = 2 * layers + 1;
 
 template <int L> struct dlstm_step {
+#if SPARSE
+  static constexpr bool sparse_partials = true; // issue 41: compile-time sparse partials
+#endif
   template <class... A> DUALCAST_HD auto operator()(A const &...a) const {
     return layer<0>(dc::detail::nth<0>(a...), a...);
   }

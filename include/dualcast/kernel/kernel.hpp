@@ -13,6 +13,7 @@
 #include <dualcast/core/config.hpp>
 #include <dualcast/numbers/detail/tuple.hpp>
 #include <dualcast/numbers/dual.hpp>
+#include <dualcast/numbers/sparse_dual.hpp>
 
 #include <type_traits>
 #include <utility>
@@ -54,6 +55,7 @@ DUALCAST_HD constexpr auto concat_outputs(A const &a, B const &b, std::index_seq
 // A number a kernel may return: arithmetic, a dual, or (on the CPU backend) a SIMD batch.
 template <class T> struct is_number : std::is_arithmetic<T> {};
 template <class T, int N> struct is_number<dual<T, N>> : is_number<T> {};
+template <class V, class S> struct is_number<sparse_dual<V, S>> : is_number<V> {};
 } // namespace detail
 
 namespace detail {
@@ -96,6 +98,33 @@ template <class F, bool Simd = true> struct kernel {
 template <class F> kernel(F) -> kernel<F, true>;
 template <class F> kernel(F, per_element_t) -> kernel<F, false>;
 
+// sparse_partials(k): the same kernel, whose fused derivative modes (partials, VJP,
+// value_and_vjp) run the lambda on sparse duals (numbers/sparse_dual.hpp): each intermediate
+// carries only the partials of the inputs it depends on, so sigmoid(i) costs one multiplication
+// whatever the kernel's number of active inputs. Opt-in because the sets are types: a lambda
+// whose branches return values of different inputs, or whose loop accumulates over different
+// inputs, does not compile with it (and gets a message saying so where a variable is assigned).
+// A functor opts in with `static constexpr bool sparse_partials = true;` (the ready cells do).
+namespace detail {
+template <class F>
+concept has_sparse_partials = requires {
+  requires F::sparse_partials;
+};
+template <class F> struct sparse_fn {
+  F f;
+  static constexpr bool sparse_partials = true;
+  template <class... X>
+  requires std::is_invocable_v<F const &, X const &...> DUALCAST_HD constexpr auto
+  operator()(X const &...x) const {
+    return f(x...);
+  }
+};
+} // namespace detail
+template <class F, bool S>
+constexpr kernel<detail::sparse_fn<F>, S> sparse_partials(kernel<F, S> k) {
+  return {detail::sparse_fn<F>{k.f}};
+}
+
 template <class T> struct is_kernel : std::false_type {};
 template <class F, bool S> struct is_kernel<kernel<F, S>> : std::true_type {};
 
@@ -103,6 +132,7 @@ namespace detail {
 template <class FA, class FB> struct piped {
   FA a;
   FB b;
+  static constexpr bool sparse_partials = has_sparse_partials<FA> && has_sparse_partials<FB>;
   template <class... X> DUALCAST_HD constexpr auto operator()(X const &...x) const {
     auto r = as_outputs(a(x...));
     return apply_outputs(b, r, std::make_index_sequence<decltype(r)::size>{});
@@ -111,6 +141,7 @@ template <class FA, class FB> struct piped {
 template <class FA, class FB> struct fused {
   FA a;
   FB b;
+  static constexpr bool sparse_partials = has_sparse_partials<FA> && has_sparse_partials<FB>;
   template <class... X> DUALCAST_HD constexpr auto operator()(X const &...x) const {
     auto ra = as_outputs(a(x...));
     auto rb = as_outputs(b(x...));

@@ -5,6 +5,7 @@
 #include <dualcast/math/detail/std_functions.hpp>
 #include <dualcast/math/dual.hpp>
 #include <dualcast/math/scalar.hpp>
+#include <dualcast/math/sparse_dual.hpp>
 #if DUALCAST_HAS_SIMD
 #include <dualcast/math/simd.hpp>
 #endif

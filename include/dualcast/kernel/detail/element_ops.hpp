@@ -14,6 +14,7 @@
 #include <dualcast/numbers/detail/tuple.hpp>
 #include <dualcast/numbers/dual.hpp>
 #include <dualcast/numbers/simd.hpp>
+#include <dualcast/numbers/sparse_dual.hpp>
 
 #include <array>
 #include <cstdint>
@@ -75,7 +76,9 @@ template <class Active> constexpr int active_index(int p) {
 
 // The value part of a kernel result, as a lane.
 template <class L, class X> DUALCAST_HD L value_lane(X const &x) {
-  if constexpr (is_dual_v<X>)
+  if constexpr (is_sparse_dual_v<X>)
+    return x.x.val;
+  else if constexpr (is_dual_v<X>)
     return value_lane<L>(x.val);
   else
     return L(x);
@@ -87,10 +90,34 @@ template <class L, class X> DUALCAST_HD L partial_lane(X const &x, int q) {
   else
     return L(0);
 }
+// Whether partial Q of a kernel result is computed: everywhere but a sparse dual's absent
+// inputs, which are structurally zero (a plain result's zero partial still counts, as it always
+// has, so that the dense path's results do not change).
+template <class X, int Q> constexpr bool has_partial_f() {
+  if constexpr (is_sparse_dual_v<X>)
+    return X::set::position(Q) >= 0;
+  else
+    return true;
+}
+template <class X, int Q> inline constexpr bool has_partial = has_partial_f<X, Q>();
+// Partial Q, known at compile time (sparse duals: zero where absent).
+template <class L, int Q, class X> DUALCAST_HD L partial_at(X const &x) {
+  if constexpr (is_sparse_dual_v<X>) {
+    constexpr int p = X::set::position(Q);
+    if constexpr (p >= 0)
+      return x.x.d[p];
+    else
+      return L(0);
+  } else {
+    return partial_lane<L>(x, Q);
+  }
+}
 
 // Whether every partial of every output of a kernel result is finite (see rerun_lanes).
 template <class X> DUALCAST_HD bool partials_finite_of(X const &x) {
-  if constexpr (is_dual_v<X>)
+  if constexpr (is_sparse_dual_v<X>)
+    return partials_finite(x.x);
+  else if constexpr (is_dual_v<X>)
     return partials_finite(x);
   else
     return true;
@@ -115,6 +142,9 @@ template <class T, int N> std::uint32_t nonfinite_partial_lanes(dual<T, N> const
       s += x.d[i];
     return nonfinite_lanes(s);
   }
+}
+template <class V, class S> std::uint32_t nonfinite_partial_lanes(sparse_dual<V, S> const &x) {
+  return nonfinite_partial_lanes(x.x);
 }
 template <class R, std::size_t... k>
 std::uint32_t results_nonfinite_lanes(R const &r, std::index_sequence<k...>) {
@@ -207,11 +237,15 @@ template <class F, class Layout, int K> struct values_op : op_base<F, Layout> {
 };
 
 // Argument P for chunk [Begin, Begin + Width) of the active inputs: a seeded dual if active in
-// this chunk, else the plain lane (an active input outside the chunk is a constant here).
+// this chunk, else the plain lane (an active input outside the chunk is a constant here). A
+// kernel with sparse partials (kernel/kernel.hpp) gets sparse duals seeded with their own input.
+template <class F> inline constexpr bool sparse_kernel = has_sparse_partials<F>;
 template <class Active, int Begin, int Width, int P, class Base, class L>
 DUALCAST_HD auto chunk_arg(Base const &op, L const *in) {
   constexpr int a = active_index<Active>(P);
-  if constexpr (a >= Begin && a < Begin + Width) {
+  if constexpr (a >= Begin && a < Begin + Width && sparse_kernel<decltype(op.f)>) {
+    return seed<a - Begin>(L(op.template plain_arg<P>(in)));
+  } else if constexpr (a >= Begin && a < Begin + Width) {
     dual<L, Width> x(op.template plain_arg<P>(in));
     x.d[a - Begin] = L(1);
     return x;
@@ -263,8 +297,9 @@ template <class F, class Layout, int K, class Active> struct partials_op : op_ba
   DUALCAST_HD static void store(R const &r, L *out, std::index_sequence<k...>) {
     if constexpr (Begin == 0)
       ((out[k] = value_lane<L>(get<k>(r))), ...);
-    for (int q = 0; q < Width; ++q)
-      ((out[K + int(k) * A + Begin + q] = partial_lane<L>(get<k>(r), q)), ...);
+    for_positions<Width>([&](auto q) {
+      ((out[K + int(k) * A + Begin + q] = partial_at<L, decltype(q)::value>(get<k>(r))), ...);
+    });
   }
 };
 
@@ -336,18 +371,19 @@ struct vjp_op : op_base<F, Layout> {
     // that they need no registers while the cotangents are summed.
     if constexpr (Values && Begin == 0)
       store_values(r, out + A, std::make_index_sequence<K>{});
-    for (int q = 0; q < width; ++q)
-      out[Begin + q] = contract<true>(r, ybar, q, std::make_index_sequence<K>{});
+    for_positions<width>(
+        [&](auto q) { out[Begin + q] = contract<true, decltype(q)::value, 0, false>(r, ybar); });
 #else
     bool finite = true;
-    for (int q = 0; q < width; ++q) {
-      out[Begin + q] = contract<false>(r, ybar, q, std::make_index_sequence<K>{});
+    for_positions<width>([&](auto q) {
+      out[Begin + q] = contract<false, decltype(q)::value, 0, false>(r, ybar);
       finite = finite && all_finite(out[Begin + q]);
-    }
+    });
     if (!finite) [[unlikely]] { // a zero factor wins: see contract
       if constexpr (std::is_arithmetic_v<L>) {
-        for (int q = 0; q < width; ++q)
-          out[Begin + q] = contract<true>(r, ybar, q, std::make_index_sequence<K>{});
+        for_positions<width>([&](auto q) {
+          out[Begin + q] = contract<true, decltype(q)::value, 0, false>(r, ybar);
+        });
       } else { // a SIMD batch: its partials too, lane by lane (see rerun_lanes)
         std::uint32_t lanes = 0;
         for (int q = 0; q < width; ++q)
@@ -381,12 +417,21 @@ struct vjp_op : op_base<F, Layout> {
   // zero factor is zero even when the other is infinite or NaN -- an output nobody uses (ybar 0)
   // at a point where its partial is NaN, or a zero partial (relu below 0) under an infinite
   // cotangent (sqrt at 0) -- as the same program gives unfused, node by node, and as PyTorch
-  // gives. Computed only where the plain sum is not finite.
-  template <bool Guarded, class R, class L, std::size_t k0, std::size_t... k>
-  DUALCAST_HD static L contract(R const &r, L const *ybar, int q, std::index_sequence<k0, k...>) {
-    L acc = times<Guarded>(ybar[k0], partial_lane<L>(get<k0>(r), q));
-    ((acc = acc + times<Guarded>(ybar[k], partial_lane<L>(get<k>(r), q))), ...);
-    return acc;
+  // gives. Computed only where the plain sum is not finite. The terms of outputs that do not
+  // depend on input Q (sparse duals) are left out; 0 when none does.
+  template <bool Guarded, int Q, int k, bool Started, class R, class L>
+  DUALCAST_HD static L contract(R const &r, L const *ybar, L const &acc = L(0)) {
+    if constexpr (k == K) {
+      return acc;
+    } else if constexpr (!has_partial<std::decay_t<decltype(get<k>(r))>, Q>) {
+      return contract<Guarded, Q, k + 1, Started>(r, ybar, acc);
+    } else {
+      L t = times<Guarded>(ybar[k], partial_at<L, Q>(get<k>(r)));
+      if constexpr (Started)
+        return contract<Guarded, Q, k + 1, true>(r, ybar, acc + t);
+      else
+        return contract<Guarded, Q, k + 1, true>(r, ybar, t);
+    }
   }
   template <bool Guarded, class L> DUALCAST_HD static L times(L const &y, L const &p) {
     if constexpr (Guarded)

@@ -1,0 +1,183 @@
+// bench/sparse_partials.cpp: issue 41, item 1 -- the LSTM cell's fused forward + VJP with dense
+// partials (every intermediate carries all 5) against sparse partials (dualcast::sparse_partials:
+// each carries only the inputs it depends on), interleaved in one run with paired ratios, beside
+// the hand-written SIMD loop and the memory floor (19 arrays at the measured copy bandwidth;
+// 14 for the one-pass value_and_vjp).
+//
+//   c2 = sigmoid(f) * c + sigmoid(i) * tanh(g);   h = sigmoid(o) * tanh(c2)
+//
+// Variants: dense_vjp / sparse_vjp (apply + vjp), dense_value_vjp / sparse_value_vjp (one pass),
+// hand_simd (the loop of bench/lstm_cell.cpp), copy (64 Mi floats, the bandwidth reference).
+// Output CSV: benchmark,variant,size,threads,median_ms,ratio_to_dense,ratio_to_hand,
+// ratio_to_floor,wins_vs_dense,reps,p_vs_dense (ratios: medians of per-repetition ratios).
+//   sparse_partials [--threads N] [--reps N] [--quick] [--only VARIANT]
+// --only VARIANT runs that variant twice at 256 x 256 (for callgrind / perf: instructions per
+// element, less those of --only none, the setup alone).
+#include "common.hpp"
+
+#include <dualcast/dualcast.hpp>
+
+#include <cstdio>
+#include <functional>
+#include <random>
+#include <string>
+#include <vector>
+
+namespace dc = dualcast;
+
+namespace {
+
+constexpr auto lstm = dc::kernel([](auto i, auto f, auto g, auto o, auto c) {
+  auto c2 = dc::sigmoid(f) * c + dc::sigmoid(i) * dc::tanh(g);
+  return dc::outputs(dc::sigmoid(o) * dc::tanh(c2), c2);
+});
+constexpr auto lstm_sparse = dc::sparse_partials(lstm);
+
+struct arrays {
+  long n;
+  dc::shape s;
+  std::vector<float> in[5], h, c2, hbar, c2bar, xbar[5];
+  arrays(long B, long H) : n(B * H), s{B, H} {
+    std::mt19937 gen(42);
+    std::uniform_real_distribution<float> u(-2.f, 2.f);
+    auto fill = [&](std::vector<float> &v) {
+      v.resize(std::size_t(n));
+      for (auto &x : v)
+        x = u(gen);
+    };
+    for (auto &v : in)
+      fill(v);
+    fill(hbar), fill(c2bar);
+    h.assign(std::size_t(n), 0.f), c2.assign(std::size_t(n), 0.f);
+    for (auto &v : xbar)
+      v.assign(std::size_t(n), 0.f);
+  }
+  dc::view<const float> c(std::vector<float> const &v) const { return {v.data(), s}; }
+  dc::view<float> m(std::vector<float> &v) const { return {v.data(), s}; }
+};
+
+template <class K> void fused_vjp(dc::cpu ex, K const &k, arrays &a) {
+  dc::apply(ex, k, dc::out(a.m(a.h), a.m(a.c2)), a.c(a.in[0]), a.c(a.in[1]), a.c(a.in[2]),
+            a.c(a.in[3]), a.c(a.in[4]));
+  dc::vjp(ex, k,
+          dc::out(a.m(a.xbar[0]), a.m(a.xbar[1]), a.m(a.xbar[2]), a.m(a.xbar[3]), a.m(a.xbar[4])),
+          dc::in(a.c(a.in[0]), a.c(a.in[1]), a.c(a.in[2]), a.c(a.in[3]), a.c(a.in[4])),
+          dc::in(a.c(a.hbar), a.c(a.c2bar)));
+}
+template <class K> void fused_value_vjp(dc::cpu ex, K const &k, arrays &a) {
+  dc::value_and_vjp(
+      ex, k, dc::out(a.m(a.h), a.m(a.c2)),
+      dc::out(a.m(a.xbar[0]), a.m(a.xbar[1]), a.m(a.xbar[2]), a.m(a.xbar[3]), a.m(a.xbar[4])),
+      dc::in(a.c(a.in[0]), a.c(a.in[1]), a.c(a.in[2]), a.c(a.in[3]), a.c(a.in[4])),
+      dc::in(a.c(a.hbar), a.c(a.c2bar)));
+}
+
+// bench/lstm_cell.cpp's hand-written loop: values, then a backward loop recomputing activations.
+void hand_simd(int threads, arrays &a) {
+  using B = dc::batch<float, dc::native_width<float>>;
+  constexpr long W = B::size;
+  const long n = a.n; // a multiple of W at every size used here
+  float const *pi = a.in[0].data(), *pf = a.in[1].data(), *pg = a.in[2].data(),
+              *po = a.in[3].data(), *pc = a.in[4].data();
+#pragma omp parallel for schedule(static) num_threads(threads)
+  for (long e = 0; e < n; e += W) {
+    B si = dc::sigmoid(B::load(pi + e)), sf = dc::sigmoid(B::load(pf + e)),
+      tg = dc::tanh(B::load(pg + e));
+    B so = dc::sigmoid(B::load(po + e));
+    B c2 = sf * B::load(pc + e) + si * tg;
+    (so * dc::tanh(c2)).store(a.h.data() + e);
+    c2.store(a.c2.data() + e);
+  }
+#pragma omp parallel for schedule(static) num_threads(threads)
+  for (long e = 0; e < n; e += W) {
+    B si = dc::sigmoid(B::load(pi + e)), sf = dc::sigmoid(B::load(pf + e)),
+      tg = dc::tanh(B::load(pg + e));
+    B so = dc::sigmoid(B::load(po + e));
+    B c = B::load(pc + e);
+    B c2 = sf * c + si * tg;
+    B tc = dc::tanh(c2);
+    B hb = B::load(a.hbar.data() + e);
+    B gc2 = B::load(a.c2bar.data() + e) + hb * so * (1.0f - tc * tc);
+    (gc2 * tg * si * (1.0f - si)).store(a.xbar[0].data() + e);
+    (gc2 * c * sf * (1.0f - sf)).store(a.xbar[1].data() + e);
+    (gc2 * si * (1.0f - tg * tg)).store(a.xbar[2].data() + e);
+    (hb * tc * so * (1.0f - so)).store(a.xbar[3].data() + e);
+    (gc2 * sf).store(a.xbar[4].data() + e);
+  }
+}
+
+} // namespace
+
+int main(int argc, char **argv) {
+  bench::options const o = bench::parse(argc, argv, 31, 5);
+  int const threads = o.threads;
+  dc::cpu ex{threads};
+  std::vector<std::pair<std::string, std::function<void(arrays &)>>> const variants = {
+      {"dense_vjp", [&](arrays &a) { fused_vjp(ex, lstm, a); }},
+      {"sparse_vjp", [&](arrays &a) { fused_vjp(ex, lstm_sparse, a); }},
+      {"dense_value_vjp", [&](arrays &a) { fused_value_vjp(ex, lstm, a); }},
+      {"sparse_value_vjp", [&](arrays &a) { fused_value_vjp(ex, lstm_sparse, a); }},
+      {"hand_simd", [&](arrays &a) { hand_simd(threads, a); }}};
+  if (!o.only.empty()) {
+    arrays a(256, 256);
+    if (o.only == "none") // the setup alone, to subtract
+      return 0;
+    for (auto const &[name, run] : variants)
+      if (name == o.only) {
+        run(a);
+        run(a);
+        return 0;
+      }
+    std::fprintf(stderr, "sparse_partials: no variant %s\n", o.only.c_str());
+    return 2;
+  }
+  std::vector<std::pair<long, long>> sizes = {{1024, 1024}, {4096, 1024}};
+  if (o.quick)
+    sizes = {{256, 256}};
+  long const copy_n = 64L << 20;
+  std::vector<float> src(std::size_t(copy_n), 1.0f), dst(std::size_t(copy_n), 0.0f);
+  auto copy = [&] {
+    float const *s = src.data();
+    float *d = dst.data();
+#pragma omp parallel for schedule(static) num_threads(threads)
+    for (long e = 0; e < copy_n; ++e)
+      d[e] = s[e];
+  };
+  std::printf("benchmark,variant,size,threads,median_ms,ratio_to_dense,ratio_to_hand,"
+              "ratio_to_floor,wins_vs_dense,reps,p_vs_dense\n");
+  for (auto [B, H] : sizes) {
+    arrays a(B, H);
+    std::vector<std::function<void()>> runs;
+    for (auto const &v : variants)
+      runs.emplace_back([&a, &v] { v.second(a); });
+    runs.emplace_back(copy);
+    auto t = bench::interleaved(runs, o.reps);
+    std::vector<double> const &copy_t = t.back();
+    // The floors per repetition: 19 (two passes) or 14 (one pass) arrays at that repetition's
+    // copy bandwidth (a copy moves 2 arrays of copy_n floats).
+    std::vector<double> floor2(copy_t.size()), floor1(copy_t.size());
+    for (std::size_t r = 0; r < copy_t.size(); ++r) {
+      double const ms_per_float = copy_t[r] / (2.0 * double(copy_n));
+      floor2[r] = 19.0 * double(a.n) * ms_per_float;
+      floor1[r] = 14.0 * double(a.n) * ms_per_float;
+    }
+    std::string const size = std::to_string(B) + "x" + std::to_string(H);
+    auto row = [&](std::string const &name, std::vector<double> const &tv,
+                   std::vector<double> const *dense, std::vector<double> const *floor) {
+      double rd = dense ? bench::paired_ratio(tv, *dense) : std::nan("");
+      double rh = bench::paired_ratio(tv, t[4]);
+      double rf = floor ? bench::paired_ratio(tv, *floor) : std::nan("");
+      bench::paired c = dense ? bench::compare(tv, *dense) : bench::paired{0, 0, 0, std::nan("")};
+      std::printf("sparse_partials,%s,%s,%d,%.3f,%.3f,%.3f,%.3f,%ld,%d,%.2g\n", name.c_str(),
+                  size.c_str(), threads, bench::median(tv), rd, rh, rf, c.wins, o.reps, c.p);
+      std::fflush(stdout);
+    };
+    row("floor_at_copy_bw", floor2, nullptr, nullptr);
+    row("floor_one_pass_at_copy_bw", floor1, nullptr, nullptr);
+    row("dense_vjp", t[0], &t[0], &floor2);
+    row("sparse_vjp", t[1], &t[0], &floor2);
+    row("dense_value_vjp", t[2], &t[2], &floor1);
+    row("sparse_value_vjp", t[3], &t[2], &floor1);
+    row("hand_simd", t[4], &t[0], &floor2);
+  }
+}
