@@ -29,12 +29,13 @@ void backend_gemm(hook, cpu const &, bool ta, bool tb, int m, int n, int k, T co
                   T const *b, int ldb, T beta, T *c, int ldc) {
   static_assert(std::is_same_v<T, float> || std::is_same_v<T, double>);
   auto tr = [](bool t) { return t ? CblasTrans : CblasNoTrans; };
-  if constexpr (std::is_same_v<T, float>)
-    DUALCAST_DETAIL_CBLAS(cblas_sgemm)
-    (CblasRowMajor, tr(ta), tr(tb), m, n, k, 1.0f, a, lda, b, ldb, beta, c, ldc);
-  else
-    DUALCAST_DETAIL_CBLAS(cblas_dgemm)
-    (CblasRowMajor, tr(ta), tr(tb), m, n, k, 1.0, a, lda, b, ldb, beta, c, ldc);
+  if constexpr (std::is_same_v<T, float>) {
+    auto *sgemm = &DUALCAST_DETAIL_CBLAS(cblas_sgemm);
+    sgemm(CblasRowMajor, tr(ta), tr(tb), m, n, k, 1.0f, a, lda, b, ldb, beta, c, ldc);
+  } else {
+    auto *dgemm = &DUALCAST_DETAIL_CBLAS(cblas_dgemm);
+    dgemm(CblasRowMajor, tr(ta), tr(tb), m, n, k, 1.0, a, lda, b, ldb, beta, c, ldc);
+  }
 }
 
 // `batch` products C_i = op(A_i) op(B_i) + beta C_i, X_i at x + i * stride_x (stride 0: shared);
