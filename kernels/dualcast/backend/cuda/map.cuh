@@ -10,9 +10,11 @@
 #include <dualcast/backend/cuda/executor.cuh>
 #include <dualcast/backend/cuda/launch.cuh>
 #include <dualcast/backend/map_params.hpp>
+#include <dualcast/core/errors.hpp>
 #include <dualcast/numbers/float16.hpp>
 
 #include <cstdint>
+#include <string>
 #include <type_traits>
 
 namespace dualcast::detail::cuda_backend {
@@ -67,9 +69,16 @@ DUALCAST_DEVICE DUALCAST_FORCEINLINE void add_index(map_params<T, NI, NO> const 
 // passes only: backend/map_params.hpp), and a result stored there, rounded once. The portable
 // conversions of numbers/float16.hpp: bit for bit the CPU's (NaN payloads included), a few integer
 // operations beside a memory-bound load.
-template <class T>
+// Kernels of more operands than this compile without the 16-bit branches, and their calls with
+// 16-bit arrays are refused: beside many operands the branches pushed the per-operand offsets out
+// of registers (the D-LSTM's 11-input, 24-output partials kernel got a 288-byte stack frame).
+inline constexpr int max_float16_operands = 20;
+template <class T, int NI, int NO>
+inline constexpr bool converts_float16 = std::is_same_v<T, float> &&NI + NO <= max_float16_operands;
+
+template <bool Convert, class T>
 DUALCAST_DEVICE DUALCAST_FORCEINLINE T load_element(operand<T const> const &o, index_t off) {
-  if constexpr (std::is_same_v<T, float>) {
+  if constexpr (Convert) {
     if (o.st != element_storage::native) {
       std::uint16_t const b = reinterpret_cast<std::uint16_t const *>(o.ptr)[off];
       return o.st == element_storage::bfloat16 ? float_of_bfloat16(b) : float_of_half(b);
@@ -77,10 +86,10 @@ DUALCAST_DEVICE DUALCAST_FORCEINLINE T load_element(operand<T const> const &o, i
   }
   return o.ptr[off];
 }
-template <class T>
+template <bool Convert, class T>
 DUALCAST_DEVICE DUALCAST_FORCEINLINE void store_element(operand<T> const &o, index_t off, bool add,
                                                         T x) {
-  if constexpr (std::is_same_v<T, float>) {
+  if constexpr (Convert) {
     if (o.st != element_storage::native) {
       std::uint16_t *b = reinterpret_cast<std::uint16_t *>(o.ptr) + off;
       bool const bf = o.st == element_storage::bfloat16;
@@ -98,10 +107,10 @@ DUALCAST_DEVICE DUALCAST_FORCEINLINE void
 map_element(map_params<T, NI, NO> const &p, index_t const *in_off, index_t const *out_off, Op &op) {
   T in[NI > 0 ? NI : 1], out[NO];
   for (int k = 0; k < NI; ++k)
-    in[k] = load_element(p.in[k], in_off[k]);
+    in[k] = load_element<converts_float16<T, NI, NO>>(p.in[k], in_off[k]);
   op(static_cast<T const *>(in), out);
   for (int k = 0; k < NO; ++k)
-    store_element(p.out[k], out_off[k], p.add[k], out[k]);
+    store_element<converts_float16<T, NI, NO>>(p.out[k], out_off[k], p.add[k], out[k]);
 }
 
 template <class T, int NI, int NO, class Op>
@@ -272,7 +281,13 @@ void map(cuda const &ex, map_params<T, NI, NO> p, Op const &op) {
   const index_t total = collapse_dims(p);
   if (total == 0)
     return;
-  bool contiguous = p.rank == 1 && !has_float16(p); // (16-bit operands: element by element)
+  bool const float16 = has_float16(p);
+  if (float16 && !converts_float16<T, NI, NO>)
+    throw dtype_error("dualcast: a CUDA call with bfloat16 / half arrays takes at most " +
+                      std::to_string(max_float16_operands) +
+                      " arrays and partial arrays (this one " + std::to_string(NI + NO) +
+                      "); use float arrays for it");
+  bool contiguous = p.rank == 1 && !float16; // (16-bit operands: element by element)
   for (int k = 0; k < NI && contiguous; ++k)
     contiguous = p.in[k].stride[0] == 1 && reinterpret_cast<std::uintptr_t>(p.in[k].ptr) % 16 == 0;
   for (int k = 0; k < NO && contiguous; ++k)
