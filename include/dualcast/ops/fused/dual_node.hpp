@@ -161,7 +161,7 @@ auto fused_duals(kernel<F, S> const &k, A const &...a) {
   using R = real_part_t<D>;
   using P = dual_call_plan<A...>;
   using C = dual_fused_call<D, P, A...>;
-  constexpr int NX = P::arrays, NA = P::vars;
+  static constexpr int NX = P::arrays, NA = P::vars; // (static: clang captures no constexpr local)
   constexpr std::size_t NO =
       output_count<decltype(k.f(std::declval<std::conditional_t<is_array_arg_v<A>, D, R>>()...))>;
   static constexpr char const *name = "dualcast::fused";
