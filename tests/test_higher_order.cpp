@@ -3,6 +3,8 @@
 // inputs, double), Hessians against the exact ones of Rosenbrock's function, a quadratic form and
 // log-sum-exp, the values and gradients of a tape over duals against the plain tape's bit for
 // bit, an MLP-like loss (matmul + tanh + sum), and the refusals (unfused mode, GPU tensors).
+#include "tape_support.hpp"
+
 #include <dualcast/autodiff.hpp>
 
 #include <doctest/doctest.h>
@@ -12,20 +14,9 @@
 #include <random>
 #include <vector>
 
-namespace dc = dualcast;
-using dc::shape;
-using T64 = dc::tensor<double>;
-
 namespace {
 
-T64 random_tensor(shape const &s, unsigned seed, double lo = -1.0, double hi = 1.0) {
-  std::mt19937 g(seed);
-  std::uniform_real_distribution<double> u(lo, hi);
-  std::vector<double> v(std::size_t(s.size()));
-  for (auto &x : v)
-    x = u(g);
-  return T64::from(s, v);
-}
+using tape_support::random_tensor;
 
 // A constant tensor as the element type of a loss's variable (double, or a dual with zero
 // partials), on x's tape: the losses below are generic, so that one f runs on both tapes.
