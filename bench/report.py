@@ -575,35 +575,45 @@ def tape_compile_table():
         return f"{sum(t) / len(t):.1f} s, {mem} MiB" + (f" ({len(t)} runs)" if len(t) > 1 else "")
 
     # Rows measured in pairs ("... paired": the two trees compiled alternately in one run, the
-    # fair comparison on a loaded machine) get a table of their own.
-    paired = [t for t in trees if t.endswith(" paired")]
+    # fair comparison on a loaded machine) get a table of their own; "... paired:G" names a later
+    # group G of such runs, whose first tree is its own "before".
+    def group_of(t):
+        return t.split(" paired", 1)[1].removeprefix(":") if " paired" in t else None
+
+    def label(t):
+        return t.split(" paired", 1)[0]
+
+    paired = [t for t in trees if group_of(t) is not None]
     trees = [t for t in trees if t not in paired]
     keys_main = [k for k in keys if any(cell(*k, t) != "-" for t in trees)]
     body = [[f"`{src}`", opt] + [cell(src, opt, t) for t in trees] for src, opt in keys_main]
     compilers = sorted({r["compiler"] for r in rs})
+
+    def mean_cpu(src, opt, tree):
+        t = [float(r["user_s"]) + float(r["sys_s"]) for r in rs
+             if r["source"] == src and r["opt"] == opt and r["tree"] == tree]
+        return sum(t) / len(t) if t else None
+
     ptable = ""
-    if len(paired) >= 2:
-        b = paired[0]
-
-        def mean_cpu(src, opt, tree):
-            t = [float(r["user_s"]) + float(r["sys_s"]) for r in rs
-                 if r["source"] == src and r["opt"] == opt and r["tree"] == tree]
-            return sum(t) / len(t) if t else None
-
+    for g in dict.fromkeys(group_of(t) for t in paired):
+        members = [t for t in paired if group_of(t) == g]
+        if len(members) < 2:
+            continue
+        b = members[0]
         pbody = []
         for src, opt in keys:
-            afters = [t for t in paired[1:] if mean_cpu(src, opt, t) is not None]
+            afters = [t for t in members[1:] if mean_cpu(src, opt, t) is not None]
             mb = mean_cpu(src, opt, b)
             if mb is None or not afters:
                 continue
             a = afters[0]
             ma = mean_cpu(src, opt, a)
-            pbody.append([f"`{src}`", opt, cell(src, opt, b), a.removesuffix(" paired"),
-                          cell(src, opt, a), f"{100 * (ma / mb - 1):+.0f} %"])
-        ptable = ("\n\nPaired runs (before and after compiled alternately, one compile at a time, "
-                  f"in one run; before = {b.removesuffix(' paired')}, headers only):\n\n"
-                  + table(["translation unit", "level", "before", "after: tree", "after",
-                           "CPU time"], pbody))
+            pbody.append([f"`{src}`", opt, cell(src, opt, b), label(a), cell(src, opt, a),
+                          f"{100 * (ma / mb - 1):+.0f} %"])
+        ptable += ("\n\nPaired runs (before and after compiled alternately, one compile at a "
+                   f"time, in one run; before = {label(b)}):\n\n"
+                   + table(["translation unit", "level", "before", "after: tree", "after",
+                            "CPU time"], pbody))
     return ("\n\n**Tape programs and test files** (`bench/results/compile_time_tape.csv`, written by "
             f"`bench/compile-tape`: g++ {', '.join(compilers)} with the release preset's flags, CPU "
             "seconds (user + sys, mean of the runs) and peak compiler memory per translation unit, "

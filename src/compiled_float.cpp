@@ -6,6 +6,7 @@
 // which the link checks (the symbol below).
 #define DUALCAST_BUILDING_COMPILED 1
 #define DUALCAST_COMPILED_TYPE float
+#define DUALCAST_COMPILED_FLOAT 1 // (the float-only instantiations: 16-bit passes)
 
 #include <dualcast/autodiff.hpp>
 

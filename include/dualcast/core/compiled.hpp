@@ -30,13 +30,30 @@
 // src/compiled_float.cpp and src/compiled_double.cpp: one element type each (two objects that a
 // parallel build compiles side by side)
 #define DUALCAST_EACH_FLOAT_TYPE(X) X(DUALCAST_COMPILED_TYPE)
+#if defined(DUALCAST_COMPILED_FLOAT)
+#define DUALCAST_IF_FLOAT(X) X(float)
+#else
+#define DUALCAST_IF_FLOAT(X)
+#endif
 #else
 #define DUALCAST_EACH_FLOAT_TYPE(X) X(float) X(double)
+#define DUALCAST_IF_FLOAT(X) X(float)
 #endif
 #else
 #define DUALCAST_USE_COMPILED 0
 #define DUALCAST_EACH_FLOAT_TYPE(X)
+#define DUALCAST_IF_FLOAT(X)
 #endif
+// Instantiations per operand count (the CPU passes of backend/cpu/map.hpp): X(T, inputs, outputs)
+// for 0-8 inputs and 1-8 outputs.
+#define DUALCAST_ROW_COUNTS_(X, T, NI)                                                             \
+  X(T, NI, 1) X(T, NI, 2) X(T, NI, 3) X(T, NI, 4) X(T, NI, 5) X(T, NI, 6) X(T, NI, 7) X(T, NI, 8)
+#define DUALCAST_EACH_ROW_COUNT(X, T)                                                              \
+  DUALCAST_ROW_COUNTS_(X, T, 0)                                                                    \
+  DUALCAST_ROW_COUNTS_(X, T, 1)                                                                    \
+  DUALCAST_ROW_COUNTS_(X, T, 2) DUALCAST_ROW_COUNTS_(X, T, 3) DUALCAST_ROW_COUNTS_(X, T, 4)        \
+      DUALCAST_ROW_COUNTS_(X, T, 5) DUALCAST_ROW_COUNTS_(X, T, 6) DUALCAST_ROW_COUNTS_(X, T, 7)    \
+          DUALCAST_ROW_COUNTS_(X, T, 8)
 
 // The compiled component's code must be built for the same SIMD width as the program using it:
 // the kernels it instantiates pick their batch width from the target's flags, so a component built

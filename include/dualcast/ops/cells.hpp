@@ -10,6 +10,7 @@
 // matrix along its last axis (views: no copy, and no scatter of the gradient).
 #pragma once
 
+#include <dualcast/core/compiled.hpp>
 #include <dualcast/core/errors.hpp>
 #include <dualcast/kernel/cells.hpp>
 #include <dualcast/ops/fused.hpp>
@@ -18,6 +19,7 @@
 
 #include <array>
 #include <string>
+#include <type_traits>
 
 namespace dualcast {
 namespace detail {
@@ -31,13 +33,50 @@ template <class X> auto gate_block(char const *op, X const &x, int k, int parts)
   index_t const n = v.dims()[last] / parts;
   return slice(v, last, k * n, (k + 1) * n);
 }
+
+// The LSTM and GRU cells on variables of float or double (the common call: gates from matmuls,
+// the state a variable), one function per element type and policy, so that the compiled
+// component (core/compiled.hpp) holds their fused nodes: a program's translation units then do
+// not compile the cells' store and recompute passes again. Other arguments (tensors, scalars,
+// other element types) take the generic path.
+template <class T, class... A>
+inline constexpr bool compiled_cell_args_v =
+    (std::is_same_v<T, float> || std::is_same_v<T, double>)&&(std::is_same_v<A, var<T>> &&...);
+
+template <class T, policy_kind P>
+std::array<var<T>, 2> lstm_cell_vars(var<T> const &i, var<T> const &f, var<T> const &g,
+                                     var<T> const &o, var<T> const &c) {
+  return dualcast::fused(policy::tag<P>{}, cells::lstm, i, f, g, o, c);
+}
+template <class T, policy_kind P>
+var<T> gru_cell_vars(var<T> const &xr, var<T> const &xz, var<T> const &xn, var<T> const &hr,
+                     var<T> const &hz, var<T> const &hn, var<T> const &h) {
+  return dualcast::fused(policy::tag<P>{}, cells::gru, xr, xz, xn, hr, hz, hn, h);
+}
+
+#define DUALCAST_CELLS(T, P)                                                                       \
+  DUALCAST_INSTANTIATE std::array<var<T>, 2> lstm_cell_vars<T, P>(                                 \
+      var<T> const &, var<T> const &, var<T> const &, var<T> const &, var<T> const &);             \
+  DUALCAST_INSTANTIATE var<T> gru_cell_vars<T, P>(var<T> const &, var<T> const &, var<T> const &,  \
+                                                  var<T> const &, var<T> const &, var<T> const &,  \
+                                                  var<T> const &);
+#define DUALCAST_X(T)                                                                              \
+  DUALCAST_CELLS(T, policy_kind::automatic)                                                        \
+  DUALCAST_CELLS(T, policy_kind::store) DUALCAST_CELLS(T, policy_kind::recompute)
+DUALCAST_EACH_FLOAT_TYPE(DUALCAST_X)
+#undef DUALCAST_X
+#undef DUALCAST_CELLS
 } // namespace detail
 
 // LSTM cell from the four gate pre-activations and the cell state: returns {h', c'}.
 template <class P, class I, class F, class G, class O, class C>
 requires is_policy_v<P>
 auto lstm_cell(P pol, I const &i, F const &f, G const &g, O const &o, C const &c) {
-  return fused(pol, cells::lstm, i, f, g, o, c);
+  using T = typename detail::elem_of<C>::type;
+  if constexpr (detail::compiled_cell_args_v<T, I, F, G, O, C>)
+    return detail::lstm_cell_vars<T, P::kind>(i, f, g, o, c);
+  else
+    return fused(pol, cells::lstm, i, f, g, o, c);
 }
 template <class I, class F, class G, class O, class C>
 requires(!is_policy_v<I>) auto lstm_cell(I const &i, F const &f, G const &g, O const &o,
@@ -49,9 +88,8 @@ template <class P, class Gates, class C>
 requires is_policy_v<P>
 auto lstm_cell(P pol, Gates const &gates, C const &c) {
   char const *op = "dualcast::lstm_cell";
-  return fused(pol, cells::lstm, detail::gate_block(op, gates, 0, 4),
-               detail::gate_block(op, gates, 1, 4), detail::gate_block(op, gates, 2, 4),
-               detail::gate_block(op, gates, 3, 4), c);
+  return lstm_cell(pol, detail::gate_block(op, gates, 0, 4), detail::gate_block(op, gates, 1, 4),
+                   detail::gate_block(op, gates, 2, 4), detail::gate_block(op, gates, 3, 4), c);
 }
 template <class Gates, class C>
 requires(!is_policy_v<Gates>) auto lstm_cell(Gates const &gates, C const &c) {
@@ -65,9 +103,17 @@ template <class P, class GX, class GH, class H>
 requires is_policy_v<P>
 auto gru_cell(P pol, GX const &gx, GH const &gh, H const &h) {
   char const *op = "dualcast::gru_cell";
-  return fused(pol, cells::gru, detail::gate_block(op, gx, 0, 3), detail::gate_block(op, gx, 1, 3),
-               detail::gate_block(op, gx, 2, 3), detail::gate_block(op, gh, 0, 3),
-               detail::gate_block(op, gh, 1, 3), detail::gate_block(op, gh, 2, 3), h);
+  using T = typename detail::var_of_t<GX>::value_type;
+  if constexpr (detail::compiled_cell_args_v<T, H>)
+    return detail::gru_cell_vars<T, P::kind>(
+        detail::gate_block(op, gx, 0, 3), detail::gate_block(op, gx, 1, 3),
+        detail::gate_block(op, gx, 2, 3), detail::gate_block(op, gh, 0, 3),
+        detail::gate_block(op, gh, 1, 3), detail::gate_block(op, gh, 2, 3), h);
+  else
+    return fused(pol, cells::gru, detail::gate_block(op, gx, 0, 3),
+                 detail::gate_block(op, gx, 1, 3), detail::gate_block(op, gx, 2, 3),
+                 detail::gate_block(op, gh, 0, 3), detail::gate_block(op, gh, 1, 3),
+                 detail::gate_block(op, gh, 2, 3), h);
 }
 template <class GX, class GH, class H>
 requires(!is_policy_v<GX>) auto gru_cell(GX const &gx, GH const &gh, H const &h) {

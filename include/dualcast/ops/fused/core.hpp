@@ -7,6 +7,7 @@
 
 #include <dualcast/arrays/view_overlap.hpp>
 #include <dualcast/broadcast/detail/call_checks.hpp>
+#include <dualcast/core/compiled.hpp>
 #include <dualcast/tape/detail/arena.hpp>
 #include <dualcast/tape/detail/grad_slot.hpp>
 #include <dualcast/tape/detail/tape_node.hpp>
@@ -367,5 +368,26 @@ template <class T>
           c.in[a] ? partial_at(c, o, a) : view<T>(dropped.raw_data() + len * u++, c.s);
   return dropped;
 }
+
+// Compiled once per element type in the compiled component (core/compiled.hpp).
+#define DUALCAST_X(T)                                                                              \
+  DUALCAST_INSTANTIATE fused_args_info inspect_args<T>(char const *, arg_ref<T> const *,           \
+                                                       std::size_t);                               \
+  DUALCAST_INSTANTIATE fused_core<T> make_core<T>(arena &, arg_ref<T> const *, std::size_t,        \
+                                                  arena_array<saved_tensor> &, bool,               \
+                                                  device const &, cpu const &, shape const &);     \
+  DUALCAST_INSTANTIATE void const *pack_views<T>(arena &, view<T const> const *, std::size_t);     \
+  DUALCAST_INSTANTIATE void unpack_views<T>(void const *, view<T const> *, std::size_t);           \
+  DUALCAST_INSTANTIATE void gather_ybar<T>(fused_core<T> const &, fused_scratch<T> &);             \
+  DUALCAST_INSTANTIATE void claim_targets<T>(fused_core<T> const &, fused_scratch<T> &);           \
+  DUALCAST_INSTANTIATE void place_targets<T>(fused_core<T> const &, fused_scratch<T> &);           \
+  DUALCAST_INSTANTIATE bool place_flat_targets<T>(fused_core<T> const &, fused_scratch<T> &);      \
+  DUALCAST_INSTANTIATE bool flat_ybar<T>(fused_core<T> const &, fused_scratch<T> const &,          \
+                                         T const **, index_t *);                                   \
+  DUALCAST_INSTANTIATE void finish_targets<T>(fused_core<T> const &, fused_scratch<T> const &);    \
+  DUALCAST_INSTANTIATE tensor<T> alloc_partials<T>(                                                \
+      arena &, fused_core<T> &, arena_array<saved_tensor> &, std::size_t, view<T> *);
+DUALCAST_EACH_FLOAT_TYPE(DUALCAST_X)
+#undef DUALCAST_X
 
 } // namespace dualcast::detail

@@ -10,6 +10,7 @@
 #include <dualcast/backend/cpu/convert.hpp>
 #include <dualcast/backend/cpu/executor.hpp>
 #include <dualcast/backend/map_params.hpp>
+#include <dualcast/core/compiled.hpp>
 #include <dualcast/numbers/simd.hpp>
 
 #include <algorithm>
@@ -440,5 +441,25 @@ void map(cpu const &ex, map_params<T, NI, NO> const &p, Op const &op) {
       return map_mixed<L>(ex, p, loop);
   map_loop<L>(ex, p, loop);
 }
+
+// The passes above depend on the lane type and the operand counts, not on the element operation:
+// the compiled component (core/compiled.hpp) holds the SIMD ones for up to 8 inputs and 8 outputs,
+// the counts of most kernels' values, partials and VJP calls, so that a translation unit linking
+// it compiles each kernel's batch loop (run_batches) only. Other counts compile where they are
+// used.
+#define DUALCAST_MAP_LOOP(T, NI, NO)                                                               \
+  DUALCAST_INSTANTIATE void map_loop<lanes<T, true>::type, T, NI, NO>(                             \
+      cpu const &, map_params<T, NI, NO> const &, batch_loop<T> const &);
+#define DUALCAST_MAP_MIXED(T, NI, NO)                                                              \
+  DUALCAST_INSTANTIATE void map_mixed<lanes<float, true>::type, NI, NO>(                           \
+      cpu const &, map_params<float, NI, NO> const &, batch_loop<float> const &);
+#define DUALCAST_X(T) DUALCAST_EACH_ROW_COUNT(DUALCAST_MAP_LOOP, T)
+DUALCAST_EACH_FLOAT_TYPE(DUALCAST_X)
+#undef DUALCAST_X
+#define DUALCAST_X(T) DUALCAST_EACH_ROW_COUNT(DUALCAST_MAP_MIXED, T)
+DUALCAST_IF_FLOAT(DUALCAST_X)
+#undef DUALCAST_X
+#undef DUALCAST_MAP_MIXED
+#undef DUALCAST_MAP_LOOP
 
 } // namespace dualcast::detail::cpu_backend
