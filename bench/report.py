@@ -611,7 +611,8 @@ def tape_compile_table():
             pbody.append([f"`{src}`", opt, cell(src, opt, b), label(a), cell(src, opt, a),
                           f"{100 * (ma / mb - 1):+.0f} %"])
         ptable += ("\n\nPaired runs (before and after compiled alternately, one compile at a "
-                   f"time, in one run; before = {label(b)}):\n\n"
+                   f"time, in one run; before = {label(b)}"
+                   + ("" if "compiled" in b else ", headers only") + "):\n\n"
                    + table(["translation unit", "level", "before", "after: tree", "after",
                             "CPU time"], pbody))
     return ("\n\n**Tape programs and test files** (`bench/results/compile_time_tape.csv`, written by "
