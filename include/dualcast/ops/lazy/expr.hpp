@@ -38,8 +38,7 @@ template <class E> inline constexpr bool is_expr_v = is_expr<std::remove_cvref_t
 namespace detail::lz {
 // An expr's materialised variable, shared by its copies: made by the first copy or the first
 // materialisation, not with the expr (each operator makes an expr, most of them temporaries
-// that no one copies or materialises: a heap block per operator was a tenth of recording the
-// plain-operator D-LSTM, bench/tape_overhead).
+// that no one copies or materialises: they made a heap block each, 3 of the 5 of tanh(x * w + b)).
 template <class T> class shared_result {
 public:
   shared_result() = default;
