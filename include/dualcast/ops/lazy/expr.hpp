@@ -13,6 +13,7 @@
 #include <dualcast/ops/lazy/tree.hpp>
 #include <dualcast/tape/policy.hpp>
 #include <dualcast/tape/tape.hpp>
+#include <dualcast/tensor/detail/recycling_allocator.hpp>
 #include <dualcast/tensor/tensor.hpp>
 
 #include <array>
@@ -33,6 +34,46 @@ template <class E> struct is_expr : std::false_type {};
 template <class T, class Tree, int NV, int NT>
 struct is_expr<expr<T, Tree, NV, NT>> : std::true_type {};
 template <class E> inline constexpr bool is_expr_v = is_expr<std::remove_cvref_t<E>>::value;
+
+namespace detail::lz {
+// An expr's materialised variable, shared by its copies: made by the first copy or the first
+// materialisation, not with the expr (each operator makes an expr, most of them temporaries
+// that no one copies or materialises: they made a heap block each, 3 of the 5 of tanh(x * w + b)).
+template <class T> class shared_result {
+public:
+  shared_result() = default;
+  shared_result(std::nullptr_t) {} // NOLINT(google-explicit-constructor): never shared
+  shared_result(shared_result const &o) : p_(o.share()) {}
+  shared_result(shared_result &&) noexcept = default;
+  shared_result &operator=(shared_result const &o) {
+    p_ = o.share();
+    return *this;
+  }
+  shared_result &operator=(shared_result &&) noexcept = default;
+  // The cached variable (null: not materialised yet).
+  var<T> const *get() const { return p_ && p_->owner() ? p_.get() : nullptr; }
+  void set_if_shared(var<T> const &v) const {
+    if (p_)
+      *p_ = v;
+  }
+  void set(var<T> const &v) const {
+    if (!p_)
+      p_ = make();
+    *p_ = v;
+  }
+
+private:
+  std::shared_ptr<var<T>> const &share() const {
+    if (!p_)
+      p_ = make();
+    return p_;
+  }
+  static std::shared_ptr<var<T>> make() { // (recycled blocks: one per materialisation)
+    return std::allocate_shared<var<T>>(detail::recycling_allocator<var<T>>{});
+  }
+  mutable std::shared_ptr<var<T>> p_;
+};
+} // namespace detail::lz
 
 // A lazy elementwise expression over variables (NV leaves), constant tensors (NT leaves) and
 // scalars (in the tree). See the file comment.
@@ -66,13 +107,22 @@ public:
   }
   // Materialises: ONE fused node (or node by node on a tape with fused == false).
   template <class P = decltype(policy::automatic)> var<T> eval(P pol = {}) const;
-  operator var<T>() const { return eval(); } // NOLINT(google-explicit-constructor)
+  operator var<T>() const & { return eval(); } // NOLINT(google-explicit-constructor)
+  // A temporary (v = a * b + c): nothing to cache unless a copy made earlier shares the cache.
+  operator var<T>() && { // NOLINT(google-explicit-constructor)
+    if (var<T> const *c = cache_.get())
+      return *c;
+    var<T> r = materialise(policy::automatic);
+    cache_.set_if_shared(r);
+    return r;
+  }
   tensor<T> value() const { return eval().value(); }
   T item() const { return eval().item(); }
 
-  // Internal: the materialised variable, shared by copies of this expr (null in the operands
-  // that operators make of variables: temporaries no one materialises).
-  std::shared_ptr<var<T>> cache_ = std::make_shared<var<T>>();
+  // Internal: the materialised variable, shared by copies of this expr.
+  detail::lz::shared_result<T> cache_{};
+  // Internal: materialises without looking at the cache.
+  template <class P> var<T> materialise(P pol) const;
 };
 } // namespace DUALCAST_TAPE_ABI
 
@@ -93,19 +143,15 @@ template <class A, class B> struct pair_elem {
   using type = std::conditional_t<std::is_void_v<elem_t<A>>, elem_t<B>, elem_t<A>>;
 };
 
-// Any operand as an expr of element type T.
-template <class T, class A> auto as_expr(A const &a) {
-  if constexpr (is_expr_v<A>) {
-    static_assert(std::is_same_v<typename A::value_type, T>,
-                  "dualcast: elementwise operands must have one element type");
-    return a;
-  } else if constexpr (is_var_v<A>) {
+// Any operand as an operand of join of element type T: exprs, variables and tensors by
+// reference (join copies their leaves once, into the expr it makes: a copy here as well was a
+// variable -- 184 bytes and two reference counts -- per leaf and operator level), scalars as
+// scalar leaves.
+template <class T, class A> decltype(auto) as_expr(A const &a) {
+  if constexpr (is_expr_v<A> || is_var_v<A>) {
     static_assert(std::is_same_v<elem_t<A>, T>,
                   "dualcast: elementwise operands must have one element type");
-    // (without a cache: tanh(x * w + b) spent 3 of its 6 heap allocations on those of x, w and b,
-    // and malloc was a fifth of recording it: perf, bench/tape_overhead's node chain)
-    expr<T, vleaf<0>, 1, 0> e{vleaf<0>{}, {a}, {}, {a.value().version()}, a.dims(), nullptr};
-    return e;
+    return a;
   } else if constexpr (is_tensor_v<A>) {
     static_assert(std::is_same_v<elem_t<A>, T>,
                   "dualcast: elementwise operands must have one element type");
@@ -119,11 +165,14 @@ template <class X> struct leaf_counts { static constexpr int nv = 0, nt = 0; };
 template <class T, class Tr, int NV, int NT> struct leaf_counts<expr<T, Tr, NV, NT>> {
   static constexpr int nv = NV, nt = NT;
 };
+template <class T> struct leaf_counts<var<T>> { static constexpr int nv = 1, nt = 0; };
 template <class T> struct leaf_counts<tensor<T>> { static constexpr int nv = 0, nt = 1; };
 
 template <class X> auto tree_of(X const &x) {
   if constexpr (is_expr_v<X>)
     return x.tree;
+  else if constexpr (is_var_v<X>)
+    return vleaf<0>{};
   else if constexpr (is_tensor_v<X>)
     return tleaf<0>{};
   else
@@ -140,36 +189,8 @@ std::array<T, N + M> concat(std::array<T, N> const &a, std::array<T, M> const &b
   return r;
 }
 
-template <class T, class X> std::array<var<T>, leaf_counts<X>::nv> vars_of(X const &x) {
-  if constexpr (is_expr_v<X>)
-    return x.vars;
-  else
-    return {};
-}
-template <class T, class X> std::array<tensor<T>, leaf_counts<X>::nt> tensors_of(X const &x) {
-  if constexpr (is_expr_v<X>)
-    return x.tensors;
-  else if constexpr (is_tensor_v<X>)
-    return {x};
-  else
-    return {};
-}
-template <class T, class X> auto versions_of(X const &x) {
-  constexpr int nv = leaf_counts<X>::nv, nt = leaf_counts<X>::nt;
-  std::array<std::uint64_t, std::size_t(nv)> v{};
-  std::array<std::uint64_t, std::size_t(nt)> t{};
-  if constexpr (is_expr_v<X>) {
-    for (int i = 0; i < nv; ++i)
-      v[std::size_t(i)] = x.versions[std::size_t(i)];
-    for (int i = 0; i < nt; ++i)
-      t[std::size_t(i)] = x.versions[std::size_t(nv + i)];
-  } else if constexpr (is_tensor_v<X>) {
-    t[0] = x.version();
-  }
-  return std::pair{v, t};
-}
 template <class X> shape dims_of(X const &x) {
-  if constexpr (is_expr_v<X> || is_tensor_v<X>)
+  if constexpr (is_expr_v<X> || is_var_v<X> || is_tensor_v<X>)
     return x.dims();
   else
     return shape{};
@@ -191,6 +212,11 @@ template <class T, class Op, class... X> auto join(char const *op, X const &...x
         throw tape_error(std::string(op) + ": operands are variables of different tapes");
       for (auto const &v : y.vars)
         check_graph_alive(op, v);
+      tp = y.owner();
+    } else if constexpr (is_var_v<Y>) {
+      if (tp && y.owner() != tp)
+        throw tape_error(std::string(op) + ": operands are variables of different tapes");
+      check_graph_alive(op, y);
       tp = y.owner();
     }
     bool ok = true;
@@ -236,17 +262,21 @@ template <class T, class Op, class... X> auto join(char const *op, X const &...x
   expr<T, decltype(node), NV, NT> e{node, {}, {}, {}, s};
   std::size_t iv = 0, it = 0;
   std::array<std::uint64_t, std::size_t(NT) + 1> tver{};
+  // The operands' leaves copied once, straight into e.
   auto add = [&](auto const &y) {
-    auto vs = vars_of<T>(y);
-    auto ts = tensors_of<T>(y);
-    auto [vv, tv] = versions_of<T>(y);
-    // (index loops over std::array<_, 0> are "pointless comparisons" to nvcc: count instead)
-    std::size_t i = 0;
-    for (auto const &v : vs)
-      e.vars[iv] = v, e.versions[iv] = vv[i++], ++iv;
-    i = 0;
-    for (auto const &t : ts)
-      e.tensors[it] = t, tver[it] = tv[i++], ++it;
+    using Y = std::remove_cvref_t<decltype(y)>;
+    if constexpr (is_expr_v<Y>) {
+      // (index loops over std::array<_, 0> are "pointless comparisons" to nvcc: count instead)
+      std::size_t i = 0;
+      for (auto const &v : y.vars)
+        e.vars[iv] = v, e.versions[iv] = y.versions[i++], ++iv;
+      for (auto const &t : y.tensors)
+        e.tensors[it] = t, tver[it] = y.versions[i++], ++it;
+    } else if constexpr (is_var_v<Y>) {
+      e.vars[iv] = y, e.versions[iv] = y.value().version(), ++iv;
+    } else if constexpr (is_tensor_v<Y>) {
+      e.tensors[it] = y, tver[it] = y.version(), ++it;
+    }
   };
   (add(x), ...);
   for (int i = 0; i < NT; ++i)

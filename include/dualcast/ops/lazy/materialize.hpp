@@ -4,8 +4,9 @@
 //   auto [h, c] = dualcast::eval(h_expr, c_expr);  // several outputs: ONE node, one kernel
 //
 // Materialisation -- .eval(), conversion to var<T>, dualcast::eval(...), or automatically when a
-// non-elementwise operation consumes the expression -- deduplicates the leaves (x * x has ONE
-// input: the same variable, or the same view of the same tensor) and records ONE fused node
+// non-elementwise operation consumes the expression -- deduplicates the leaves of more than
+// dedup_min_size elements (x * x has ONE input: the same variable, or the same view of the same
+// tensor; smaller leaves are passed as they are, see fused_trees) and records ONE fused node
 // (dualcast::fused) with a functor that evaluates the trees on the leaves; the store /
 // recompute policy comes from the cost model unless given. Repeated materialisation of one expr
 // object returns the same variable (cached; copies share the cache); an expr embedded in a larger
@@ -71,16 +72,41 @@ std::pair<std::array<L, N>, std::array<std::uint8_t, N>> dedup(std::array<L, N> 
   return {u, map};
 }
 
+// Leaves of at most this many elements are not deduplicated (see fused_trees).
+inline constexpr index_t dedup_min_size = 4096;
+
 template <class T, class P, std::size_t NV_, std::size_t NT_, class Trees>
 auto fused_trees(P pol, tape *tp, std::array<var<T>, NV_> const &vars,
                  std::array<tensor<T>, NT_> const &tens, Trees const &trees) {
   constexpr int NV = int(NV_), NT = int(NT_);
-  // Padding for the positions freed by deduplication: a rank-0 constant (no memory traffic) on
-  // the leaves' device.
   device leaf_dev = device::host();
   if constexpr (NV > 0)
     leaf_dev = vars[0].value().dev();
   auto const on_stream = detail::tape_stream_scope(tp, leaf_dev); // (CUDA: the tape's stream)
+#if !defined(__CUDACC__)
+  // Small arrays: the leaves as they are, a repeated one twice (the node gives its second use a
+  // temporary gradient). Deduplicating them needs padding, a rank-0 constant that takes the node
+  // off the flat path, and the mapped kernel, which copies every argument into an array: on
+  // 14-element arrays that cost more than reading a leaf twice (the plain-operator D-LSTM, whose
+  // state update reads h twice: bench/tape_overhead).
+  bool small = true;
+  for (auto const &v : vars)
+    small = small && v.size() <= dedup_min_size;
+  for (auto const &t : tens)
+    small = small && t.size() <= dedup_min_size;
+  if (small) {
+    auto fn = [&]<class... Tr>(detail::tuple<Tr...> const &t) {
+      return tree_fn<true, NV, NT, Tr...>{t, {}, {}};
+    }(trees);
+    return [&]<std::size_t... I, std::size_t... J>(std::index_sequence<I...>,
+                                                   std::index_sequence<J...>) {
+      return dualcast::fused(pol, kernel{fn}, vars[I]..., tens[J]...);
+    }
+    (std::make_index_sequence<std::size_t(NV)>{}, std::make_index_sequence<std::size_t(NT)>{});
+  }
+#endif
+  // Padding for the positions freed by deduplication: a rank-0 constant (no memory traffic) on
+  // the leaves' device.
   auto pad_t = tensor<T>::zeros(shape{}, leaf_dev);
   // (no structured bindings: clang 14 cannot capture them in the lambdas below)
   auto const dv = dedup(
@@ -119,12 +145,20 @@ auto fused_trees(P pol, tape *tp, std::array<var<T>, NV_> const &vars,
 }
 
 // All exprs (or variables) of es as ONE fused node with one output per expr.
+// A variable as a one-leaf expr; an expr by reference.
+template <class T, class X> decltype(auto) whole_expr(X const &x) {
+  if constexpr (is_var_v<X>)
+    return expr<T, vleaf<0>, 1, 0>{vleaf<0>{}, {x}, {}, {x.value().version()}, x.dims(), nullptr};
+  else
+    return x;
+}
+
 template <class T, class P, class... E> auto eval_fused(P pol, E const &...es) {
-  auto all = std::make_tuple(as_expr<T>(es)...);
-  constexpr int counts_v[] = {leaf_counts<decltype(as_expr<T>(es))>::nv...};
-  constexpr int counts_t[] = {leaf_counts<decltype(as_expr<T>(es))>::nt...};
-  constexpr int NV = (0 + ... + leaf_counts<decltype(as_expr<T>(es))>::nv);
-  constexpr int NT = (0 + ... + leaf_counts<decltype(as_expr<T>(es))>::nt);
+  std::tuple<decltype(whole_expr<T>(es))...> all{whole_expr<T>(es)...};
+  constexpr int counts_v[] = {leaf_counts<E>::nv...};
+  constexpr int counts_t[] = {leaf_counts<E>::nt...};
+  constexpr int NV = (0 + ... + leaf_counts<E>::nv);
+  constexpr int NT = (0 + ... + leaf_counts<E>::nt);
   tape *tp = nullptr;
   std::array<var<T>, std::size_t(NV)> vars;
   std::array<tensor<T>, std::size_t(NT)> tens;
@@ -203,8 +237,16 @@ template <class P>
 var<T> expr<T, Tree, NV, NT>::eval(P pol) const {
   static_assert(is_policy_v<P>,
                 "dualcast::expr::eval: the argument is a policy (dualcast::policy::store, ...)");
-  if (cache_ && cache_->owner())
-    return *cache_;
+  if (var<T> const *c = cache_.get())
+    return *c;
+  var<T> r = materialise(pol);
+  cache_.set(r);
+  return r;
+}
+
+template <class T, class Tree, int NV, int NT>
+template <class P>
+var<T> expr<T, Tree, NV, NT>::materialise(P pol) const {
   tape *tp = owner();
   var<T> r;
   if constexpr (is_dual_v<T>) { // a tape over duals: always the fused node
@@ -220,8 +262,6 @@ var<T> expr<T, Tree, NV, NT>::eval(P pol) const {
   } else {
     r = detail::lz::eval_fused<T>(pol, *this);
   }
-  if (cache_)
-    *cache_ = r;
   return r;
 }
 
