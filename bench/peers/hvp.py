@@ -9,6 +9,9 @@ same MLP loss in its first layer's weights W (n x h), double precision, the same
   torch_hvp_autograd    torch.autograd.functional.hvp (double backward)
   jax_gradient          JAX: jit(grad(loss))
   jax_hvp_jvp_grad      jit(jvp(grad(loss))) -- forward over reverse, as JAX's cookbook advises
+The same for ADBench's D-LSTM objective (bench/peers/dlstm.py's, l = 2, c = 1024) in its main
+weights M, the extra weights constant, direction 0.5 sin(0.37 i + 0.5) (rows hvp_dlstm; PyTorch
+with a quarter of the repetitions, as dlstm.py: its eager loop takes seconds).
 The variants of one framework run interleaved in each repetition; an H v row carries its paired
 ratio to the same framework's gradient (median and quartiles of the per-repetition ratios), like
 the C++ rows. Before timing, every H v variant is checked against central differences of the
@@ -19,6 +22,7 @@ import math
 import sys
 
 import common
+import dlstm
 
 
 def wave(shape, phase):
@@ -32,14 +36,26 @@ def inputs(batch, n, h):
             "W": wave((n, h), 0.4), "v": wave((n, h), 0.5)}
 
 
-def torch_variants(torch, data):
+def torch_mlp(torch, data):
     t = {k: torch.tensor(vals, dtype=torch.float64).reshape(shape) for k, (vals, shape) in
          data.items()}
-    X, b, W2, W, v = t["X"], t["b"], t["W2"], t["W"], t["v"]
+    X, b, W2 = t["X"], t["b"], t["W2"]
 
     def loss(w):
         y = torch.tanh(torch.tanh(X @ w + b) @ W2)
         return y.sum() + (y * y).mean()
+
+    return loss, t["W"], t["v"]
+
+
+def torch_dlstm(torch, problem):
+    objective, M0, E0 = dlstm.torch_objective(torch, *problem)
+    vals, shape = wave(tuple(M0.shape), 0.5)
+    return (lambda m: objective(m, E0)), M0, torch.tensor(vals, dtype=torch.float64).reshape(shape)
+
+
+def torch_variants(torch, case):
+    loss, W, v = case
 
     try:
         from torch.func import grad, jvp
@@ -70,19 +86,35 @@ def torch_variants(torch, data):
             "torch_hvp_autograd": hvp_autograd}
 
 
-def jax_variants(jax, data):
+def jax_mlp(jax, data):
     import jax.numpy as jnp
     import numpy as np
 
     jax.config.update("jax_enable_x64", True)
     t = {k: jnp.asarray(np.array(vals, dtype=np.float64).reshape(shape)) for k, (vals, shape) in
          data.items()}
-    X, b, W2, W, v = t["X"], t["b"], t["W2"], t["W"], t["v"]
+    X, b, W2 = t["X"], t["b"], t["W2"]
 
     def loss(w):
         y = jnp.tanh(jnp.tanh(X @ w + b) @ W2)
         return y.sum() + (y * y).mean()
 
+    return loss, t["W"], t["v"]
+
+
+def jax_dlstm(jax, problem):
+    import jax.numpy as jnp
+    import numpy as np
+
+    objective, M0, E0 = dlstm.jax_objective(jax, *problem)
+    vals, shape = wave(tuple(M0.shape), 0.5)
+    return (lambda m: objective(m, E0)), M0, jnp.asarray(np.array(vals).reshape(shape))
+
+
+def jax_variants(jax, case):
+    import jax.numpy as jnp
+
+    loss, W, v = case
     g = jax.jit(jax.grad(loss))
     hv = jax.jit(lambda w, d: jax.jvp(jax.grad(loss), (w,), (d,))[1])
 
@@ -108,26 +140,33 @@ def main():
         print("benchmark,variant,size,threads,median_ms,paired_ratio,paired_ratio_q1,"
               "paired_ratio_q3")
     if mod is None:
-        for s in sizes:
-            print(f"hvp_mlp,{args.framework}_missing,{'x'.join(map(str, s))},{args.threads},"
-                  "nan,nan,nan,nan")
+        for bench, size in [("hvp_mlp", "x".join(map(str, s))) for s in sizes] + [
+                ("hvp_dlstm", "l2_c1024")]:
+            print(f"{bench},{args.framework}_missing,{size},{args.threads},nan,nan,nan,nan")
         return
     if args.framework == "torch":
         mod.set_num_threads(args.threads)
-    make = torch_variants if args.framework == "torch" else jax_variants
-    for s in sizes:
-        size = "x".join(map(str, s))
-        runs = make(mod, inputs(*s))
+    torch_like = args.framework == "torch"
+    make = torch_variants if torch_like else jax_variants
+    mlp = torch_mlp if torch_like else jax_mlp
+    cases = [("hvp_mlp", "x".join(map(str, s)), lambda s=s: mlp(mod, inputs(*s)), args.reps)
+             for s in sizes]
+    problem = dlstm.read(dlstm.DATA / "lstm_l2_c1024.txt")
+    cases.append(("hvp_dlstm", "l2_c1024",
+                  lambda: (torch_dlstm if torch_like else jax_dlstm)(mod, problem),
+                  max(1, args.reps // 4) if torch_like else args.reps))
+    for bench, size, case, reps in cases:
+        runs = make(mod, case())
         for f in runs.values():
             f()  # JAX compiles here; both warm their allocators
-        times = common.interleaved(runs, args.reps)
+        times = common.interleaved(runs, reps)
         base = times[f"{args.framework}_gradient"]
         for name, ts in times.items():
             if name.endswith("_gradient"):
-                print(f"hvp_mlp,{name},{size},{args.threads},{common.median(ts):.4f},,,")
+                print(f"{bench},{name},{size},{args.threads},{common.median(ts):.4f},,,")
                 continue
             q = [a / b for a, b in zip(ts, base)]
-            print(f"hvp_mlp,{name},{size},{args.threads},{common.median(ts):.4f},"
+            print(f"{bench},{name},{size},{args.threads},{common.median(ts):.4f},"
                   f"{common.median(q):.3f},{common.quantile(q, 0.25):.3f},"
                   f"{common.quantile(q, 0.75):.3f}")
         sys.stdout.flush()
