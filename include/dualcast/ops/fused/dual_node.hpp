@@ -145,14 +145,15 @@ template <class X, class... Y> struct first_dual<X, Y...> {
 // derivatives.
 template <class F, class P, int K, bool Values> struct tangent_fn {
   F f;
+  // (static: clang 14 captures no constexpr local in the generic lambdas below)
+  static constexpr std::size_t n = P::n;
+  static constexpr int NX = P::arrays;
   template <std::size_t... q> static constexpr int first_array(std::index_sequence<q...>) {
     int r = -1;
     ((r = (r < 0 && P::array_index[q] >= 0) ? int(q) : r), ...);
     return r;
   }
   template <class... X> auto operator()(X const &...x) const {
-    constexpr std::size_t n = P::n;
-    constexpr int NX = P::arrays;
     constexpr int w = first_array(std::make_index_sequence<n>{});
     static_assert(w >= 0, "dualcast: a fused node on duals has an array argument");
     using W = std::conditional_t<std::is_void_v<typename first_dual<X...>::type>,
@@ -175,10 +176,10 @@ template <class F, class P, int K, bool Values> struct tangent_fn {
       return as_outputs(f(lift(std::integral_constant<std::size_t, p>{})...));
     }
     (std::make_index_sequence<n>{});
-    constexpr std::size_t NO = std::decay_t<decltype(r)>::size;
-    // Output j of the result: a value (j < NO with Values), else tangent k of output o.
+    using RO = std::decay_t<decltype(r)>;
+    // Output j of the result: a value (j < RO::size with Values), else tangent k of output o.
     auto part = [&]<std::size_t j>(std::integral_constant<std::size_t, j>) {
-      constexpr std::size_t v = Values ? NO : 0;
+      constexpr std::size_t v = Values ? RO::size : 0;
       constexpr std::size_t o = j < v ? j : (j - v) / std::size_t(K);
       auto const &y = get<o>(r);
       using Y = std::decay_t<decltype(y)>;
@@ -196,7 +197,7 @@ template <class F, class P, int K, bool Values> struct tangent_fn {
     return [&]<std::size_t... j>(std::index_sequence<j...>) {
       return outputs(part(std::integral_constant<std::size_t, j>{})...);
     }
-    (std::make_index_sequence<(Values ? NO : 0) + NO * std::size_t(K)>{});
+    (std::make_index_sequence<(Values ? RO::size : 0) + RO::size * std::size_t(K)>{});
   }
 };
 
