@@ -4,11 +4,14 @@
 // W2 (h x 8). Variants, interleaved in each repetition: gradient (the plain tape: record,
 // backward), hvp (the loss on dual<double, 1> variables: its value, gradient and H v in one
 // backward). The row of hvp carries its paired ratio to the gradient (median and quartiles of the
-// per-repetition ratios; the target of issue 38 is at most 3).
+// per-repetition ratios; the target of issue 38 is at most 3). The same for ADBench's D-LSTM
+// objective (examples/models/dlstm.hpp, l = 2, c = 1024: each layer-step one fused node) in its
+// main weights (2l x 4b), the extra weights constant. Peers: bench/peers/hvp.py.
 // Output: CSV rows benchmark,variant,size,threads,median_ms,paired_ratio,paired_ratio_q1,
 //   paired_ratio_q3.
-//   hvp [--reps N] [--threads N] [--quick]
+//   hvp [--reps N] [--threads N] [--quick] [--data DIR]
 #include "common.hpp"
+#include "models/dlstm.hpp"
 
 #include <dualcast/autodiff.hpp>
 
@@ -40,6 +43,41 @@ template <class V> auto constant(V const &x, dc::tensor<double> const &t) {
   }
 }
 
+// Prints the gradient's and H v's rows from their interleaved times t[0], t[1].
+void print_rows(bench::options const &o, char const *bench, std::string const &size,
+                std::vector<std::vector<double>> const &t) {
+  std::vector<double> q(t[1].size());
+  for (std::size_t r = 0; r < q.size(); ++r)
+    q[r] = t[1][r] / t[0][r];
+  std::printf("%s,gradient,%s,%d,%.4f,,,\n", bench, size.c_str(), o.threads, bench::median(t[0]));
+  std::printf("%s,hvp,%s,%d,%.4f,%.3f,%.3f,%.3f\n", bench, size.c_str(), o.threads,
+              bench::median(t[1]), bench::median(q), bench::quantile(q, 0.25),
+              bench::quantile(q, 0.75));
+  std::fflush(stdout);
+}
+
+void run_dlstm(bench::options const &o, std::string const &data) {
+  auto const p = dlstm::read_adbench(data + "/adbench-lstm/lstm_l2_c1024.txt");
+  auto const M = dc::tensor<double>::from({2 * p.l, 4 * p.b}, p.main);
+  auto const E = dc::tensor<double>::from({3, p.b}, p.extra);
+  auto const v = wave(M.dims(), 0.5);
+  auto loss = [&](auto const &m) { return dlstm::loss(p, m, constant(m, E)); };
+  double sink = 0;
+  std::vector<std::function<void()>> variants = {
+      [&] {
+        dc::tape tp;
+        auto m = tp.variable(M);
+        tp.backward(loss(m));
+        sink += m.grad().data()[0];
+      },
+      [&] { sink += dc::grad_and_hvp(loss, M, v).hvp.data()[0]; },
+  };
+  print_rows(o, "hvp_dlstm", "l" + std::to_string(p.l) + "_c" + std::to_string(p.c),
+             bench::interleaved(variants, o.reps));
+  if (sink == 12345.678)
+    std::printf("#\n");
+}
+
 void run_size(bench::options const &o, dc::index_t batch, dc::index_t n, dc::index_t h) {
   auto const X = wave({batch, n}, 0.1), b = wave({h}, 0.2), W2 = wave({h, 8}, 0.3);
   auto const W = wave({n, h}, 0.4), v = wave({n, h}, 0.5);
@@ -59,17 +97,9 @@ void run_size(bench::options const &o, dc::index_t batch, dc::index_t n, dc::ind
       },
       [&] { sink += dc::grad_and_hvp(loss, W, v).hvp.data()[0]; },
   };
-  auto const t = bench::interleaved(variants, o.reps);
-  std::string const size =
-      std::to_string(batch) + "x" + std::to_string(n) + "x" + std::to_string(h);
-  std::vector<double> q(t[1].size());
-  for (std::size_t r = 0; r < q.size(); ++r)
-    q[r] = t[1][r] / t[0][r];
-  std::printf("hvp_mlp,gradient,%s,%d,%.4f,,,\n", size.c_str(), o.threads, bench::median(t[0]));
-  std::printf("hvp_mlp,hvp,%s,%d,%.4f,%.3f,%.3f,%.3f\n", size.c_str(), o.threads,
-              bench::median(t[1]), bench::median(q), bench::quantile(q, 0.25),
-              bench::quantile(q, 0.75));
-  std::fflush(stdout);
+  print_rows(o, "hvp_mlp",
+             std::to_string(batch) + "x" + std::to_string(n) + "x" + std::to_string(h),
+             bench::interleaved(variants, o.reps));
   if (sink == 12345.678)
     std::printf("#\n");
 }
@@ -84,5 +114,10 @@ int main(int argc, char **argv) {
   run_size(o, 256, 64, 64);
   if (!o.quick)
     run_size(o, 1024, 128, 128);
+  std::string data = DUALCAST_DATA_DIR;
+  for (std::size_t i = 0; i + 1 < o.rest.size(); ++i)
+    if (o.rest[i] == "--data")
+      data = o.rest[i + 1];
+  run_dlstm(o, data);
   return 0;
 }

@@ -2,7 +2,9 @@
 // Hessian-vector products against central differences of the plain tape's gradient (random
 // inputs, double), Hessians against the exact ones of Rosenbrock's function, a quadratic form and
 // log-sum-exp, the values and gradients of a tape over duals against the plain tape's bit for
-// bit, an MLP-like loss (matmul + tanh + sum), and the refusals (unfused mode, GPU tensors).
+// bit, an MLP-like loss (matmul + tanh + sum), softmax / log_softmax / logsumexp, a kernel of two
+// outputs by dc::call (softmax's values and gradients to rounding), and the refusals (unfused mode,
+// GPU tensors).
 #include "tape_support.hpp"
 
 #include <dualcast/autodiff.hpp>
@@ -93,6 +95,33 @@ auto mlp = [](auto const &W) {
   auto y = dc::tanh(dc::matmul(h, constant(W, mlp_W2)));
   return dc::sum(y) + dc::mean(y * y);
 };
+
+// A kernel of two outputs, called on the tape with dc::call (the fused node on duals).
+constexpr auto pair_kernel =
+    dc::kernel([](auto a, auto b) { return dc::outputs(a * dc::sin(b), dc::exp(a * 0.5) * b); });
+
+// f's value and gradient on a tape over duals (grad_and_hvp) against the plain tape's (bit for
+// bit, or with bits = false to rounding), and its H v against central differences of the plain
+// gradient.
+template <class F> void check_second_order(F const &f, T64 const &x, T64 const &v, bool bits) {
+  auto const r = dc::grad_and_hvp(f, x, v);
+  dc::tape tp;
+  auto xv = tp.variable(x.clone());
+  auto y = dc::detail::as_var(f(xv));
+  tp.backward(y);
+  auto const g = xv.grad().to_vector(), gd = r.grad.to_vector();
+  if (bits) {
+    CHECK(same_bits(r.value, y.item()));
+    for (std::size_t i = 0; i < g.size(); ++i) {
+      INFO("element " << i << ": " << g[i] << " vs " << gd[i]);
+      CHECK(same_bits(g[i], gd[i]));
+    }
+  } else {
+    check_close({r.value}, {y.item()}, 1e-13);
+    check_close(gd, g, 1e-13);
+  }
+  check_close(r.hvp.to_vector(), fd_hvp(f, x, v), 1e-6);
+}
 
 } // namespace
 
@@ -196,12 +225,40 @@ TEST_CASE("hvp: an LSTM cell (a ready fused node) against central differences") 
   check_close(dc::hvp(f, x, v).to_vector(), fd_hvp(f, x, v), 1e-6);
 }
 
+TEST_CASE("hvp: softmax, log_softmax and logsumexp (one axis, several, keepdims)") {
+  T64 x = random_tensor({3, 5}, 16), v = random_tensor({3, 5}, 17);
+  T64 const w = random_tensor({3, 5}, 18);
+  check_second_order(
+      [&](auto const &xv) {
+        auto a = dc::softmax(xv * 2.0, 1);
+        auto b = dc::log_softmax(xv, 0);
+        auto c = dc::logsumexp(xv, {0, 1});
+        auto d = dc::logsumexp(xv * xv, 1, true); // (3, 1)
+        return dc::sum(a * constant(xv, w)) + dc::sum(b * b) * 0.1 + c + dc::sum(dc::tanh(d));
+      },
+      // (to rounding: the rows run in dual arithmetic, compiled apart from the plain rows, so the
+      // compiler may contract their multiply-adds into FMAs differently)
+      x, v, false);
+}
+
+TEST_CASE("hvp: a kernel of two outputs by dc::call, one argument broadcast") {
+  T64 x = random_tensor({4, 3}, 19), v = random_tensor({4, 3}, 20);
+  T64 const b = random_tensor({3}, 21);
+  check_second_order(
+      [&](auto const &xv) {
+        auto o = dc::call(pair_kernel, xv, dc::detail::as_var(xv * constant(xv, b)));
+        return dc::sum(o[0] * o[1]);
+      },
+      x, v, true);
+}
+
 TEST_CASE("tape over duals: refusals") {
   using D = dc::dual<double, 1>;
   dc::tape tp;
   tp.fused = false; // no unfused mode: its nodes are always fused
   auto x = tp.variable(dc::tensor<D>::full({3}, D(1.0)));
   CHECK_THROWS_AS(dc::sum(dc::tanh(x)), dc::tape_error);
+  CHECK_THROWS_AS(dc::call(pair_kernel, x, x), dc::tape_error);
   // a direction of another shape
   T64 x0 = random_tensor({3}, 1), v0 = random_tensor({4}, 2);
   CHECK_THROWS_AS(dc::hvp(rosenbrock, x0, v0), dc::shape_error);

@@ -34,7 +34,8 @@ def read(path):
     return l, c, b, main, extra, state, seq
 
 
-def torch_fns(torch, l, c, b, main, extra, state, seq):
+def torch_objective(torch, l, c, b, main, extra, state, seq):
+    """The objective of (M, E) and the problem's M0, E0 (also used by hvp.py)."""
     M0 = torch.tensor(main, dtype=torch.float64).reshape(2 * l, 4 * b)
     E0 = torch.tensor(extra, dtype=torch.float64).reshape(3, b)
     S0 = torch.tensor(state, dtype=torch.float64).reshape(2 * l, b)
@@ -59,6 +60,12 @@ def torch_fns(torch, l, c, b, main, extra, state, seq):
             total = total + (X[t + 1] * (y - torch.log(torch.exp(y).sum() + 2))).sum()
         return -total / ((c - 1) * b)
 
+    return objective, M0, E0
+
+
+def torch_fns(torch, *problem):
+    objective, M0, E0 = torch_objective(torch, *problem)
+
     def obj():
         with torch.no_grad():
             return float(objective(M0, E0))
@@ -73,7 +80,8 @@ def torch_fns(torch, l, c, b, main, extra, state, seq):
     return {"torch_objective": obj, "torch_gradient": grad}
 
 
-def jax_fns(jax, l, c, b, main, extra, state, seq):
+def jax_objective(jax, l, c, b, main, extra, state, seq):
+    """The objective of (M, E) and the problem's M0, E0 (also used by hvp.py)."""
     jax.config.update("jax_enable_x64", True)
     import jax.numpy as jnp
 
@@ -105,6 +113,11 @@ def jax_fns(jax, l, c, b, main, extra, state, seq):
         _, terms = jax.lax.scan(step, init, (X[:-1], X[1:]))
         return -jnp.sum(terms) / ((c - 1) * b)
 
+    return objective, M0, E0
+
+
+def jax_fns(jax, *problem):
+    objective, M0, E0 = jax_objective(jax, *problem)
     f_obj = jax.jit(objective)
     f_grad = jax.jit(jax.value_and_grad(objective, argnums=(0, 1)))
 

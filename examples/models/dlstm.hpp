@@ -160,7 +160,8 @@ dc::var<T> prediction_loss(problem const &p, params<T> const &prm,
   // below and its log would run b times per row, in the values pass and again in the VJP.
   dc::var<T> lse = dc::log(dc::sum(dc::exp(y), {1}, true) + 2.0); // (c - 1, 1)
   auto total = dc::sum((y - lse) * seq.slice(0, 1, c));           // the next characters
-  return total * (T(-1) / (T(c - 1) * T(b)));
+  using S = dc::scalar_of_t<T>; // (T itself for float / double; a tape over duals: its real part)
+  return total * (S(-1) / (S(c - 1) * S(b)));
 }
 
 // The loss on the tape of `main` and `extra` (variables; constants when no gradient is wanted):

@@ -96,7 +96,7 @@ for variant in ("simple", "complicated"):
     hin = ht_input(variant == "complicated")
     session("ht_" + variant, "ht", [("objective", hin, variant), ("jacobian", hin, variant)])
 
-# particle and saddle: every variant; fr and rr are expected to be refused (check_tool.py)
+# particle and saddle: every variant; rr is expected to be refused (check_tool.py)
 session("particle", "particle", [(v, {"w": 0.0}, "w=0") for v in ("ff", "rf", "fr", "rr")])
 session("saddle", "saddle", [(v, {"start": [1.0, 1.0]}, "start=1,1")
                              for v in ("ff", "rf", "fr", "rr")])

@@ -11,10 +11,11 @@
 //   rf: outer reverse: each Euler step is ONE fused node on dualcast's tape (a kernel whose body
 //       takes the force by forward mode, dual<., 2>); backward runs over the steps, the nodes'
 //       partials coming from the kernel on duals (so dual<dual<., 5>, 2> inside).
-//   fr, rr: the inner gradient in reverse mode with an outer derivative through it needs a tape
-//       over dual values (forward over reverse) or a tape that records its own backward (reverse
-//       over reverse); dualcast's tape holds float / double tensors today, so these answer
-//       success false with that reason rather than a variant that is not what it claims.
+//   fr: outer forward, inner reverse: the trajectory on dual<double, 1> (d/dw); each step's force
+//       by backward on a tape over those duals (docs/higher-order.md), the potential one fused
+//       node of the position's variables, so the force carries its derivative in w.
+//   rr: refused with the reason: reverse over reverse needs a tape that records its own backward,
+//       and dualcast's gradients are tensors, not tape variables.
 #pragma once
 
 #include "common.hpp"
@@ -104,6 +105,41 @@ inline double trajectory_reverse(double w) {
   }
 }
 
+// The potential p(x; w) = sum 1 / |x - charge| as a kernel (the fr variant's inner tape).
+constexpr auto potential = dc::kernel([](auto x0, auto x1, auto w) {
+  using T = decltype(x0 + x1 + w);
+  using dc::sqrt, std::sqrt;
+  auto inverse_distance = [&](T const &cx, T const &cy) {
+    T const u = cx - T(x0), v = cy - T(x1);
+    return 1.0 / sqrt(u * u + v * v);
+  };
+  return inverse_distance(T(10.0), T(10.0) - T(w)) + inverse_distance(T(10.0), T(0.0));
+});
+
+// grad_x p(x; w) by reverse mode: backward on a tape over D (the outer derivative's duals), so
+// the gradient's partials are its derivatives along the outer direction.
+template <class D> std::pair<D, D> force_gradient_reverse(D const &x0, D const &x1, D const &w) {
+  dc::tape tp;
+  auto const one = [](D const &v) { return dc::tensor<D>::full({1}, v); };
+  auto a = tp.variable(one(x0)), b = tp.variable(one(x1));
+  tp.backward(dc::fused(potential, a, b, one(w)));
+  return {a.grad().item(), b.grad().item()};
+}
+
+// The trajectory with each step's force by force_gradient_reverse (the fr variant).
+template <class D> D trajectory_inner_reverse(D const &w) {
+  D x0(0.0), x1(8.0), v0(0.75), v1(0.0);
+  for (long step = 0;; ++step) {
+    check_steps(step);
+    auto const [g0, g1] = force_gradient_reverse(x0, x1, w);
+    D const n0 = x0 + dt * v0, n1 = x1 + dt * v1;
+    if (!(n1 > 0.0))
+      return crossing(n0, n1, v0, v1);
+    v0 = v0 - dt * g0, v1 = v1 - dt * g1;
+    x0 = n0, x1 = n1;
+  }
+}
+
 using vec = std::vector<double>;
 inline double objective(vec const &w) { return trajectory(w[0]); }
 
@@ -130,18 +166,31 @@ struct rf : job {
   json output() const override { return w; }
 };
 
+struct fr : job {
+  input const &in;
+  double w = 0;
+  explicit fr(input const &i) : in(i) {}
+  void run() override {
+    using d1 = dc::dual<double, 1>;
+    auto grad = [](vec const &v) {
+      return vec{trajectory_inner_reverse(d1::variable(v[0], 0)).d[0]};
+    };
+    w = descent::argmin(objective, grad, vec{in.w})[0];
+  }
+  json output() const override { return w; }
+};
+
 // A variant this tool cannot run honestly: refused with the reason, before any work.
 inline input refuse(json const &) {
-  throw input_error("not implemented: the inner gradient in reverse mode with an outer derivative "
-                    "through it needs a tape over dual numbers (forward over reverse) or a tape "
-                    "that records its own backward (reverse over reverse); dualcast's tape holds "
-                    "float and double tensors only");
+  throw input_error("not implemented: reverse over reverse needs a tape that records its own "
+                    "backward; dualcast's gradients are tensors, not tape variables (fr runs the "
+                    "inner reverse pass on a tape over duals instead)");
 }
 
 inline void add(registry &r) {
   r.add("particle", "ff", make_function<input, ff>(parse));
   r.add("particle", "rf", make_function<input, rf>(parse));
-  r.add("particle", "fr", make_function<input, ff>(refuse));
+  r.add("particle", "fr", make_function<input, fr>(parse));
   r.add("particle", "rr", make_function<input, ff>(refuse));
 }
 

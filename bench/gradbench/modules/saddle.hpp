@@ -9,7 +9,9 @@
 //   rf: outer reverse: the inner descent's accepted steps and the final value are fused nodes on
 //       dualcast's tape (a kernel whose body takes the inner gradient by forward mode), then
 //       backward to p.
-//   fr, rr: refused, as in particle.hpp (no tape over dual values / of its own backward yet).
+//   fr: outer forward (p on dual<double, 2>), the inner gradient grad_q f by backward on a tape
+//       over those duals (docs/higher-order.md), so it carries its derivatives in p.
+//   rr: refused, as in particle.hpp (no tape that records its own backward).
 #pragma once
 
 #include "common.hpp"
@@ -57,6 +59,22 @@ template <class T> T inner_max(vec<T> const &p, vec<double> const &start) {
     auto [g1, g2] = q_gradient(p[0], p[1], q[0], q[1]);
     return vec<T>{g1, g2};
   };
+  auto q = descent::argmax(fq, gq, vec<T>{T(start[0]), T(start[1])});
+  return fq(q);
+}
+
+// grad_q f(p, q) by reverse mode on a tape over T (dual<double, 2>: the outer derivative).
+template <class T> vec<T> q_gradient_reverse(vec<T> const &p, vec<T> const &q) {
+  dc::tape tp;
+  auto const one = [](T const &v) { return dc::tensor<T>::full({1}, v); };
+  auto q1 = tp.variable(one(q[0])), q2 = tp.variable(one(q[1]));
+  tp.backward(dc::fused(f, one(p[0]), one(p[1]), q1, q2));
+  return {q1.grad().item(), q2.grad().item()};
+}
+// max_q f(p, q) by the inner descent with that gradient (the fr variant).
+template <class T> T inner_max_inner_reverse(vec<T> const &p, vec<double> const &start) {
+  auto fq = [&](vec<T> const &q) { return value(p[0], p[1], q[0], q[1]); };
+  auto gq = [&](vec<T> const &q) { return q_gradient_reverse(p, q); };
   auto q = descent::argmax(fq, gq, vec<T>{T(start[0]), T(start[1])});
   return fq(q);
 }
@@ -145,6 +163,19 @@ struct forward_forward {
   }
 };
 
+struct forward_reverse {
+  static auto outer_gradient(vec<double> const &start) {
+    return [&start](vec<double> const &p) {
+      using d2 = dc::dual<double, 2>;
+      d2 const m =
+          inner_max_inner_reverse(vec<d2>{d2::variable(p[0], 0), d2::variable(p[1], 1)}, start);
+      return vec<double>{m.d[0], m.d[1]};
+    };
+  }
+  // step 2 in the outer mode, forward
+  static auto q_gradient(vec<double> const &p) { return forward_forward::q_gradient(p); }
+};
+
 struct reverse_forward {
   static auto outer_gradient(vec<double> const &start) {
     return [&start](vec<double> const &p) { return inner_max_reverse(p, start); };
@@ -163,16 +194,15 @@ struct reverse_forward {
 };
 
 inline input refuse(json const &) {
-  throw input_error("not implemented: the inner gradient in reverse mode with an outer derivative "
-                    "through it needs a tape over dual numbers (forward over reverse) or a tape "
-                    "that records its own backward (reverse over reverse); dualcast's tape holds "
-                    "float and double tensors only");
+  throw input_error("not implemented: reverse over reverse needs a tape that records its own "
+                    "backward; dualcast's gradients are tensors, not tape variables (fr runs the "
+                    "inner reverse pass on a tape over duals instead)");
 }
 
 inline void add(registry &r) {
   r.add("saddle", "ff", make_function<input, solve<forward_forward>>(parse));
   r.add("saddle", "rf", make_function<input, solve<reverse_forward>>(parse));
-  r.add("saddle", "fr", make_function<input, solve<forward_forward>>(refuse));
+  r.add("saddle", "fr", make_function<input, solve<forward_reverse>>(parse));
   r.add("saddle", "rr", make_function<input, solve<forward_forward>>(refuse));
 }
 

@@ -9,7 +9,10 @@
 // Backward: softmax gx = y * (gy - sum(gy * y)); log_softmax gx = gy - softmax(x) * sum(gy);
 // logsumexp gx = gy * exp(x - y). One row (the group's elements, contiguous after moving the
 // axes last) is one call of a row operation shared by the CPU backend (rows in parallel with
-// OpenMP, each sequential) and the CUDA backend (one warp per row).
+// OpenMP, each sequential) and the CUDA backend (one warp per row). On a tape over duals
+// (dual<T, K> elements, docs/higher-order.md) the same rows run in dual arithmetic, forward and
+// backward: forward over reverse (values and gradients equal to the plain rows' to rounding: the
+// compiler may contract their multiply-adds differently).
 #pragma once
 
 #include <dualcast/core/compiled.hpp>
@@ -49,6 +52,12 @@ template <class T> rows_view<T> axes_last(tensor<T> const &x, std::vector<bool> 
 // A contiguous result in the permuted layout, seen in x's layout (a view).
 template <class T> tensor<T> from_rows(tensor<T> const &t, std::vector<int> const &perm) {
   return t.permuted(inverse_perm(perm));
+}
+
+// Infinity of T's real numbers (T itself, or a dual's: a tape over duals runs these rows on
+// dual<T, K> elements, forward over reverse).
+template <class T> constexpr scalar_of_t<T> inf_of() {
+  return std::numeric_limits<scalar_of_t<T>>::infinity();
 }
 
 // Lane reductions of the row operations below (commutative: every lane gets the same bits).
@@ -104,8 +113,8 @@ template <class T> struct softmax_row {
       }
       auto const ms = lanes.reduce(max_and_sum<T>{m, s}, combine_max_and_sum<T>{});
       m = ms.m;
-      s = m == std::numeric_limits<T>::infinity() || m == -std::numeric_limits<T>::infinity()
-              ? std::numeric_limits<T>::quiet_NaN()
+      s = m == inf_of<T>() || m == -inf_of<T>()
+              ? T(std::numeric_limits<scalar_of_t<T>>::quiet_NaN())
               : ms.s;
     }
     T lse = m + dualcast::log(s);
@@ -175,7 +184,7 @@ var<T> softmax_like(char const *op, var<T> const &v, std::vector<int> const &axe
             ys.ext[i] = 1;
         tensor<T> yp = tensor<T>::empty(ys, xv.dev());
         if (mode == 2 && rv.n == 0)
-          yp.assign_raw(tensor<T>::full(shape{}, -std::numeric_limits<T>::infinity(), xv.dev()));
+          yp.assign_raw(tensor<T>::full(shape{}, T(-inf_of<T>()), xv.dev()));
         parallel_for_rows(ex, rv.rows, 4 * rv.n,
                           softmax_row<T>{rv.data.data(), yp.raw_data(), rv.n, mode});
         ctx.data = {yp, rv.perm, rv.rows, rv.n};
@@ -211,41 +220,23 @@ DUALCAST_EACH_FLOAT_TYPE(DUALCAST_X)
 } // namespace detail
 
 template <var_like X> auto softmax(X const &x, int axis = -1) {
-  static_assert(detail::plain_operand<X>(),
-                "dualcast::softmax: not supported on a tape over duals (dual<T, K> elements) yet; "
-                "docs/higher-order.md lists the operations that are");
   return detail::softmax_like("dualcast::softmax", detail::as_var(x), {axis}, 0, false);
 }
 template <var_like X> auto log_softmax(X const &x, int axis = -1) {
-  static_assert(detail::plain_operand<X>(),
-                "dualcast::log_softmax: not supported on a tape over duals (dual<T, K> elements) "
-                "yet; docs/higher-order.md lists the operations that are");
   return detail::softmax_like("dualcast::log_softmax", detail::as_var(x), {axis}, 1, false);
 }
 template <var_like X> auto logsumexp(X const &x, int axis = -1, bool keepdims = false) {
-  static_assert(detail::plain_operand<X>(),
-                "dualcast::logsumexp: not supported on a tape over duals (dual<T, K> elements) "
-                "yet; docs/higher-order.md lists the operations that are");
   return detail::softmax_like("dualcast::logsumexp", detail::as_var(x), {axis}, 2, keepdims);
 }
 // Over several axes together (an empty list: all axes).
 template <var_like X> auto softmax(X const &x, std::vector<int> const &axes) {
-  static_assert(detail::plain_operand<X>(),
-                "dualcast::softmax: not supported on a tape over duals (dual<T, K> elements) yet; "
-                "docs/higher-order.md lists the operations that are");
   return detail::softmax_like("dualcast::softmax", detail::as_var(x), axes, 0, false);
 }
 template <var_like X> auto log_softmax(X const &x, std::vector<int> const &axes) {
-  static_assert(detail::plain_operand<X>(),
-                "dualcast::log_softmax: not supported on a tape over duals (dual<T, K> elements) "
-                "yet; docs/higher-order.md lists the operations that are");
   return detail::softmax_like("dualcast::log_softmax", detail::as_var(x), axes, 1, false);
 }
 template <var_like X>
 auto logsumexp(X const &x, std::vector<int> const &axes, bool keepdims = false) {
-  static_assert(detail::plain_operand<X>(),
-                "dualcast::logsumexp: not supported on a tape over duals (dual<T, K> elements) "
-                "yet; docs/higher-order.md lists the operations that are");
   return detail::softmax_like("dualcast::logsumexp", detail::as_var(x), axes, 2, keepdims);
 }
 

@@ -12,6 +12,7 @@
 #include <dualcast/tensor/tensor.hpp>
 
 #include <algorithm>
+#include <array>
 #include <string>
 #include <type_traits>
 #include <vector>
@@ -65,6 +66,42 @@ void set_dual_component(tensor<D> const &x, int c, tensor<real_part_t<D>> const 
   each_element(
       x.dims(), [c](D &y, real_part_t<D> const &v) { dual_part(y, c) = v; }, x.raw_view(),
       p.cview());
+}
+// Every part of x (the value, then partials 0 .. K-1) as contiguous plain tensors, in one pass
+// over x (the fused nodes need them all: one pass instead of one per part).
+template <class D> std::array<tensor<real_part_t<D>>, D::size + 1> dual_split(tensor<D> const &x) {
+  using R = real_part_t<D>;
+  dual_host_only("dualcast (a tape over duals)", x.dev());
+  std::array<tensor<R>, D::size + 1> r;
+  R *p[D::size + 1];
+  for (int c = 0; c <= D::size; ++c) {
+    r[std::size_t(c)] = tensor<R>::empty(x.dims(), x.dev());
+    p[c] = r[std::size_t(c)].raw_data();
+  }
+  index_t e = 0; // (each_element visits the elements in row-major order)
+  each_element(
+      x.dims(),
+      [&](D const &v) {
+        p[0][e] = v.val;
+        for (int k = 0; k < D::size; ++k)
+          p[k + 1][e] = v.d[k];
+        ++e;
+      },
+      x.cview());
+  return r;
+}
+// The dual tensor of shape s whose parts are parts (value, partials; each contiguous, shape s).
+template <class D>
+tensor<D> dual_join(shape const &s, std::array<tensor<real_part_t<D>>, D::size + 1> const &parts) {
+  auto r = tensor<D>::empty(s);
+  D *y = r.raw_data();
+  index_t const n = s.size();
+  for (index_t e = 0; e < n; ++e) {
+    y[e].val = parts[0].data()[e];
+    for (int k = 0; k < D::size; ++k)
+      y[e].d[k] = parts[std::size_t(k + 1)].data()[e];
+  }
+  return r;
 }
 // f applied to every part of x (a linear operation on plain tensors): f(value), f(partial k).
 template <class D, class F> tensor<D> dual_componentwise(tensor<D> const &x, F &&f) {

@@ -1,17 +1,18 @@
 // dualcast/ops/fused/dual_node.hpp: the fused elementwise node on a tape over duals (forward over
 // reverse: variables of dual<T, K> elements, docs/higher-order.md).
 //
-// The node is the fused node of the plain tape with one more level of nesting. Forward: the
-// values are the kernel run by `apply` on the values' parts (the plain tape's SIMD pass, so the
-// values have its bits), the partials the kernel run on the dual<T, K> elements. Backward: the
-// kernel run on dual<dual<T, K>, NA> (NA: the node's variables, each seeded in its own outer
-// partial), whose outer partials d y / d x_a are dual<T, K> numbers -- the first derivatives and
-// their directional derivatives in one pass -- and x_a's cotangent gets sum_k ybar_k * d y_k / d
-// x_a in dual arithmetic: the gradient and its tangent (the Hessian-vector product's term)
-// together; the values of those cotangents are then recomputed as the plain store node computes
-// them (plain_cotangent_values), so that the gradient's values have the plain tape's bits. The
-// tangent passes run one element at a time on the host (the CPU backend's batches hold plain
-// numbers): correctness first.
+// The node is the fused node of the plain tape with one more level of nesting, run as the plain
+// tape's SIMD passes on the parts (value, partial k) of the dual arrays. Forward: the values are
+// the kernel run by `apply` on the values' parts (the plain tape's pass, so the values have its
+// bits); the tangents are tangent_fn -- the kernel on dual<X, K> numbers whose K partials are the
+// inputs' tangent parts, passed as K more arrays per input -- run by the same `apply`. Backward:
+// tangent_fn with the variables active gives d y / d x_a and d (y's tangent k) / d x_a, i.e. the
+// first derivatives and their directional derivatives (second derivatives along the tangents),
+// and x_a's cotangent is sum_o ybar_o * d y_o / d x_a in dual arithmetic, tangent k:
+//   sum_o ybar_o.d[k] * d y_o / d x_a + ybar_o.val * d (y_o.d[k]) / d x_a
+// (the Hessian-vector product's term), contracted by the plain tape's contraction kernel. The
+// values of those cotangents are the plain store node's (plain_cotangent_values), so that the
+// gradient's values have the plain tape's bits.
 #pragma once
 
 #include <dualcast/broadcast/broadcast.hpp>
@@ -76,37 +77,20 @@ template <class D, class P, class... A> struct dual_fused_call {
   static constexpr int NX = P::arrays;
   using scalars = std::tuple<decltype(scalar_slot<R>(std::declval<A const &>()))...>;
 
-  // The kernel on element values x[0..NX) (of type X, or a per-array function of them) and the
-  // scalars, arguments in call order.
-  template <class F, class Get, std::size_t... p>
-  static auto call(F const &f, Get const &get, scalars const &sc, std::index_sequence<p...>) {
-    auto one = [&]<std::size_t q>(std::integral_constant<std::size_t, q>) -> decltype(auto) {
-      if constexpr (P::array_index[q] >= 0)
-        return get(std::integral_constant<int, P::array_index[q]>{},
-                   std::integral_constant<int, P::var_index[q]>{});
-      else
-        return std::get<q>(sc);
-    };
-    return as_outputs(f(one(std::integral_constant<std::size_t, p>{})...));
-  }
-
-  // The values of the input cotangents gx (their real parts) as the plain tape's store node
+  // The values of the input cotangents (their real parts) as the plain tape's store node
   // computes them (ops/fused/store_node.hpp), so that they have its bits: the partials
-  // d y_k / d x_a by the plain SIMD pass, contracted with the cotangents' values by its contraction
-  // kernel, summed over broadcast dimensions by the backend's reduction.
+  // d y_k / d x_a by the plain SIMD pass on the inputs' values vals, contracted with the
+  // cotangents' values gyv by its contraction kernel, summed over broadcast dimensions by the
+  // backend's reduction. One per array whose dims are given (need), in those dims.
   template <std::size_t NO, bool S, class Ex, class F, class Seq, std::size_t NX_>
-  static void plain_cotangent_values(Ex const &ex, F const &f, scalars const &sc, Seq seq,
-                                     std::array<tensor<D>, NX_> const &xs,
-                                     std::array<tensor<D>, NO> const &gy, shape const &s,
-                                     std::array<tensor<D>, NX_> const &gx) {
-    std::array<tensor<R>, NX_> vals;
-    for (std::size_t i = 0; i < NX_; ++i)
-      vals[i] = dual_component(xs[i], -1);
-    std::array<tensor<R>, NO> yv, gyv;
-    for (std::size_t o = 0; o < NO; ++o) {
+  static std::array<tensor<R>, NX_>
+  plain_cotangent_values(Ex const &ex, F const &f, scalars const &sc, Seq seq,
+                         std::array<tensor<R>, NX_> const &vals,
+                         std::array<tensor<R>, NO> const &gyv, shape const &s,
+                         std::array<shape const *, NX_> const &need) {
+    std::array<tensor<R>, NO> yv;
+    for (std::size_t o = 0; o < NO; ++o)
       yv[o] = tensor<R>::empty(s);
-      gyv[o] = dual_component(gy[o], -1);
-    }
     std::array<tensor<R>, NO * std::size_t(NA)> pv;
     for (auto &t : pv)
       t = tensor<R>::empty(s);
@@ -122,9 +106,10 @@ template <class D, class P, class... A> struct dual_fused_call {
             out(pv[q].raw_view()...), arg(std::integral_constant<std::size_t, p>{})...);
     }
     (std::make_index_sequence<NO>{}, std::make_index_sequence<NO * std::size_t(NA)>{}, seq);
+    std::array<tensor<R>, NX_> gx;
     for (std::size_t u = 0; u < sizeof...(A); ++u) {
       int const i = P::array_index[u], a = P::var_index[u];
-      if (a < 0 || !gx[std::size_t(i)].defined())
+      if (a < 0 || !need[std::size_t(i)])
         continue;
       tensor<R> c = tensor<R>::empty(s);
       [&]<std::size_t... k>(std::index_sequence<k...>) {
@@ -133,24 +118,88 @@ template <class D, class P, class... A> struct dual_fused_call {
                           : pv[(k / 2) * std::size_t(NA) + std::size_t(a)].cview())...);
       }
       (std::make_index_sequence<2 * NO>{});
-      tensor<D> const &t = gx[std::size_t(i)];
-      tensor<R> r = c;
-      if (!(t.dims() == s)) {
-        r = tensor<R>::empty(t.dims());
-        backend_reduce(hook{}, ex, s, static_cast<R const *>(c.data()), r.raw_view(), false);
+      shape const &d = *need[std::size_t(i)];
+      gx[std::size_t(i)] = c;
+      if (!(d == s)) {
+        gx[std::size_t(i)] = tensor<R>::empty(d);
+        backend_reduce(hook{}, ex, s, static_cast<R const *>(c.data()),
+                       gx[std::size_t(i)].raw_view(), false);
       }
-      set_dual_component(t, -1, r);
     }
+    return gx;
   }
 };
 
-// Output k of a kernel's outputs as D (a constant output has no partials).
-template <class D, class Y> D as_dual_out(Y const &y) {
-  if constexpr (is_dual_v<Y>)
-    return y;
-  else
-    return D(y);
-}
+// The first dual type among X (void when none).
+template <class... X> struct first_dual { using type = void; };
+template <class X, class... Y> struct first_dual<X, Y...> {
+  using type = std::conditional_t<is_dual_v<X>, X, typename first_dual<Y...>::type>;
+};
+
+// The kernel whose outputs are f's outputs' tangents (and, with Values, first their values) when
+// each array argument carries K tangents, passed after f's own arguments (tangent k of array i at
+// position P::n + k * NX + i): f run on dual<W, K> numbers, W the first dual type the backend
+// passes (an active argument's, when it takes partials -- a chunk of the variables at a time) or
+// else the first array's (a batch or a number), so that every lifted array has one type. The
+// backend's SIMD passes then take the tangent parts and, with the arrays active, their
+// derivatives.
+template <class F, class P, int K, bool Values> struct tangent_fn {
+  F f;
+  // (static: clang 14 captures no constexpr local in the generic lambdas below)
+  static constexpr std::size_t n = P::n;
+  static constexpr int NX = P::arrays;
+  template <std::size_t... q> static constexpr int first_array(std::index_sequence<q...>) {
+    int r = -1;
+    ((r = (r < 0 && P::array_index[q] >= 0) ? int(q) : r), ...);
+    return r;
+  }
+  template <class... X> auto operator()(X const &...x) const {
+    constexpr int w = first_array(std::make_index_sequence<n>{});
+    static_assert(w >= 0, "dualcast: a fused node on duals has an array argument");
+    using W = std::conditional_t<std::is_void_v<typename first_dual<X...>::type>,
+                                 std::decay_t<decltype(nth<std::size_t(w)>(x...))>,
+                                 typename first_dual<X...>::type>;
+    using L = dual<W, K>;
+    auto lift = [&]<std::size_t q>(std::integral_constant<std::size_t, q>) {
+      if constexpr (P::array_index[q] >= 0) {
+        L d(W(nth<q>(x...)));
+        [&]<std::size_t... k>(std::index_sequence<k...>) {
+          ((d.d[k] = W(nth<n + k * std::size_t(NX) + std::size_t(P::array_index[q])>(x...))), ...);
+        }
+        (std::make_index_sequence<std::size_t(K)>{});
+        return d;
+      } else {
+        return nth<q>(x...);
+      }
+    };
+    auto r = [&]<std::size_t... p>(std::index_sequence<p...>) {
+      return as_outputs(f(lift(std::integral_constant<std::size_t, p>{})...));
+    }
+    (std::make_index_sequence<n>{});
+    using RO = std::decay_t<decltype(r)>;
+    // Output j of the result: a value (j < RO::size with Values), else tangent k of output o.
+    auto part = [&]<std::size_t j>(std::integral_constant<std::size_t, j>) {
+      constexpr std::size_t v = Values ? RO::size : 0;
+      constexpr std::size_t o = j < v ? j : (j - v) / std::size_t(K);
+      auto const &y = get<o>(r);
+      using Y = std::decay_t<decltype(y)>;
+      if constexpr (std::is_same_v<Y, L>) {
+        if constexpr (j < v)
+          return y.val;
+        else
+          return y.d[(j - v) % std::size_t(K)];
+      } else if constexpr (j < v) {
+        return y; // an output that depends on no array: a constant
+      } else {
+        return Y(0);
+      }
+    };
+    return [&]<std::size_t... j>(std::index_sequence<j...>) {
+      return outputs(part(std::integral_constant<std::size_t, j>{})...);
+    }
+    (std::make_index_sequence<(Values ? RO::size : 0) + RO::size * std::size_t(K)>{});
+  }
+};
 
 // The fused node on dual variables: one custom_op over the array arguments (tensors as constant
 // variables), the scalars captured.
@@ -162,7 +211,8 @@ auto fused_duals(kernel<F, S> const &k, A const &...a) {
   using P = dual_call_plan<A...>;
   using C = dual_fused_call<D, P, A...>;
   static constexpr int NX = P::arrays, NA = P::vars; // (static: clang captures no constexpr local)
-  constexpr std::size_t NO =
+  static constexpr int K = D::size;
+  static constexpr std::size_t NO =
       output_count<decltype(k.f(std::declval<std::conditional_t<is_array_arg_v<A>, D, R>>()...))>;
   static constexpr char const *name = "dualcast::fused";
   tape *tp = tape_of(name, a...);
@@ -179,7 +229,38 @@ auto fused_duals(kernel<F, S> const &k, A const &...a) {
   F const f = k.f;
   auto const seq = std::index_sequence_for<A...>{};
 
-  auto forward = [f, sc, seq](auto const &ex, auto &ctx, std::vector<tensor<D>> const &xs) {
+  // The array arguments' values and tangents (tangent k of array i at k * NX + i): the
+  // arguments of the kernel's and tangent_fn's SIMD passes.
+  struct parts {
+    std::array<tensor<R>, std::size_t(NX)> vals;
+    std::array<tensor<R>, std::size_t(NX *K)> tv;
+  };
+  auto split = [](auto const &xs) {
+    parts r;
+    for (int i = 0; i < NX; ++i) {
+      auto p = dual_split(xs[std::size_t(i)]);
+      r.vals[std::size_t(i)] = std::move(p[0]);
+      for (int k = 0; k < K; ++k)
+        r.tv[std::size_t(k * NX + i)] = std::move(p[std::size_t(k + 1)]);
+    }
+    return r;
+  };
+  // g(arg(0), ..., arg(n-1)): the arrays as their values' views, the scalars as they are.
+  auto with_args = [sc, seq](parts const &x, auto const &g) {
+    return [&]<std::size_t... p>(std::index_sequence<p...>) {
+      auto arg = [&]<std::size_t q>(std::integral_constant<std::size_t, q>) {
+        if constexpr (P::array_index[q] >= 0)
+          return x.vals[std::size_t(P::array_index[q])].cview();
+        else
+          return std::get<q>(sc);
+      };
+      return g(arg(std::integral_constant<std::size_t, p>{})...);
+    }
+    (seq);
+  };
+
+  auto forward = [f, split, with_args](auto const &ex, auto &ctx,
+                                       std::vector<tensor<D>> const &xs) {
     shape shapes[NX];
     int pos[NX];
     for (int i = 0; i < NX; ++i) {
@@ -188,58 +269,35 @@ auto fused_duals(kernel<F, S> const &k, A const &...a) {
       ctx.save(xs[std::size_t(i)]);
     }
     shape const s = broadcast_shapes(name, static_cast<shape const *>(shapes), pos, NX);
+    parts const x = split(xs);
+    // The parts of the outputs: y[o][0] the values by the plain kernel (the plain tape's SIMD
+    // pass: its bits), y[o][1 + k] the tangents by tangent_fn.
+    std::array<std::array<tensor<R>, std::size_t(K + 1)>, NO> y;
+    for (auto &yo : y)
+      for (auto &t : yo)
+        t = tensor<R>::empty(s);
+    [&]<std::size_t... o, std::size_t... j, std::size_t... t>(
+        std::index_sequence<o...>, std::index_sequence<j...>, std::index_sequence<t...>) {
+      with_args(x, [&](auto const &...arg) {
+        apply(ex, kernel<F, S>{f}, out(y[o][0].raw_view()...), arg...);
+        apply(ex, kernel<tangent_fn<F, P, K, false>, S>{{f}},
+              out(y[j / std::size_t(K)][1 + j % std::size_t(K)].raw_view()...), arg...,
+              x.tv[t].cview()...);
+      });
+    }
+    (std::make_index_sequence<NO>{}, std::make_index_sequence<NO * std::size_t(K)>{},
+     std::make_index_sequence<std::size_t(NX * K)>{});
     std::array<tensor<D>, NO> ys;
-    for (auto &y : ys)
-      y = tensor<D>::empty(s);
-    // The values: the plain kernel on the values' parts, the plain tape's SIMD pass (its bits).
-    std::array<tensor<R>, NX> vals;
-    for (int i = 0; i < NX; ++i)
-      vals[std::size_t(i)] = dual_component(xs[std::size_t(i)], -1);
-    std::array<tensor<R>, NO> yv;
-    for (auto &y : yv)
-      y = tensor<R>::empty(s);
-    [&]<std::size_t... o, std::size_t... p>(std::index_sequence<o...>, std::index_sequence<p...>) {
-      auto arg = [&]<std::size_t q>(std::integral_constant<std::size_t, q>) {
-        if constexpr (P::array_index[q] >= 0)
-          return vals[std::size_t(P::array_index[q])].cview();
-        else
-          return std::get<q>(sc);
-      };
-      apply(ex, kernel<F, S>{f}, out(yv[o].raw_view()...),
-            arg(std::integral_constant<std::size_t, p>{})...);
-    }
-    (std::make_index_sequence<NO>{}, seq);
-    // The partials: the kernel on the dual elements, one at a time.
-    std::array<view<D const>, NX> xv;
-    for (int i = 0; i < NX; ++i)
-      xv[std::size_t(i)] = xs[std::size_t(i)].cview().broadcast_to(s);
-    strided_walk<std::size_t(NX)> w{s};
-    for (int i = 0; i < NX; ++i)
-      w.strides[i] = xv[std::size_t(i)].strides();
-    index_t const n = s.size();
-    for (index_t e = 0; e < n; ++e, w.next()) {
-      auto r = C::call(
-          f,
-          [&](auto i, auto) -> D const & {
-            return xv[std::size_t(decltype(i)::value)].data()[w.off[decltype(i)::value]];
-          },
-          sc, seq);
-      [&]<std::size_t... o>(std::index_sequence<o...>) {
-        ((ys[o].raw_data()[e] = as_dual_out<D>(get<o>(r)),
-          ys[o].raw_data()[e].val = yv[o].data()[e]),
-         ...);
-      }
-      (std::make_index_sequence<NO>{});
-    }
+    for (std::size_t o = 0; o < NO; ++o)
+      ys[o] = dual_join<D>(s, y[o]);
     if constexpr (NO == 1)
       return ys[0];
     else
       return ys;
   };
 
-  auto backward = [f, sc, seq](auto const &ex, auto const &ctx, auto &g) {
+  auto backward = [f, sc, seq, split, with_args](auto const &ex, auto const &ctx, auto &g) {
     if constexpr (NA > 0) {
-      using N2 = dual<D, NA>;
       std::array<tensor<D>, NX> xs;
       shape shapes[NX];
       int pos[NX];
@@ -248,65 +306,76 @@ auto fused_duals(kernel<F, S> const &k, A const &...a) {
         shapes[i] = xs[std::size_t(i)].dims(), pos[i] = i;
       }
       shape const s = broadcast_shapes(name, static_cast<shape const *>(shapes), pos, NX);
-      // The cotangents of the inputs that need one, accumulated in their own shapes (broadcast
-      // inputs: stride 0 over the broadcast dimensions, summed in row-major order).
-      std::array<tensor<D>, NX> gx;
-      std::array<view<D>, NX> gv;
-      std::array<view<D const>, NX> xv;
-      std::array<tensor<D>, NO> gy;
-      std::array<view<D const>, NO> gyv;
+      parts const x = split(xs);
+      // The output cotangents' parts: gv values, gt[o * K + k] tangents.
+      std::array<tensor<R>, NO> gv;
+      std::array<tensor<R>, NO * std::size_t(K)> gt;
       for (std::size_t o = 0; o < NO; ++o) {
-        gy[o] = g.out(o);
-        gyv[o] = gy[o].cview();
+        auto p = dual_split(g.out(o));
+        gv[o] = std::move(p[0]);
+        for (int k = 0; k < K; ++k)
+          gt[o * std::size_t(K) + std::size_t(k)] = std::move(p[std::size_t(k + 1)]);
       }
-      strided_walk<std::size_t(2 * NX + NO)> w{s};
-      for (int i = 0; i < NX; ++i) {
-        xv[std::size_t(i)] = xs[std::size_t(i)].cview().broadcast_to(s);
-        if (g.needs(std::size_t(i))) {
-          gx[std::size_t(i)] = tensor<D>::zeros(xs[std::size_t(i)].dims());
-          gv[std::size_t(i)] = gx[std::size_t(i)].raw_view().broadcast_to(s);
-        } else {
-          gv[std::size_t(i)] = view<D>(nullptr, s); // (never written)
-        }
-        w.strides[i] = xv[std::size_t(i)].strides();
-        w.strides[NX + i] = gv[std::size_t(i)].strides();
+      // tangent_fn with the variables active: its outputs h_j (the values y_o, then the tangents
+      // y_o.d[k] at NO + o * K + k) and their partials d h_j / d x_a at j * NA + a.
+      constexpr std::size_t NH = NO * std::size_t(1 + K);
+      std::array<tensor<R>, NH> hv;
+      std::array<tensor<R>, NH * std::size_t(NA)> hp;
+      for (auto &t : hv)
+        t = tensor<R>::empty(s);
+      for (auto &t : hp)
+        t = tensor<R>::empty(s);
+      [&]<std::size_t... j, std::size_t... m, std::size_t... t>(
+          std::index_sequence<j...>, std::index_sequence<m...>, std::index_sequence<t...>) {
+        with_args(x, [&](auto const &...arg) {
+          apply(ex, kernel<tangent_fn<F, P, K, true>, S>{{f}}, active_of<A...>{},
+                out(hv[j].raw_view()...), out(hp[m].raw_view()...), arg..., x.tv[t].cview()...);
+        });
       }
-      for (std::size_t o = 0; o < NO; ++o)
-        w.strides[2 * NX + o] = gyv[o].strides();
-      index_t const n = s.size();
-      for (index_t e = 0; e < n; ++e, w.next()) {
-        auto r = C::call(
-            f,
-            [&](auto i, auto a) {
-              constexpr int ii = decltype(i)::value, aa = decltype(a)::value;
-              D const &x = xv[std::size_t(ii)].data()[w.off[ii]];
-              if constexpr (aa >= 0)
-                return N2::variable(x, aa);
-              else
-                return x;
-            },
-            sc, seq);
-        [&]<std::size_t... o>(std::index_sequence<o...>) {
-          auto one = [&](auto const &y, D const &ybar) {
-            if constexpr (is_dual_v<std::decay_t<decltype(y)>> &&
-                          std::is_same_v<std::decay_t<decltype(y)>, N2>) {
-              for (std::size_t q = 0; q < sizeof...(A); ++q) {
-                int const i = P::array_index[q], av = P::var_index[q];
-                if (av >= 0 && gx[std::size_t(i)].defined()) {
-                  D &t = gv[std::size_t(i)].data()[w.off[NX + i]];
-                  t = t + ybar * y.d[av];
-                }
-              }
+      (std::make_index_sequence<NH>{}, std::make_index_sequence<NH * std::size_t(NA)>{},
+       std::make_index_sequence<std::size_t(NX * K)>{});
+      std::array<shape const *, std::size_t(NX)> need{};
+      for (int i = 0; i < NX; ++i)
+        if (g.needs(std::size_t(i)))
+          need[std::size_t(i)] = &shapes[i];
+      // The values of the input cotangents: the plain store node's.
+      auto const vals =
+          C::template plain_cotangent_values<NO, S>(ex, f, sc, seq, x.vals, gv, s, need);
+      for (std::size_t u = 0; u < sizeof...(A); ++u) {
+        int const i = P::array_index[u], a = P::var_index[u];
+        if (a < 0 || !need[std::size_t(i)])
+          continue;
+        std::array<tensor<R>, std::size_t(K + 1)> gx;
+        gx[0] = vals[std::size_t(i)];
+        for (int k = 0; k < K; ++k) {
+          // tangent k: sum_o ybar_o.d[k] * d y_o / d x_a + ybar_o.val * d (y_o.d[k]) / d x_a
+          auto pair = [&](std::size_t e) -> tensor<R> const & {
+            std::size_t const o = e / 4, ok = o * std::size_t(K) + std::size_t(k);
+            switch (e % 4) {
+            case 0:
+              return gt[ok];
+            case 1:
+              return hp[o * std::size_t(NA) + std::size_t(a)];
+            case 2:
+              return gv[o];
+            default:
+              return hp[(NO + ok) * std::size_t(NA) + std::size_t(a)];
             }
           };
-          (one(get<o>(r), gyv[o].data()[w.off[2 * NX + int(o)]]), ...);
+          tensor<R> c = tensor<R>::empty(s);
+          [&]<std::size_t... e>(std::index_sequence<e...>) {
+            apply(ex, contract_kernel, out(c.raw_view()), pair(e).cview()...);
+          }
+          (std::make_index_sequence<4 * NO>{});
+          gx[std::size_t(k + 1)] = c;
+          if (!(shapes[i] == s)) {
+            gx[std::size_t(k + 1)] = tensor<R>::empty(shapes[i]);
+            backend_reduce(hook{}, ex, s, static_cast<R const *>(c.data()),
+                           gx[std::size_t(k + 1)].raw_view(), false);
+          }
         }
-        (std::make_index_sequence<NO>{});
+        g.add(std::size_t(i), dual_join<D>(shapes[i], gx));
       }
-      C::template plain_cotangent_values<NO, S>(ex, f, sc, seq, xs, gy, s, gx);
-      for (int i = 0; i < NX; ++i)
-        if (gx[std::size_t(i)].defined())
-          g.add(std::size_t(i), std::move(gx[std::size_t(i)]));
     } else {
       (void)ex;
       (void)g;

@@ -168,9 +168,16 @@ template <class F, bool S, class... A> auto call(kernel<F, S> const &k, A const 
     return call(k, detail::as_var(a)...);
   } else {
     tape *tp = detail::tape_of("dualcast::call", a...);
-    if (tp && !tp->fused)
-      return unfused(k, a...);
-    return fused(k, a...);
+    if constexpr (detail::any_duals_v<A...>) { // a tape over duals: always the fused node
+      if (tp && !tp->fused)
+        throw tape_error("dualcast::call: a tape over duals has no unfused mode (tape::fused = "
+                         "false): its elementwise nodes are always fused");
+      return fused(k, a...);
+    } else {
+      if (tp && !tp->fused)
+        return unfused(k, a...);
+      return fused(k, a...);
+    }
   }
 }
 } // namespace dualcast
