@@ -16,9 +16,18 @@
 //                      the result chosen with dc::select (no divergence, three times the math)
 //   separate_partials  all branches in separate passes, then a selecting pass (TF / XLA style:
 //                      FLUSH and UPDATE values + partials into temporaries, then a select)
+//   branch_partials    the library's cell, dc::cells::hmlstm_update, written with dc::branch
+//   branch_vjp         (math/branch.hpp: one branch where a batch's lanes agree, both and a
+//                      blend where they disagree), values + partials and VJP
+//   select_vjp         the VJP of the select formulation
+// fused_* above are the same cell written with `if` statements: a divergent batch is evaluated
+// once per path (numbers/simd.hpp), so FLUSH and UPDATE each compute sigmoid(i) tanh(g).
 // guarded_log (after them): y = log(x) * w where x > 0, else w + w, 1024 x 1024 floats, x all
 //   positive (uniform) or every third one negative (divergent), values + partials and VJP.
-// Output: CSV rows benchmark,variant,size,threads,median_ms,mask_layout,ratio_to_uniform.
+// Output: CSV rows benchmark,variant,size,threads,median_ms,mask_layout,ratio_to_uniform; the
+// rows of benchmark `vs_select` (issue 41: divergent batches no slower than select) hold in the
+// last column the paired ratio (median over repetitions) of the variant to the select
+// formulation in the same mode and layout (select_partials, select_vjp).
 //   divergence [--reps N] [--threads N] [--quick]
 #include "common.hpp"
 
@@ -133,6 +142,21 @@ void run(int variant, problem &p, dc::cpu const &ex) {
     dc::apply(ex, choose, dc::out(p.mv(p.part[3])), z, zb, p.cv(t[2]), p.cv(t[7]), zero);
     break;
   }
+  case 4:
+    dc::apply(ex, dc::cells::hmlstm_update, dc::active<2, 3, 4, 5>, dc::out(p.mv(p.y)),
+              dc::out(p.mv(p.part[0]), p.mv(p.part[1]), p.mv(p.part[2]), p.mv(p.part[3])), z, zb, c,
+              f, i, g);
+    break;
+  case 5:
+    dc::vjp(ex, dc::cells::hmlstm_update, dc::active<2, 3, 4, 5>,
+            dc::out(p.mv(p.xbar[0]), p.mv(p.xbar[1]), p.mv(p.xbar[2]), p.mv(p.xbar[3])),
+            dc::in(z, zb, c, f, i, g), dc::in(p.cv(p.cbar)));
+    break;
+  case 6:
+    dc::vjp(ex, hm_select, dc::active<2, 3, 4, 5>,
+            dc::out(p.mv(p.xbar[0]), p.mv(p.xbar[1]), p.mv(p.xbar[2]), p.mv(p.xbar[3])),
+            dc::in(z, zb, c, f, i, g), dc::in(p.cv(p.cbar)));
+    break;
   default:
     break;
   }
@@ -188,7 +212,9 @@ int main(int argc, char **argv) {
   int const reps = o.reps, threads = o.threads;
   bool const quick = o.quick;
   dc::cpu const ex{threads};
-  char const *names[] = {"fused_partials", "fused_vjp", "select_partials", "separate_partials"};
+  constexpr int NV = 7;
+  char const *names[NV] = {"fused_partials",  "fused_vjp",  "select_partials", "separate_partials",
+                           "branch_partials", "branch_vjp", "select_vjp"};
   char const *layouts[] = {"n_x_1", "1_x_n", "n_x_n"};
   std::printf("benchmark,variant,size,threads,median_ms,mask_layout,ratio_to_uniform\n");
   for (dc::index_t n : {dc::index_t(512), dc::index_t(1024), dc::index_t(2048)}) {
@@ -197,25 +223,33 @@ int main(int argc, char **argv) {
     std::vector<problem> probs;
     for (char const *l : layouts)
       probs.emplace_back(n, l);
-    std::vector<double> t[3][4];
+    std::vector<double> t[3][NV];
     for (auto &pr : probs) // warm up: first touch of every page
-      for (int v = 0; v < 4; ++v)
+      for (int v = 0; v < NV; ++v)
         run(v, pr, ex);
     for (int r = 0; r < reps; ++r)
       for (int l = 0; l < 3; ++l)
-        for (int v = 0; v < 4; ++v) {
+        for (int k = 0; k < NV; ++k) { // a rotating order: drifts hit every variant alike
+          int const v = (r + k) % NV;
           auto t0 = clock_type::now();
           run(v, probs[std::size_t(l)], ex);
           t[l][v].push_back(
               std::chrono::duration<double, std::milli>(clock_type::now() - t0).count());
         }
-    for (int v = 0; v < 4; ++v) {
+    for (int v = 0; v < NV; ++v) {
       double uniform = median(t[0][v]);
       for (int l = 0; l < 3; ++l) {
         double m = median(t[l][v]);
         std::printf("divergence,%s,%ld,%d,%.4f,%s,%.2f\n", names[v], long(n), threads, m,
                     layouts[l], m / uniform);
       }
+    }
+    // Against the select formulation, paired: the `if` cell and the branch() cell.
+    for (int v : {0, 4, 1, 5}) {
+      int const base = v == 0 || v == 4 ? 2 : 6;
+      for (int l = 0; l < 3; ++l)
+        std::printf("vs_select,%s,%ld,%d,%.4f,%s,%.3f\n", names[v], long(n), threads,
+                    median(t[l][v]), layouts[l], bench::paired_ratio(t[l][v], t[l][base]));
     }
     std::fflush(stdout);
   }

@@ -1158,6 +1158,136 @@ TEST_CASE_TEMPLATE("HM-LSTM cell: FLUSH / COPY / UPDATE branches on inactive mas
   SUBCASE("row-uniform masks") { hm_case<T>(true, rng); }
 }
 
+// ---- dc::branch: divergent batches at select's cost, select's results (issue 41 item 3) ---------
+// The library's HM-LSTM cell (cells::hmlstm_update, written with dc::branch) and the same cell
+// with `if` statements (hm_cell above: one evaluation per path) equal, bit for bit in values,
+// partials and VJP, the branch-free select formulation doing the same operations in the same order,
+// for masks all FLUSH, all COPY, all UPDATE, and random per element, per row (1 x n: every batch
+// divergent), per column (n x 1: every batch uniform); on 1 and 2 threads alike.
+constexpr auto k_hm_select = dc::kernel([](auto z, auto zb, auto c, auto f, auto i, auto g) {
+  using R = decltype(dc::sigmoid(f) * c + dc::sigmoid(i) * dc::tanh(g));
+  auto ig = dc::sigmoid(i) * dc::tanh(g);
+  return R(dc::select(z == 0 && zb == 0, R(c),
+                      R(dc::select(z == 1, R(ig), R(dc::sigmoid(f) * c + ig)))));
+});
+
+template <class T, class K>
+std::array<std::vector<T>, 9> hm_results(K const &k, int threads, shape const &ms, shape const &s,
+                                         std::vector<T> const &z, std::vector<T> const &zb,
+                                         std::array<host<T>, 5> &x) {
+  dc::cpu const ex{threads};
+  std::array<std::vector<T>, 9> r; // value, 4 partials, 4 cotangents
+  for (auto &v : r)
+    v.assign(std::size_t(s.size()), T(-7));
+  auto o = [&](std::size_t q) { return dc::view<T>(r[q].data(), s); };
+  dc::view<T const> zv(z.data(), ms), zbv(zb.data(), ms);
+  dc::apply(ex, k, dc::active<2, 3, 4, 5>, dc::out(o(0)), dc::out(o(1), o(2), o(3), o(4)), zv, zbv,
+            x[0].view(), x[1].view(), x[2].view(), x[3].view());
+  dc::vjp(ex, k, dc::active<2, 3, 4, 5>, dc::out(o(5), o(6), o(7), o(8)),
+          dc::in(zv, zbv, x[0].view(), x[1].view(), x[2].view(), x[3].view()), dc::in(x[4].view()));
+  return r;
+}
+
+TEST_CASE_TEMPLATE("dc::branch: the HM-LSTM cell equals its select formulation bit for bit", T,
+                   float, double) {
+  std::mt19937 rng(41);
+  index_t const rows = 181, cols = 203; // > 2^15 elements: 2 threads split it; partial batches
+  shape const s{rows, cols};
+  char const *names[] = {"all FLUSH", "all COPY", "all UPDATE", "1 x n", "n x 1", "n x n"};
+  for (int m = 0; m < 6; ++m) {
+    CAPTURE(names[m]);
+    shape const ms = m == 3 ? shape{cols} : m == 4 ? shape{rows, 1} : m == 5 ? s : shape{1};
+    std::vector<T> z(std::size_t(ms.size())), zb(z.size());
+    std::uniform_int_distribution<int> three(0, 2);
+    for (std::size_t j = 0; j < z.size(); ++j) {
+      int const b = m < 3 ? m : three(rng); // 0 FLUSH, 1 COPY, 2 UPDATE
+      z[j] = T(b == 0 ? 1 : 0);
+      zb[j] = T(b == 2 ? 1 : 0);
+    }
+    std::array<host<T>, 5> x; // c, f, i, g, the output cotangent
+    for (auto &h : x) {
+      h = host<T>(s);
+      fill_uniform(h.v, rng, -3, 3);
+    }
+    auto const want = hm_results<T>(k_hm_select, 1, ms, s, z, zb, x);
+    int bad_branch = 0, bad_if = 0, bad_threads = 0;
+    for (int threads : {1, 2}) {
+      auto const br = hm_results<T>(dc::cells::hmlstm_update, threads, ms, s, z, zb, x);
+      auto const fi = hm_results<T>(k_hm, threads, ms, s, z, zb, x);
+      auto const sel2 = hm_results<T>(k_hm_select, threads, ms, s, z, zb, x);
+      for (std::size_t q = 0; q < want.size(); ++q) {
+        std::size_t const bytes = want[q].size() * sizeof(T);
+        bad_branch += std::memcmp(br[q].data(), want[q].data(), bytes) != 0;
+        bad_if += std::memcmp(fi[q].data(), want[q].data(), bytes) != 0;
+        bad_threads += std::memcmp(sel2[q].data(), want[q].data(), bytes) != 0;
+      }
+    }
+    CHECK(bad_branch == 0);
+    CHECK(bad_if == 0);
+    CHECK(bad_threads == 0);
+  }
+}
+
+// dc::branch in general: results equal select's bit for bit (the lanes of the side not taken --
+// log of a negative x, NaN -- blended away), also under an `if` that splits the batch first (the
+// uniformity test then looks at the running lanes only), and on plain numbers.
+constexpr auto k_branch_log = dc::kernel([](auto x, auto y) {
+  auto a = x * y;
+  if (y > 1) // an `if` that splits batches before the branch: both paths use it
+    a = a + y;
+  return dc::branch(
+      x > 0, [&] { return dc::log(x) * a; }, [&] { return a + a; });
+});
+constexpr auto k_select_log = dc::kernel([](auto x, auto y) {
+  auto a = x * y;
+  if (y > 1)
+    a = a + y;
+  return dc::select(x > 0, dc::log(x) * a, a + a);
+});
+
+TEST_CASE_TEMPLATE("dc::branch equals select bit for bit, after an if, on batches and numbers", T,
+                   float, double) {
+  std::mt19937 rng(42);
+  index_t const n = 40000;
+  shape const s{n};
+  std::array<host<T>, 3> x; // x, y, the output cotangent
+  for (auto &h : x) {
+    h = host<T>(s);
+    fill_uniform(h.v, rng, -2, 2);
+  }
+  for (index_t j = 0; j < n / 2; ++j) // the first half in blocks: uniform batches both ways
+    x[0][j] = (j / 64) % 2 ? std::abs(x[0][j]) + T(0.1) : -std::abs(x[0][j]);
+  auto run = [&](auto const &k, int threads) {
+    dc::cpu const ex{threads};
+    std::array<std::vector<T>, 5> r;
+    for (auto &v : r)
+      v.assign(std::size_t(n), T(-7));
+    auto o = [&](std::size_t q) { return dc::view<T>(r[q].data(), s); };
+    dc::apply(ex, k, dc::active<0, 1>, dc::out(o(0)), dc::out(o(1), o(2)), x[0].view(),
+              x[1].view());
+    dc::vjp(ex, k, dc::active<0, 1>, dc::out(o(3), o(4)), dc::in(x[0].view(), x[1].view()),
+            dc::in(x[2].view()));
+    return r;
+  };
+  auto const want = run(k_select_log, 1);
+  int bad = 0, nan = 0;
+  for (int threads : {1, 2}) {
+    auto const got = run(k_branch_log, threads);
+    for (std::size_t q = 0; q < want.size(); ++q)
+      bad += std::memcmp(got[q].data(), want[q].data(), want[q].size() * sizeof(T)) != 0;
+  }
+  for (index_t j = 0; j < n; ++j) // the NaN of log(x < 0) never reaches a result
+    nan += std::isnan(want[0][std::size_t(j)]) || std::isnan(want[1][std::size_t(j)]);
+  CHECK(bad == 0);
+  CHECK(nan == 0);
+  // plain numbers: one side, the other never evaluated
+  int calls = 0;
+  auto one = dc::branch(
+      T(2) > T(0), [&] { return ++calls, T(1); }, [&] { return ++calls, T(2); });
+  CHECK(one == T(1));
+  CHECK(calls == 1);
+}
+
 // ---- data-dependent loops and early returns -----------------------------------------------------
 
 // A loop whose trip count depends on the value (against a float scalar limit), an early return, and

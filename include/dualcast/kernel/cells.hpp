@@ -53,19 +53,30 @@ inline constexpr kernel<gru_fn> gru{gru_fn{}};
 //   COPY   (z == 0, zb == 0):   c' = c
 //   UPDATE (otherwise):         c' = sigmoid(f) c + sigmoid(i) tanh(g)
 // Arguments (z, zb, c, f, i, g); pass the masks as constants (tensors, not variables) so that they
-// are never dualized. Lanes of a SIMD batch that take different branches are evaluated once per
-// distinct branch (see docs/kernels.md, "Branches and divergence").
+// are never dualized. Written with branch() (math/branch.hpp): a SIMD batch whose lanes agree
+// skips what its branch does not need (COPY: everything), one whose lanes disagree computes
+// sigmoid(i) tanh(g) once for FLUSH and UPDATE and blends, as the select formulation does -- `if`
+// statements here re-ran the cell per path and took 1.9x select's time on divergent batches
+// (docs/kernels.md, "Branches and divergence"). The results are the select formulation's bit for
+// bit (tests/test_broadcast.cpp).
 struct hmlstm_update_fn {
   template <class Z, class ZB, class C, class F, class I, class G>
   DUALCAST_HD auto operator()(Z const &z, ZB const &zb, C const &c, F const &f, I const &i,
                               G const &g) const {
     // One return type for all branches (c may be a constant where f, i, g are active).
     using R = decltype(sigmoid(f) * c + sigmoid(i) * tanh(g));
-    if (z == 1)
-      return R(sigmoid(i) * tanh(g)); // FLUSH
-    if (z == 0 && zb == 0)
-      return R(c);                                   // COPY
-    return R(sigmoid(f) * c + sigmoid(i) * tanh(g)); // UPDATE
+    return branch(
+        z == 0 && zb == 0, [&] { return R(c); }, // COPY
+        [&] {
+          // sigmoid(f) beside sigmoid(i) tanh(g), in one basic block, where GCC interleaves the
+          // three exp chains: after the FLUSH test a divergent batch took 1.16x select's time,
+          // here 1.05x (one thread, n = 512), and uniform batches are no slower for it.
+          auto ig = sigmoid(i) * tanh(g);
+          auto sf = sigmoid(f);
+          return branch(
+              z == 1, [&] { return R(ig); },   // FLUSH
+              [&] { return R(sf * c + ig); }); // UPDATE
+        });
   }
 };
 inline constexpr kernel<hmlstm_update_fn> hmlstm_update{hmlstm_update_fn{}};

@@ -2,6 +2,7 @@
 // duals.
 #pragma once
 
+#include <dualcast/math/branch.hpp>
 #include <dualcast/math/detail/std_functions.hpp>
 #include <dualcast/math/dual.hpp>
 #include <dualcast/math/scalar.hpp>

@@ -248,7 +248,7 @@ inline batch<T, W> pow(batch<T, W> x, I n) {
 }
 
 // ---- vectorized float polynomials ------------------------------------------------------------
-template <class T, int W> inline batch<T, W> exp(batch<T, W> x) {
+template <class T, int W> DUALCAST_MATH_INLINE batch<T, W> exp(batch<T, W> x) {
   if constexpr (std::is_same_v<T, double>) {
     using B = batch<double, W>;
     // exp(x) = 2^n exp(r), n = round(x / ln 2), |r| <= ln(2) / 2 (ln 2 in two parts: r exact),
@@ -406,7 +406,7 @@ template <int W> inline batch<float, W> tanh_precise(batch<float, W> x) {
 }
 } // namespace detail
 
-template <class T, int W> inline batch<T, W> tanh(batch<T, W> x) {
+template <class T, int W> DUALCAST_MATH_INLINE batch<T, W> tanh(batch<T, W> x) {
   if constexpr (std::is_same_v<T, double>) {
     using B = batch<double, W>;
     // Cephes: below 0.625 x + x^3 P(x^2) / Q(x^2); above, 1 - 2 / (exp(2 |x|) + 1) with x's sign
@@ -433,7 +433,7 @@ template <class T, int W> inline batch<T, W> tanh(batch<T, W> x) {
   }
 }
 
-template <class T, int W> inline batch<T, W> sigmoid(batch<T, W> x) {
+template <class T, int W> DUALCAST_MATH_INLINE batch<T, W> sigmoid(batch<T, W> x) {
   return T(1) / (exp(-x) + T(1));
 }
 template <class T, int W> inline batch<T, W> softplus(batch<T, W> x) {
