@@ -170,8 +170,9 @@ template <class T> void accumulate_grad(grad_slot<T> &s, tensor<T> const &g, cpu
     on_device(op, s.dev, host, [&](auto const &ex) {
       backend_reduce(hook{}, ex, gf.dims(), gf.data(), sum.raw_view(), false);
     });
-    auto [t, acc] = grad_target(s);
-    if (acc)
+    auto const target = grad_target(s); // (no structured binding: clang 14 cannot capture it)
+    tensor<T> const &t = target.first;
+    if (target.second)
       on_device(op, s.dev, host, [&](auto const &ex) {
         apply(ex, add_kernel, out(t.raw_view()), t.cview(), sum.cview());
       });
