@@ -255,6 +255,21 @@ TEST_CASE("16-bit tape: float master weights in a mixed float / bfloat16 graph")
     CHECK(std::abs(g[j] - ref[j]) <= 8.0 / 256 * (std::abs(ref[j]) + big) + 1e-6);
 }
 
+TEST_CASE("16-bit tape: a bfloat16 leaf's gradient accumulates over backwards; zero_grad") {
+  auto xs = exact16<dc::bfloat16>(6, 51, -1.0, 1.0);
+  dc::tape tp;
+  auto x = tp.variable(as_tensor<dc::bfloat16>({2, 3}, xs));
+  auto twice = [&] { tp.backward(dc::sum(dc::cast<float>(x * x))); };
+  twice();
+  twice();
+  auto g = doubles(x.grad());
+  for (std::size_t i = 0; i < xs.size(); ++i) // 2 * (2 x), exact in bfloat16 (a power of 2 times x)
+    CHECK(g[i] == 4 * xs[i]);
+  tp.zero_grad();
+  for (double v : doubles(x.grad()))
+    CHECK(v == 0.0);
+}
+
 TEST_CASE("loss_scaler: overflow skips the step and halves the scale; growth; unscaled grads") {
   auto ws = exact16<dc::half>(8, 41, -1.0, 1.0);
   auto xs = exact16<dc::half>(8, 42, 0.25, 1.0); // (|x| >= 1/4: x 2^-10 is a normal half)
