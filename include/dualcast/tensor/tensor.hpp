@@ -1,4 +1,5 @@
-// dualcast/tensor/tensor.hpp: owning, strided arrays of float or double on a device.
+// dualcast/tensor/tensor.hpp: owning, strided arrays of float, double, bfloat16 or half on a
+// device.
 //
 //   auto x = dualcast::tensor<float>::zeros({256, 1024});
 //   auto t = x.transposed();                 // a view: shares storage, no copy
