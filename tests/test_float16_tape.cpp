@@ -46,9 +46,6 @@ template <class T> dc::tensor<T> as_tensor(dc::shape const &s, std::vector<doubl
     t.raw_data()[i] = T(float(v[i]));
   return t;
 }
-template <> dc::tensor<double> as_tensor<double>(dc::shape const &s, std::vector<double> const &v) {
-  return dc::tensor<double>::from(s, v);
-}
 template <class T> std::vector<double> doubles(dc::tensor<T> const &t) {
   std::vector<double> r;
   for (T x : t.to_vector()) {
