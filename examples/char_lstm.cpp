@@ -11,7 +11,9 @@
 // parameters against central differences (double precision, a small model), and the time per
 // training step with the fused cells against the unfused tape on the same model.
 //
-//   char_lstm [steps = 300] [hidden = 128] [batch = 32] [seq = 32]
+//   char_lstm [steps = 300] [hidden = 128] [batch = 32] [seq = 32] [precision = float]
+// precision bf16 or half trains the LSTM in 16 bits on float master weights (loss_of_16;
+// half under dualcast::loss_scaler): docs/mixed-precision.md.
 // Exit status non-zero when the loss did not fall or the gradient check failed.
 #include "models/char_lstm.hpp"
 
@@ -114,14 +116,22 @@ int main(int argc, char **argv) {
   dc::index_t const hidden = argc > 2 ? std::atol(argv[2]) : 128;
   int const batch = argc > 3 ? std::atoi(argv[3]) : 32;
   int const seq = argc > 4 ? std::atoi(argv[4]) : 32;
+  std::string const precision = argc > 5 ? argv[5] : "float";
+  if (precision != "float" && precision != "bf16" && precision != "half") {
+    std::fprintf(stderr, "char_lstm: precision is float, bf16 or half (got %s)\n",
+                 precision.c_str());
+    return 2;
+  }
   vocabulary const voc(corpus);
   std::printf("char-LSTM: %zu characters of text, vocabulary %d, hidden %ld, batch %d x %d "
-              "characters, %d Adam steps\n",
-              corpus.size(), voc.size(), long(hidden), batch, seq, steps);
+              "characters, %d Adam steps, LSTM in %s\n",
+              corpus.size(), voc.size(), long(hidden), batch, seq, steps, precision.c_str());
 
   dc::tape tp;
   model<float> m(tp, voc.size(), hidden, 42);
   dc::adam opt(m.ps, {.lr = 1e-2});
+  // (16 bits: half's gradients need the loss scaled; bfloat16 has float's range)
+  dc::loss_scaler<float> scaler(m.ps, {.enabled = precision == "half"});
   std::mt19937_64 rng(1);
   std::printf("sample before training: \"%s\"\n", sample_line(tp, m, voc, "the ", 56, 5).c_str());
 
@@ -129,9 +139,11 @@ int main(int argc, char **argv) {
   double first = 0, last = 0, smooth = 0;
   for (int it = 1; it <= steps; ++it) {
     window_batch wb = sample_batch(voc, batch, seq, rng);
-    auto loss = loss_of(tp, m, wb);
-    tp.backward(loss);
-    opt.step();
+    auto loss = precision == "bf16"   ? char_lstm::loss_of_16<dc::bfloat16>(tp, m, wb)
+                : precision == "half" ? char_lstm::loss_of_16<dc::half>(tp, m, wb)
+                                      : loss_of(tp, m, wb);
+    scaler.backward(tp, loss);
+    scaler.step(opt);
     tp.zero_grad();
     tp.clear();
     double const l = loss.item();

@@ -125,4 +125,32 @@ template <class T> dc::var<T> loss_of(dc::tape &tp, model<T> const &m, window_ba
   return dc::sum(picked) * T(-1.0 / double(n));
 }
 
+// The same loss with the LSTM in 16 bits (S: bfloat16 or half; docs/mixed-precision.md): the
+// float parameters (master weights) are cast to S on the tape, so their gradients come back in
+// float. The embedding lookup runs on float rows (index_select takes no 16-bit variables), W_h is
+// cast at each step so that its gradient is summed over the steps in float, the gates, the cell
+// and the output matmul are in S, and log_softmax and the loss are in float, as under PyTorch's
+// autocast. The loss is float.
+template <class S>
+dc::var<float> loss_of_16(dc::tape &tp, model<float> const &m, window_batch const &wb) {
+  dc::index_t const B = wb.batch, H = m.hidden;
+  dc::var<S> h = tp.constant(dc::tensor<S>::zeros({B, H}));
+  dc::var<S> c = tp.constant(dc::tensor<S>::zeros({B, H}));
+  dc::var<S> const b = dc::cast<S>(m.b);
+  std::vector<dc::var<float>> hs;
+  for (int t = 0; t < wb.seq; ++t) {
+    auto gates = dc::cast<S>(dc::index_select(m.wx, 0, wb.inputs[std::size_t(t)])) +
+                 dc::matmul(h, dc::cast<S>(m.wh)) + b;
+    auto [h2, c2] = dc::lstm_cell(gates, c); // ONE fused node, computed in float
+    h = h2;
+    c = c2;
+    hs.push_back(dc::cast<float>(h)); // (concat takes no 16-bit variables)
+  }
+  auto logits = dc::matmul(dc::cast<S>(dc::concat(hs, 0)), dc::cast<S>(m.wy)) + dc::cast<S>(m.by);
+  auto logp = dc::log_softmax(dc::cast<float>(logits), 1);
+  dc::index_t const n = dc::index_t(wb.targets.size());
+  auto picked = dc::gather(logp, 1, dc::index_array{dc::shape{n, 1}, wb.targets});
+  return dc::sum(picked) * float(-1.0 / double(n));
+}
+
 } // namespace char_lstm

@@ -15,6 +15,7 @@
 #include <dualcast/io/npz.hpp>
 #include <dualcast/io/print.hpp>
 #include <dualcast/nn/init.hpp>
+#include <dualcast/nn/loss_scaler.hpp>
 #include <dualcast/nn/optim.hpp>
 #include <dualcast/nn/parameters.hpp>
 #include <dualcast/ops/argmax.hpp>

@@ -41,6 +41,7 @@
 #pragma once
 
 #include <dualcast/arrays/shape.hpp>
+#include <dualcast/arrays/stored_view.hpp>
 #include <dualcast/backend/seam.hpp>
 #include <dualcast/broadcast/for_each.hpp>
 #include <dualcast/core/compiled.hpp>
@@ -124,6 +125,11 @@ inline void check_hyper(char const *op, char const *name, double x, bool ok) {
 inline namespace DUALCAST_TAPE_ABI { // see tensor/detail/device_dispatch.hpp
 // The variables an optimizer updates (a copy of the handles) and their per-variable state.
 template <class T> class optimizer_base {
+  static_assert(!is_float16_v<T>,
+                "dualcast optimizers update float or double parameters: keep bfloat16 / half "
+                "models' parameters as float master weights and cast them on the tape "
+                "(docs/mixed-precision.md)");
+
 public:
   // The executor host tensors' updates run on.
   cpu ex{};

@@ -7,6 +7,7 @@
 #pragma once
 
 #include <dualcast/core/config.hpp>
+#include <dualcast/numbers/float16.hpp>
 
 #include <type_traits>
 
@@ -72,6 +73,9 @@ template <class T, int N> struct dual {
 // The innermost value type (float for dual<dual<float, 2>, 3>).
 template <class T> struct scalar_of { using type = T; };
 template <class T, int N> struct scalar_of<dual<T, N>> : scalar_of<T> {};
+// 16-bit storage computes in float (a scalar beside bfloat16 / half arrays is a float).
+template <> struct scalar_of<bfloat16> { using type = float; };
+template <> struct scalar_of<half> { using type = float; };
 template <class T> using scalar_of_t = typename scalar_of<std::remove_cvref_t<T>>::type;
 
 // The innermost value (drops all partials); plain numbers pass through.

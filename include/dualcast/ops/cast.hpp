@@ -1,11 +1,13 @@
-// dualcast/ops/cast.hpp: conversion between float and double, of tensors and of tape variables.
+// dualcast/ops/cast.hpp: conversion between float, double, bfloat16 and half, of tensors and of
+// tape variables.
 //
 //   dualcast::tensor<double> xd = dualcast::cast<double>(xf);   // a new contiguous tensor
 //   dualcast::var<float> yf = dualcast::cast<float>(wd);        // on the tape: differentiable
 //
 // cast<U>(x) with U the element type x already has returns x itself (no copy, shared storage);
 // otherwise a new contiguous tensor on x's device holding each element converted (double ->
-// float rounds to nearest). On tape variables the conversion is a node whose backward converts
+// float and float -> bfloat16 / half round to nearest even; double -> 16 bits goes through
+// float). On tape variables the conversion is a node whose backward converts
 // the output's gradient back to the input's element type and adds it into the input's gradient
 // (an operation whose output and input have different element types: the node is recorded with
 // the output's type and its closure holds the input's gradient slot). Under no_grad, or when x
@@ -28,35 +30,21 @@
 namespace dualcast {
 
 namespace detail {
-// dst[i] = U(src[i]) (contiguous); a function object so that nvcc runs it on the GPU too.
-template <class U, class T> struct cast_elements {
-  T const *src;
-  U *dst;
-  DUALCAST_HD void operator()(index_t i) const { dst[i] = static_cast<U>(src[i]); }
-};
 template <class U, class T> tensor<U> cast_on(cpu const &host, tensor<T> const &x) {
-  if constexpr (std::is_same_v<U, T>) {
-    return x;
-  } else {
-    if (!x.defined())
-      return tensor<U>{};
-    tensor<T> xc = x.contiguous();
-    auto r = tensor<U>::empty(x.dims(), x.dev());
-    on_device("dualcast::cast", x.dev(), host, [&](auto const &ex) {
-      dualcast::for_each(ex, x.size(), cast_elements<U, T>{xc.data(), r.raw_data()});
-    });
-    return r;
-  }
+  return converted<U>(x, host); // (tensor/tensor.hpp)
+}
+template <class U> constexpr bool cast_target() {
+  return std::is_same_v<U, float> || std::is_same_v<U, double> || is_float16_v<U>;
 }
 } // namespace detail
 
-// x's elements as U (float or double); x itself when it already holds U.
+// x's elements as U (float, double, bfloat16 or half); x itself when it already holds U.
 template <class U, class T> tensor<U> cast(tensor<T> const &x) {
   static_assert(detail::plain_operand<tensor<T>>(),
                 "dualcast::cast: not supported on a tape over duals (dual<T, K> elements) yet; "
                 "docs/higher-order.md lists the operations that are");
-  static_assert(std::is_same_v<U, float> || std::is_same_v<U, double>,
-                "dualcast::cast: the target element type is float or double");
+  static_assert(detail::cast_target<U>(),
+                "dualcast::cast: the target element type is float, double, bfloat16 or half");
   return detail::cast_on<U>(detail::ambient_cpu(), x);
 }
 
@@ -65,8 +53,8 @@ template <class U, class T> var<U> cast(var<T> const &x) {
   static_assert(detail::plain_operand<var<T>>(),
                 "dualcast::cast: not supported on a tape over duals (dual<T, K> elements) yet; "
                 "docs/higher-order.md lists the operations that are");
-  static_assert(std::is_same_v<U, float> || std::is_same_v<U, double>,
-                "dualcast::cast: the target element type is float or double");
+  static_assert(detail::cast_target<U>(),
+                "dualcast::cast: the target element type is float, double, bfloat16 or half");
   if constexpr (std::is_same_v<U, T>) {
     return x;
   } else {

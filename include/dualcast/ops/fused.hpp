@@ -25,6 +25,7 @@
 #include <dualcast/kernel/detail/kernel_checks.hpp>
 #include <dualcast/kernel/kernel.hpp>
 #include <dualcast/math/functions.hpp>
+#include <dualcast/ops/detail/float16_tape.hpp>
 #include <dualcast/ops/fused/args.hpp>
 #include <dualcast/ops/fused/core.hpp>
 #include <dualcast/ops/fused/cost_model.hpp>
@@ -53,8 +54,8 @@ requires(is_policy_v<P> && (lazy_expr<A> || ...)) auto fused(P pol, kernel<F, S>
 
 // Calls a kernel on tape variables as ONE fused node under policy P (see the file comment).
 template <class P, class F, bool S, class... A>
-requires(is_policy_v<P> && !(lazy_expr<A> || ...) &&
-         !detail::any_duals_v<A...>) auto fused(P, kernel<F, S> const &k, A const &...a) {
+requires(is_policy_v<P> && !(lazy_expr<A> || ...) && !detail::any_duals_v<A...> &&
+         !detail::any_float16_operand_v<A...>) auto fused(P, kernel<F, S> const &k, A const &...a) {
   using T = typename detail::elem_of_args<A...>::type;
   static_assert(!std::is_void_v<T>,
                 "dualcast::fused: give at least one variable or tensor argument");
@@ -141,6 +142,21 @@ requires(is_policy_v<P> && !(lazy_expr<A> || ...) &&
                   std::is_same_v<typename detail::elem_of<A>::type, T>)&&...),
                 "dualcast::fused: all arrays of one call must have the same element type");
   return detail::fused_duals<T>(k, a...);
+}
+
+// The same over bfloat16 / half variables and tensors: the float node on their widened values,
+// its outputs rounded back (ops/detail/float16_tape.hpp), so values, partials and gradients inside
+// the node are float.
+template <class P, class F, bool S, class... A>
+requires(is_policy_v<P> && !(lazy_expr<A> || ...) &&
+         detail::any_float16_operand_v<A...>) auto fused(P pol, kernel<F, S> const &k,
+                                                         A const &...a) {
+  using T = typename detail::elem_of_args<A...>::type;
+  static_assert(((std::is_void_v<typename detail::elem_of<A>::type> ||
+                  std::is_same_v<typename detail::elem_of<A>::type, T>)&&...),
+                "dualcast::fused: all arrays of one call must have the same element type (cast "
+                "16-bit ones: dualcast::cast<float>)");
+  return detail::narrowed<T>(fused(pol, k, detail::widened(a)...));
 }
 
 // The same under policy::automatic.

@@ -15,6 +15,7 @@
 
 #include <dualcast/core/compiled.hpp>
 #include <dualcast/ops/detail/dual_parts.hpp>
+#include <dualcast/ops/detail/float16_tape.hpp>
 #include <dualcast/ops/detail/tape_ops.hpp>
 #include <dualcast/tape/custom_op.hpp>
 #include <dualcast/tape/tape.hpp>
@@ -398,6 +399,18 @@ template <var_like XA, var_like XB> auto matmul(XA const &a_in, XB const &b_in) 
                                typename detail::var_of_t<XB>::value_type>,
                 "dualcast::matmul: operands of one element type (cast one: dualcast::cast)");
   return detail::matmul_var(detail::as_var(a_in), detail::as_var(b_in));
+}
+
+// Over bfloat16 / half: both operands widened to float and the float gemm (float accumulation),
+// the product rounded once (ops/detail/float16_tape.hpp). No 16-bit gemm (sbgemm, cublasGemmEx) is
+// called yet.
+template <var_like XA, var_like XB>
+requires(detail::float16_operand<XA>() || detail::float16_operand<XB>()) auto matmul(XA const &a,
+                                                                                     XB const &b) {
+  static_assert(std::is_same_v<typename detail::var_of_t<XA>::value_type,
+                               typename detail::var_of_t<XB>::value_type>,
+                "dualcast::matmul: operands of one element type (cast one: dualcast::cast)");
+  return detail::narrowed<detail::float16_elem_t<XA>>(matmul(cast<float>(a), cast<float>(b)));
 }
 
 } // namespace dualcast

@@ -14,6 +14,7 @@
 #include <dualcast/backend/seam.hpp>
 #include <dualcast/core/compiled.hpp>
 #include <dualcast/ops/detail/dual_parts.hpp>
+#include <dualcast/ops/detail/float16_tape.hpp>
 #include <dualcast/ops/detail/tape_ops.hpp>
 #include <dualcast/tape/custom_op.hpp>
 #include <dualcast/tape/tape.hpp>
@@ -312,6 +313,19 @@ auto min(X const &x, std::vector<int> const &axes = {}, bool keepdims = false) {
                 "dualcast::min: not supported on a tape over duals (dual<T, K> elements) yet; "
                 "docs/higher-order.md lists the operations that are");
   return detail::extremum<false>("dualcast::min", detail::as_var(x), axes, keepdims);
+}
+
+// Over bfloat16 / half: accumulated in float, the result rounded once
+// (ops/detail/float16_tape.hpp).
+template <var_like X>
+requires(detail::float16_operand<X>()) auto sum(X const &x, std::vector<int> const &axes = {},
+                                                bool keepdims = false) {
+  return detail::narrowed<detail::float16_elem_t<X>>(sum(cast<float>(x), axes, keepdims));
+}
+template <var_like X>
+requires(detail::float16_operand<X>()) auto mean(X const &x, std::vector<int> const &axes = {},
+                                                 bool keepdims = false) {
+  return detail::narrowed<detail::float16_elem_t<X>>(mean(cast<float>(x), axes, keepdims));
 }
 
 } // namespace dualcast

@@ -17,6 +17,7 @@
 
 #include <dualcast/core/compiled.hpp>
 #include <dualcast/math/functions.hpp>
+#include <dualcast/ops/detail/float16_tape.hpp>
 #include <dualcast/ops/detail/tape_ops.hpp>
 #include <dualcast/tape/custom_op.hpp>
 #include <dualcast/tape/tape.hpp>
@@ -238,6 +239,35 @@ template <var_like X> auto log_softmax(X const &x, std::vector<int> const &axes)
 template <var_like X>
 auto logsumexp(X const &x, std::vector<int> const &axes, bool keepdims = false) {
   return detail::softmax_like("dualcast::logsumexp", detail::as_var(x), axes, 2, keepdims);
+}
+
+// Over bfloat16 / half: computed in float, the result rounded once
+// (ops/detail/float16_tape.hpp).
+template <var_like X>
+requires(detail::float16_operand<X>()) auto softmax(X const &x, int axis = -1) {
+  return detail::narrowed<detail::float16_elem_t<X>>(softmax(cast<float>(x), axis));
+}
+template <var_like X>
+requires(detail::float16_operand<X>()) auto log_softmax(X const &x, int axis = -1) {
+  return detail::narrowed<detail::float16_elem_t<X>>(log_softmax(cast<float>(x), axis));
+}
+template <var_like X>
+requires(detail::float16_operand<X>()) auto logsumexp(X const &x, int axis = -1,
+                                                      bool keepdims = false) {
+  return detail::narrowed<detail::float16_elem_t<X>>(logsumexp(cast<float>(x), axis, keepdims));
+}
+template <var_like X>
+requires(detail::float16_operand<X>()) auto softmax(X const &x, std::vector<int> const &axes) {
+  return detail::narrowed<detail::float16_elem_t<X>>(softmax(cast<float>(x), axes));
+}
+template <var_like X>
+requires(detail::float16_operand<X>()) auto log_softmax(X const &x, std::vector<int> const &axes) {
+  return detail::narrowed<detail::float16_elem_t<X>>(log_softmax(cast<float>(x), axes));
+}
+template <var_like X>
+requires(detail::float16_operand<X>()) auto logsumexp(X const &x, std::vector<int> const &axes,
+                                                      bool keepdims = false) {
+  return detail::narrowed<detail::float16_elem_t<X>>(logsumexp(cast<float>(x), axes, keepdims));
 }
 
 } // namespace dualcast

@@ -70,6 +70,15 @@
 
 namespace dualcast {
 
+// The operations of the library written with custom_op compute in their element type; over
+// bfloat16 / half variables only those of docs/mixed-precision.md run (in float), and the others
+// stop here. The compiler's instantiation trace above this message names the operation.
+#define DUALCAST_FLOAT16_REFUSED                                                                   \
+  "dualcast: this tape operation does not take bfloat16 / half variables (the operation is "       \
+  "named in the instantiation trace above); docs/mixed-precision.md lists the ones that do "       \
+  "(elementwise and fused nodes, sum, mean, matmul, softmax, log_softmax, logsumexp, cast); "      \
+  "cast the operand to float first: dualcast::cast<float>(x)"
+
 // No state beyond saved tensors (the default State of custom_op).
 struct no_state {};
 
@@ -243,6 +252,7 @@ requires((var_like<In> || is_tensor_v<In>)&&...) auto custom_op(std::string_view
     using T = typename std::common_type<typename detail::input_elem<In>::type...>::type;
     static_assert(((std::is_same_v<typename detail::input_elem<In>::type, T>)&&...),
                   "dualcast::custom_op: all inputs must have one element type");
+    static_assert(!is_float16_v<T>, DUALCAST_FLOAT16_REFUSED);
     constexpr std::size_t NI = sizeof...(In);
     std::string const op(name);
     tape *tp = detail::tape_of(op.c_str(), in...);
@@ -281,6 +291,7 @@ requires((var_like<In> || is_tensor_v<In>)&&...) auto custom_op(std::string_view
 // The same with a run-time number of inputs: forward receives std::vector<tensor<T>> const &.
 template <class State = no_state, class T, class Fwd, class Bwd>
 auto custom_op(std::string_view name, Fwd &&fwd, Bwd &&bwd, std::vector<var<T>> const &in) {
+  static_assert(!is_float16_v<T>, DUALCAST_FLOAT16_REFUSED);
   std::string const op(name);
   tape *tp = nullptr;
   std::vector<std::shared_ptr<detail::grad_slot<T>>> slots(in.size());

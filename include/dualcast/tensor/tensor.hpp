@@ -1,4 +1,5 @@
-// dualcast/tensor/tensor.hpp: owning, strided arrays of float or double on a device.
+// dualcast/tensor/tensor.hpp: owning, strided arrays of float, double, bfloat16 or half on a
+// device.
 //
 //   auto x = dualcast::tensor<float>::zeros({256, 1024});
 //   auto t = x.transposed();                 // a view: shares storage, no copy
@@ -17,9 +18,11 @@
 #pragma once
 
 #include <dualcast/arrays/shape.hpp>
+#include <dualcast/arrays/stored_view.hpp>
 #include <dualcast/arrays/view.hpp>
 #include <dualcast/broadcast/broadcast.hpp>
 #include <dualcast/broadcast/detail/call_checks.hpp>
+#include <dualcast/broadcast/for_each.hpp>
 #include <dualcast/core/compiled.hpp>
 #include <dualcast/core/errors.hpp>
 #include <dualcast/kernel/kernel.hpp>
@@ -55,6 +58,14 @@ struct scale_fn {
 inline constexpr kernel<copy_fn> copy_kernel{copy_fn{}};
 inline constexpr kernel<add_fn> add_kernel{add_fn{}};
 inline constexpr kernel<scale_fn> scale_kernel{scale_fn{}};
+// A scalar argument of a fused call: 16-bit values go in as the float they widen to (kernels take
+// arithmetic scalars; the result is rounded once on store).
+template <class T> auto scalar_arg(T v) {
+  if constexpr (is_float16_v<T>)
+    return float(v);
+  else
+    return v;
+}
 } // namespace detail
 
 inline namespace DUALCAST_TAPE_ABI { // see tensor/detail/device_dispatch.hpp
@@ -83,11 +94,11 @@ private:
 };
 
 template <class T> class tensor {
-  static_assert(std::is_same_v<T, float> || std::is_same_v<T, double> || is_dual_v<T>,
-                "dualcast::tensor holds float or double, or dual numbers of them (a tape over "
-                "duals, forward over reverse); bfloat16 / half tensors and tape operations on "
-                "them are not supported yet: 16-bit arrays go into fused calls as views "
-                "(docs/mixed-precision.md)");
+  static_assert(std::is_same_v<T, float> || std::is_same_v<T, double> || is_dual_v<T> ||
+                    is_float16_v<T>,
+                "dualcast::tensor holds float, double, bfloat16 or half (16-bit storage, computed "
+                "in float: docs/mixed-precision.md), or dual numbers of float / double (a tape "
+                "over duals, forward over reverse)");
 
 public:
   using value_type = T;
@@ -283,7 +294,9 @@ public:
       detail::each_element(
           shape_, [&](T &y) { y = v; }, mview());
     } else {
-      on_device("fill_", [&](auto const &ex) { apply(ex, detail::copy_kernel, out(mview()), v); });
+      on_device("fill_", [&](auto const &ex) {
+        apply(ex, detail::copy_kernel, out(mview()), detail::scalar_arg(v));
+      });
     }
     return *this;
   }
@@ -313,8 +326,9 @@ public:
       detail::each_element(
           shape_, [&](T &y) { y = y * a; }, mview());
     } else {
-      on_device("scale_",
-                [&](auto const &ex) { apply(ex, detail::scale_kernel, out(mview()), cview(), a); });
+      on_device("scale_", [&](auto const &ex) {
+        apply(ex, detail::scale_kernel, out(mview()), cview(), detail::scalar_arg(a));
+      });
     }
     return *this;
   }
@@ -455,6 +469,39 @@ template <class T> void add_into(tensor<T> const &dst, tensor<T> const &src) {
     });
   }
 }
+// dst[i] = U(src[i]) (contiguous); a function object so that nvcc runs it on the GPU too.
+template <class U, class T> struct cast_elements {
+  T const *src;
+  U *dst;
+  DUALCAST_HD void operator()(index_t i) const { dst[i] = static_cast<U>(src[i]); }
+};
+// x's elements as U (float, double, bfloat16, half): x itself when it holds U, else a new
+// contiguous tensor on x's device. float <-> bfloat16 / half is one fused copy (widening exact,
+// narrowing rounded once to nearest even); double goes through float, so double -> 16 bits rounds
+// twice (which can differ from one rounding in a tie's last bit).
+template <class U, class T> tensor<U> converted(tensor<T> const &x, cpu const &host) {
+  if constexpr (std::is_same_v<U, T>) {
+    return x;
+  } else if constexpr ((is_float16_v<U> || is_float16_v<T>)&&!std::is_same_v<U, float> &&
+                       !std::is_same_v<T, float>) {
+    return converted<U>(converted<float>(x, host), host);
+  } else {
+    if (!x.defined())
+      return tensor<U>{};
+    auto r = tensor<U>::empty(x.dims(), x.dev());
+    if constexpr (is_float16_v<U> || is_float16_v<T>) {
+      on_device("dualcast::cast", x.dev(), host,
+                [&](auto const &ex) { apply(ex, copy_kernel, out(r.raw_view()), x.cview()); });
+    } else {
+      tensor<T> xc = x.contiguous();
+      on_device("dualcast::cast", x.dev(), host, [&](auto const &ex) {
+        dualcast::for_each(ex, x.size(), cast_elements<U, T>{xc.data(), r.raw_data()});
+      });
+    }
+    return r;
+  }
+}
+
 // The compiled component's instantiations (dualcast/core/compiled.hpp).
 #define DUALCAST_X(T) DUALCAST_INSTANTIATE void add_into<T>(tensor<T> const &, tensor<T> const &);
 DUALCAST_EACH_FLOAT_TYPE(DUALCAST_X)

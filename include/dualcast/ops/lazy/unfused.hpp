@@ -62,8 +62,9 @@ var<T> eager(tleaf<I>, std::array<var<T>, NV> const &, std::array<var<T>, NT> co
   return ts[std::size_t(I)];
 }
 template <class T, std::size_t NV, std::size_t NT>
-T eager(sleaf<T> s, std::array<var<T>, NV> const &, std::array<var<T>, NT> const &, memo_t<T> &) {
-  return s.value;
+scalar_of_t<T> eager(sleaf<scalar_of_t<T>> s, std::array<var<T>, NV> const &,
+                     std::array<var<T>, NT> const &, memo_t<T> &) {
+  return s.value; // (a float beside bfloat16 / half variables)
 }
 template <class T, std::size_t NV, std::size_t NT, class Op, class A>
 var<T> eager(unary<Op, A> const &n, std::array<var<T>, NV> const &vs,
@@ -89,10 +90,10 @@ var<T> eager(binary<Op, A, B> const &n, std::array<var<T>, NV> const &vs,
 #if defined(__CUDACC__)
   r = dualcast::fused(kernel<Op>{Op{}}, a, b); // (see one_op)
 #else
-  if constexpr (std::is_same_v<A, sleaf<T>>)
-    r = one_op<T>(binary<Op, sleaf<T>, vleaf<0>>{n.a, {}, 0}, b);
-  else if constexpr (std::is_same_v<B, sleaf<T>>)
-    r = one_op<T>(binary<Op, vleaf<0>, sleaf<T>>{{}, n.b, 0}, a);
+  if constexpr (std::is_same_v<A, sleaf<scalar_of_t<T>>>)
+    r = one_op<T>(binary<Op, sleaf<scalar_of_t<T>>, vleaf<0>>{n.a, {}, 0}, b);
+  else if constexpr (std::is_same_v<B, sleaf<scalar_of_t<T>>>)
+    r = one_op<T>(binary<Op, vleaf<0>, sleaf<scalar_of_t<T>>>{{}, n.b, 0}, a);
   else
     r = one_op<T>(binary<Op, vleaf<0>, vleaf<1>>{{}, {}, 0}, a, b);
 #endif

@@ -163,6 +163,21 @@ template <class T> void accumulate_grad(grad_slot<T> &s, tensor<T> const &g, cpu
           t.dims(), [](T &y) { y = T(0); }, t);
     each_element(
         g.dims(), [](T &y, T const &x) { y = y + x; }, t.broadcast_to(g.dims()), g.cview());
+  } else if constexpr (is_float16_v<T>) {
+    // (16-bit gradients: summed over the broadcast dimensions in float, rounded once)
+    tensor<float> const gf = converted<float>(g, host);
+    auto sum = tensor<float>::empty(s.dims, s.dev);
+    on_device(op, s.dev, host, [&](auto const &ex) {
+      backend_reduce(hook{}, ex, gf.dims(), gf.data(), sum.raw_view(), false);
+    });
+    auto const target = grad_target(s); // (no structured binding: clang 14 cannot capture it)
+    tensor<T> const &t = target.first;
+    if (target.second)
+      on_device(op, s.dev, host, [&](auto const &ex) {
+        apply(ex, add_kernel, out(t.raw_view()), t.cview(), sum.cview());
+      });
+    else
+      t.assign_raw(converted<T>(sum, host));
   } else {
     tensor<T> gc = g.contiguous();
     auto const target = grad_target(s);

@@ -1,0 +1,63 @@
+// dualcast/ops/detail/float16_tape.hpp: tape operations over bfloat16 / half variables, computed
+// in float.
+//
+// A 16-bit operation (a fused or lazy elementwise node, sum, mean, matmul, softmax, log_softmax,
+// logsumexp) widens its 16-bit operands to float with cast nodes (ops/cast.hpp), runs the float
+// operation, and rounds each result back with one more cast node. So the arithmetic, the
+// reductions' accumulation and the gemm are float, each result is rounded once, and every
+// gradient inside the operation is float; the gradient of a 16-bit variable is stored in its own
+// precision (each addition done in float, rounded once), as PyTorch stores a bfloat16 tensor's.
+// Float master weights (cast to 16 bits on the tape) keep float gradients: docs/mixed-precision.md.
+// The float copies are temporaries of the operation, but a float node that saves its inputs
+// (a matmul) keeps their float copies until backward: 16-bit variables do not yet halve the
+// memory a tape keeps.
+#pragma once
+
+#include <dualcast/arrays/stored_view.hpp>
+#include <dualcast/ops/cast.hpp>
+#include <dualcast/tape/tape.hpp>
+#include <dualcast/tensor/tensor.hpp>
+
+#include <array>
+#include <cstddef>
+#include <type_traits>
+
+namespace dualcast::detail {
+
+// Whether operand X (a variable, lazy expression or tensor) holds bfloat16 / half.
+template <class X> constexpr bool float16_operand() {
+  using D = std::remove_cvref_t<X>;
+  if constexpr (is_tensor_v<D>)
+    return is_float16_v<typename D::value_type>;
+  else if constexpr (var_like<D>)
+    return is_float16_v<typename var_of_t<D>::value_type>;
+  else
+    return false;
+}
+template <class... A> inline constexpr bool any_float16_operand_v = (float16_operand<A>() || ...);
+
+// A fused node's argument in float: 16-bit variables through a cast node, 16-bit tensors
+// converted (constants), anything else as it is.
+template <class A> decltype(auto) widened(A const &a) {
+  if constexpr (!float16_operand<A>())
+    return (a);
+  else if constexpr (is_tensor_v<A>)
+    return converted<float>(a, ambient_cpu());
+  else
+    return cast<float>(a);
+}
+
+// The float operation's result(s) rounded to T16 (a cast node each).
+template <class T16> var<T16> narrowed(var<float> const &r) { return cast<T16>(r); }
+template <class T16, std::size_t K>
+std::array<var<T16>, K> narrowed(std::array<var<float>, K> const &r) {
+  std::array<var<T16>, K> o;
+  for (std::size_t k = 0; k < K; ++k)
+    o[k] = cast<T16>(r[k]);
+  return o;
+}
+
+// The element type of a 16-bit operand.
+template <class X> using float16_elem_t = typename var_of_t<std::remove_cvref_t<X>>::value_type;
+
+} // namespace dualcast::detail
