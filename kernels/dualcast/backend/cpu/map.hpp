@@ -443,7 +443,7 @@ void map(cpu const &ex, map_params<T, NI, NO> const &p, Op const &op) {
 }
 
 // The passes above depend on the lane type and the operand counts, not on the element operation:
-// the compiled component (core/compiled.hpp) holds the SIMD ones for up to 8 inputs and 8 outputs,
+// the compiled component (core/compiled.hpp) holds the SIMD ones for up to 5 inputs and 5 outputs,
 // the counts of most kernels' values, partials and VJP calls, so that a translation unit linking
 // it compiles each kernel's batch loop (run_batches) only. Other counts compile where they are
 // used.
