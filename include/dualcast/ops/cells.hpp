@@ -81,7 +81,7 @@ auto lstm_cell(P pol, I const &i, F const &f, G const &g, O const &o, C const &c
 template <class I, class F, class G, class O, class C>
 requires(!is_policy_v<I>) auto lstm_cell(I const &i, F const &f, G const &g, O const &o,
                                          C const &c) {
-  return fused(cells::lstm, i, f, g, o, c);
+  return lstm_cell(policy::automatic, i, f, g, o, c);
 }
 // The packed form: gates (..., 4H) in PyTorch's order i, f, g, o, and c (..., H).
 template <class P, class Gates, class C>
@@ -103,17 +103,14 @@ template <class P, class GX, class GH, class H>
 requires is_policy_v<P>
 auto gru_cell(P pol, GX const &gx, GH const &gh, H const &h) {
   char const *op = "dualcast::gru_cell";
-  using T = typename detail::var_of_t<GX>::value_type;
+  auto const xr = detail::gate_block(op, gx, 0, 3), xz = detail::gate_block(op, gx, 1, 3),
+             xn = detail::gate_block(op, gx, 2, 3), hr = detail::gate_block(op, gh, 0, 3),
+             hz = detail::gate_block(op, gh, 1, 3), hn = detail::gate_block(op, gh, 2, 3);
+  using T = typename decltype(xr)::value_type;
   if constexpr (detail::compiled_cell_args_v<T, H>)
-    return detail::gru_cell_vars<T, P::kind>(
-        detail::gate_block(op, gx, 0, 3), detail::gate_block(op, gx, 1, 3),
-        detail::gate_block(op, gx, 2, 3), detail::gate_block(op, gh, 0, 3),
-        detail::gate_block(op, gh, 1, 3), detail::gate_block(op, gh, 2, 3), h);
+    return detail::gru_cell_vars<T, P::kind>(xr, xz, xn, hr, hz, hn, h);
   else
-    return fused(pol, cells::gru, detail::gate_block(op, gx, 0, 3),
-                 detail::gate_block(op, gx, 1, 3), detail::gate_block(op, gx, 2, 3),
-                 detail::gate_block(op, gh, 0, 3), detail::gate_block(op, gh, 1, 3),
-                 detail::gate_block(op, gh, 2, 3), h);
+    return fused(pol, cells::gru, xr, xz, xn, hr, hz, hn, h);
 }
 template <class GX, class GH, class H>
 requires(!is_policy_v<GX>) auto gru_cell(GX const &gx, GH const &gh, H const &h) {
