@@ -32,6 +32,7 @@
 #include <dualcast/core/errors.hpp>
 #include <dualcast/ops/conv2d_gemm.hpp>
 #include <dualcast/ops/conv2d_geometry.hpp>
+#include <dualcast/ops/detail/float16_tape.hpp>
 #include <dualcast/tape/custom_op.hpp>
 #include <dualcast/tape/tape.hpp>
 #include <dualcast/tensor/detail/device_dispatch.hpp>
@@ -307,6 +308,7 @@ template <class T, class... In> auto conv2d_on_tape(conv2d_geometry const &g, In
 // ---- on tape variables and lazy expressions ----------------------------------------------------
 template <var_like X, var_like Wt>
 auto conv2d(X const &x, Wt const &w, conv2d_options options = {}) {
+  DUALCAST_REFUSE_FLOAT16("conv2d", X, Wt);
   static_assert(detail::plain_operand<X>(),
                 "dualcast::conv2d: not supported on a tape over duals (dual<T, K> elements) yet; "
                 "docs/higher-order.md lists the operations that are");
@@ -318,6 +320,7 @@ auto conv2d(X const &x, Wt const &w, conv2d_options options = {}) {
 }
 template <var_like X, var_like Wt, var_like B>
 auto conv2d(X const &x, Wt const &w, B const &b, conv2d_options options = {}) {
+  DUALCAST_REFUSE_FLOAT16("conv2d", X, Wt, B);
   static_assert(detail::plain_operand<X>(),
                 "dualcast::conv2d: not supported on a tape over duals (dual<T, K> elements) yet; "
                 "docs/higher-order.md lists the operations that are");

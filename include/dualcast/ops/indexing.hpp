@@ -12,6 +12,7 @@
 // scatter-adds without atomics (index_lines below).
 #pragma once
 
+#include <dualcast/ops/detail/float16_tape.hpp>
 #include <dualcast/ops/detail/tape_ops.hpp>
 #include <dualcast/ops/shape_ops.hpp>
 #include <dualcast/tape/custom_op.hpp>
@@ -162,6 +163,7 @@ void run_index_lines(char const *op, cpu const &host, tensor<T> const &x, tensor
 
 template <var_like X>
 auto index_select(X const &xin, int axis, std::vector<index_t> const &indices) {
+  DUALCAST_REFUSE_FLOAT16("index_select", X);
   static_assert(detail::plain_operand<X>(),
                 "dualcast::index_select: not supported on a tape over duals (dual<T, K> elements) "
                 "yet; docs/higher-order.md lists the operations that are");
@@ -189,6 +191,7 @@ auto index_select(X const &xin, int axis, std::vector<index_t> const &indices) {
 }
 
 template <var_like X> auto gather(X const &xin, int axis, index_array const &index) {
+  DUALCAST_REFUSE_FLOAT16("gather", X);
   static_assert(detail::plain_operand<X>(),
                 "dualcast::gather: not supported on a tape over duals (dual<T, K> elements) yet; "
                 "docs/higher-order.md lists the operations that are");
@@ -244,6 +247,7 @@ tensor<T> flipped(char const *op, cpu const &host, tensor<T> t, std::vector<bool
 // x reversed along `axes` (PyTorch's flip; NumPy's x[::-1] along each). A copy: views have
 // positive strides here (slice takes step > 0). The gradient is the output's, flipped back.
 template <var_like X> auto flip(X const &xin, std::vector<int> const &axes) {
+  DUALCAST_REFUSE_FLOAT16("flip", X);
   static_assert(detail::plain_operand<X>(),
                 "dualcast::flip: not supported on a tape over duals (dual<T, K> elements) yet; "
                 "docs/higher-order.md lists the operations that are");
@@ -269,6 +273,7 @@ template <var_like X> auto flip(X const &xin, std::vector<int> const &axes) {
 // masked_select; mask: a tensor broadcast to x's shape). index_select of the flattened x: the
 // gradient scatters back to the selected positions (0 elsewhere).
 template <var_like X, class T> auto masked_select(X const &xin, tensor<T> const &mask) {
+  DUALCAST_REFUSE_FLOAT16("masked_select", X);
   static_assert(detail::plain_operand<X>(),
                 "dualcast::masked_select: not supported on a tape over duals (dual<T, K> elements) "
                 "yet; docs/higher-order.md lists the operations that are");

@@ -24,6 +24,7 @@
 
 #include <dualcast/core/compiled.hpp>
 #include <dualcast/core/errors.hpp>
+#include <dualcast/ops/detail/float16_tape.hpp>
 #include <dualcast/ops/groups.hpp>
 #include <dualcast/ops/lane_scan.hpp>
 #include <dualcast/ops/vector_walks.hpp>
@@ -577,6 +578,7 @@ DUALCAST_EACH_FLOAT_TYPE(DUALCAST_X)
 } // namespace detail
 
 template <var_like A, var_like B> auto linear_recurrence(A const &a, B const &b, int axis = -1) {
+  DUALCAST_REFUSE_FLOAT16("linear_recurrence", A, B);
   static_assert(detail::plain_operand<A>(),
                 "dualcast::linear_recurrence: not supported on a tape over duals (dual<T, K> "
                 "elements) yet; docs/higher-order.md lists the operations that are");
@@ -587,6 +589,7 @@ template <var_like A, var_like B> auto linear_recurrence(A const &a, B const &b,
 }
 template <var_like A, var_like B, var_like H>
 auto linear_recurrence(A const &a, B const &b, H const &h0, int axis = -1) {
+  DUALCAST_REFUSE_FLOAT16("linear_recurrence", A, B, H);
   static_assert(detail::plain_operand<A>(),
                 "dualcast::linear_recurrence: not supported on a tape over duals (dual<T, K> "
                 "elements) yet; docs/higher-order.md lists the operations that are");

@@ -20,6 +20,7 @@
 #include <dualcast/core/compiled.hpp>
 #include <dualcast/math/simd.hpp>
 #include <dualcast/numbers/simd.hpp>
+#include <dualcast/ops/detail/float16_tape.hpp>
 #include <dualcast/ops/groups.hpp>
 #include <dualcast/ops/lane_scan.hpp>
 #include <dualcast/tape/custom_op.hpp>
@@ -236,6 +237,7 @@ DUALCAST_EACH_FLOAT_TYPE(DUALCAST_X)
 // The product over `axes` (all when empty) of a tape variable or lazy expression.
 template <var_like X>
 auto prod(X const &x, std::vector<int> const &axes = {}, bool keepdims = false) {
+  DUALCAST_REFUSE_FLOAT16("prod", X);
   static_assert(detail::plain_operand<X>(),
                 "dualcast::prod: not supported on a tape over duals (dual<T, K> elements) yet; "
                 "docs/higher-order.md lists the operations that are");

@@ -302,6 +302,7 @@ DUALCAST_EACH_FLOAT_TYPE(DUALCAST_X)
 
 template <var_like X>
 auto max(X const &x, std::vector<int> const &axes = {}, bool keepdims = false) {
+  DUALCAST_REFUSE_FLOAT16("max", X);
   static_assert(detail::plain_operand<X>(),
                 "dualcast::max: not supported on a tape over duals (dual<T, K> elements) yet; "
                 "docs/higher-order.md lists the operations that are");
@@ -309,6 +310,7 @@ auto max(X const &x, std::vector<int> const &axes = {}, bool keepdims = false) {
 }
 template <var_like X>
 auto min(X const &x, std::vector<int> const &axes = {}, bool keepdims = false) {
+  DUALCAST_REFUSE_FLOAT16("min", X);
   static_assert(detail::plain_operand<X>(),
                 "dualcast::min: not supported on a tape over duals (dual<T, K> elements) yet; "
                 "docs/higher-order.md lists the operations that are");

@@ -34,6 +34,7 @@
 #pragma once
 
 #include <dualcast/core/errors.hpp>
+#include <dualcast/ops/detail/float16_tape.hpp>
 #include <dualcast/ops/groups.hpp>
 #include <dualcast/ops/indexing.hpp>
 #include <dualcast/tape/custom_op.hpp>
@@ -341,6 +342,7 @@ tensor<T> reduce_by_index(tensor<T> const &values, std::vector<index_t> const &i
 template <var_like X>
 auto reduce_by_index(X const &values, std::vector<index_t> const &indices, index_t bins,
                      bin_op op) {
+  DUALCAST_REFUSE_FLOAT16("reduce_by_index", X);
   static_assert(detail::plain_operand<X>(),
                 "dualcast::reduce_by_index: not supported on a tape over duals (dual<T, K> "
                 "elements) yet; docs/higher-order.md lists the operations that are");

@@ -24,6 +24,7 @@
 
 #include <dualcast/math/functions.hpp>
 #include <dualcast/numbers/dual.hpp>
+#include <dualcast/ops/detail/float16_tape.hpp>
 #include <dualcast/ops/groups.hpp>
 #include <dualcast/ops/lane_scan.hpp>
 #include <dualcast/tape/custom_op.hpp>
@@ -191,6 +192,7 @@ tensor<T> reduce(tensor<T> const &x, Op const &op, std::type_identity_t<T> neutr
 template <var_like X, class Op>
 auto reduce(X const &x, Op const &op, typename detail::var_of_t<X>::value_type neutral,
             std::vector<int> const &axes = {}, bool keepdims = false) {
+  DUALCAST_REFUSE_FLOAT16("reduce", X);
   static_assert(detail::plain_operand<X>(),
                 "dualcast::reduce: not supported on a tape over duals (dual<T, K> elements) yet; "
                 "docs/higher-order.md lists the operations that are");

@@ -47,6 +47,7 @@
 #include <dualcast/core/compiled.hpp>
 #include <dualcast/math/functions.hpp>
 #include <dualcast/numbers/dual.hpp>
+#include <dualcast/ops/detail/float16_tape.hpp>
 #include <dualcast/ops/groups.hpp>
 #include <dualcast/ops/lane_scan.hpp>
 #include <dualcast/ops/vector_walks.hpp>
@@ -849,6 +850,7 @@ DUALCAST_EACH_FLOAT_TYPE(DUALCAST_X)
 
 // ---- on tape variables and lazy expressions ----------------------------------------------------
 template <var_like X> auto cumsum(X const &x, int axis = -1, bool exclusive = false) {
+  DUALCAST_REFUSE_FLOAT16("cumsum", X);
   static_assert(detail::plain_operand<X>(),
                 "dualcast::cumsum: not supported on a tape over duals (dual<T, K> elements) yet; "
                 "docs/higher-order.md lists the operations that are");
@@ -857,6 +859,7 @@ template <var_like X> auto cumsum(X const &x, int axis = -1, bool exclusive = fa
                          exclusive);
 }
 template <var_like X> auto cumprod(X const &x, int axis = -1, bool exclusive = false) {
+  DUALCAST_REFUSE_FLOAT16("cumprod", X);
   static_assert(detail::plain_operand<X>(),
                 "dualcast::cumprod: not supported on a tape over duals (dual<T, K> elements) yet; "
                 "docs/higher-order.md lists the operations that are");
@@ -865,6 +868,7 @@ template <var_like X> auto cumprod(X const &x, int axis = -1, bool exclusive = f
                          axis, exclusive);
 }
 template <var_like X> auto cummax(X const &x, int axis = -1, bool exclusive = false) {
+  DUALCAST_REFUSE_FLOAT16("cummax", X);
   static_assert(detail::plain_operand<X>(),
                 "dualcast::cummax: not supported on a tape over duals (dual<T, K> elements) yet; "
                 "docs/higher-order.md lists the operations that are");
@@ -873,6 +877,7 @@ template <var_like X> auto cummax(X const &x, int axis = -1, bool exclusive = fa
                          -detail::scan_inf<T>(), axis, exclusive);
 }
 template <var_like X> auto cummin(X const &x, int axis = -1, bool exclusive = false) {
+  DUALCAST_REFUSE_FLOAT16("cummin", X);
   static_assert(detail::plain_operand<X>(),
                 "dualcast::cummin: not supported on a tape over duals (dual<T, K> elements) yet; "
                 "docs/higher-order.md lists the operations that are");
@@ -885,6 +890,7 @@ template <var_like X> auto cummin(X const &x, int axis = -1, bool exclusive = fa
 template <var_like X, class Op>
 auto scan(X const &x, Op const &op, typename detail::var_of_t<X>::value_type neutral, int axis = -1,
           bool exclusive = false) {
+  DUALCAST_REFUSE_FLOAT16("scan", X);
   static_assert(detail::plain_operand<X>(),
                 "dualcast::scan: not supported on a tape over duals (dual<T, K> elements) yet; "
                 "docs/higher-order.md lists the operations that are");

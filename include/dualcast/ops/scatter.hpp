@@ -17,6 +17,7 @@
 
 #include <dualcast/broadcast/broadcast.hpp>
 #include <dualcast/kernel/kernel.hpp>
+#include <dualcast/ops/detail/float16_tape.hpp>
 #include <dualcast/ops/detail/tape_ops.hpp>
 #include <dualcast/ops/indexing.hpp>
 #include <dualcast/tape/custom_op.hpp>
@@ -142,6 +143,7 @@ auto scatter_like(char const *op, char const *name, X const &x, int axis, index_
 template <class X, class S>
 requires((var_like<X> || is_tensor_v<X>)&&(var_like<S> || is_tensor_v<S>)) auto index_add(
     X const &x, int axis, std::vector<index_t> const &indices, S const &src) {
+  DUALCAST_REFUSE_FLOAT16("index_add", X, S);
   static_assert(detail::plain_operand<X>() && detail::plain_operand<S>(),
                 "dualcast::index_add: not supported on a tape over duals (dual<T, K> elements) "
                 "yet; docs/higher-order.md lists the operations that are");
@@ -184,6 +186,7 @@ requires((var_like<X> || is_tensor_v<X>)&&(var_like<S> || is_tensor_v<S>)) auto 
 template <class X, class S>
 requires((var_like<X> || is_tensor_v<X>)&&(var_like<S> || is_tensor_v<S>)) auto scatter_add(
     X const &x, int axis, index_array const &index, S const &src) {
+  DUALCAST_REFUSE_FLOAT16("scatter_add", X, S);
   static_assert(detail::plain_operand<X>() && detail::plain_operand<S>(),
                 "dualcast::scatter_add: not supported on a tape over duals (dual<T, K> elements) "
                 "yet; docs/higher-order.md lists the operations that are");
@@ -192,6 +195,7 @@ requires((var_like<X> || is_tensor_v<X>)&&(var_like<S> || is_tensor_v<S>)) auto 
 template <class X, class S>
 requires((var_like<X> || is_tensor_v<X>)&&(var_like<S> || is_tensor_v<S>)) auto scatter(
     X const &x, int axis, index_array const &index, S const &src) {
+  DUALCAST_REFUSE_FLOAT16("scatter", X, S);
   static_assert(detail::plain_operand<X>() && detail::plain_operand<S>(),
                 "dualcast::scatter: not supported on a tape over duals (dual<T, K> elements) yet; "
                 "docs/higher-order.md lists the operations that are");

@@ -7,6 +7,7 @@
 #pragma once
 
 #include <dualcast/core/compiled.hpp>
+#include <dualcast/ops/detail/float16_tape.hpp>
 #include <dualcast/ops/detail/tape_ops.hpp>
 #include <dualcast/tape/custom_op.hpp>
 #include <dualcast/tape/tape.hpp>
@@ -29,6 +30,7 @@ template <class T> var<T> transpose_var(var<T> const &x, int a0, int b0) {
 }
 } // namespace detail
 template <var_like X> auto transpose(X const &x, int a0 = 0, int b0 = 1) {
+  DUALCAST_REFUSE_FLOAT16("transpose", X);
   return detail::transpose_var(detail::as_var(x), a0, b0);
 }
 
@@ -53,6 +55,7 @@ template <class T> var<T> permute_var(var<T> const &x, std::vector<int> const &p
 }
 } // namespace detail
 template <var_like X> auto permute(X const &x, std::vector<int> const &perm_in) {
+  DUALCAST_REFUSE_FLOAT16("permute", X);
   return detail::permute_var(detail::as_var(x), perm_in);
 }
 
@@ -65,12 +68,14 @@ template <class T> var<T> reshape_var(var<T> const &x, shape const &s) {
 }
 } // namespace detail
 template <var_like X> auto reshape(X const &x, shape const &s) {
+  DUALCAST_REFUSE_FLOAT16("reshape", X);
   return detail::reshape_var(detail::as_var(x), s);
 }
 
 // Removes axis `axis` when its extent is 1; another extent leaves x unchanged (PyTorch's
 // squeeze(dim), where NumPy would throw).
 template <var_like X> auto squeeze(X const &x, int axis) {
+  DUALCAST_REFUSE_FLOAT16("squeeze", X);
   shape const s = detail::as_var(x).dims();
   int const ax = detail::normalize_axis("dualcast::squeeze", axis, s.rank);
   shape r;
@@ -81,6 +86,7 @@ template <var_like X> auto squeeze(X const &x, int axis) {
 }
 // Removes every axis of extent 1.
 template <var_like X> auto squeeze(X const &x) {
+  DUALCAST_REFUSE_FLOAT16("squeeze", X);
   shape const s = detail::as_var(x).dims();
   shape r;
   for (int d = 0; d < s.rank; ++d)
@@ -90,6 +96,7 @@ template <var_like X> auto squeeze(X const &x) {
 }
 // Inserts an axis of extent 1 at position `axis` of the result (-1: last).
 template <var_like X> auto unsqueeze(X const &x, int axis) {
+  DUALCAST_REFUSE_FLOAT16("unsqueeze", X);
   shape const s = detail::as_var(x).dims();
   if (s.rank >= max_rank)
     throw shape_error("dualcast::unsqueeze: shape " + to_string(s) + " has the largest rank");
@@ -182,11 +189,13 @@ template <class T> var<T> broadcast_to_var(var<T> const &x, shape const &s) {
 }
 } // namespace detail
 template <var_like X> auto broadcast_to(X const &x, shape const &s) {
+  DUALCAST_REFUSE_FLOAT16("broadcast_to", X);
   return detail::broadcast_to_var(detail::as_var(x), s);
 }
 
 // Joins variables along an axis (all other extents equal).
 template <class T> var<T> concat(std::vector<var<T>> const &xs, int axis = 0) {
+  DUALCAST_REFUSE_FLOAT16("concat", var<T>);
   char const *op = "dualcast::concat";
   if (xs.empty())
     throw shape_error(std::string(op) + ": nothing to concatenate");
@@ -227,6 +236,7 @@ template <class T> var<T> concat(std::vector<var<T>> const &xs, int axis = 0) {
 // Stacks variables of one shape along a new axis (numpy stack): n inputs of shape s give one of
 // shape s with n inserted at `axis`.
 template <class T> var<T> stack(std::vector<var<T>> const &xs, int axis = 0) {
+  DUALCAST_REFUSE_FLOAT16("stack", var<T>);
   char const *op = "dualcast::stack";
   if (xs.empty())
     throw shape_error(std::string(op) + ": nothing to stack");
@@ -261,6 +271,7 @@ template <class T> var<T> stack(std::vector<var<T>> const &xs, int axis = 0) {
 // having leading axes of extent 1 when reps is longer than its rank. A broadcast view copied once
 // (reshape of it): the gradient sums the copies (broadcast_to's adjoint).
 template <var_like X> auto repeat(X const &x, std::vector<index_t> const &reps) {
+  DUALCAST_REFUSE_FLOAT16("repeat", X);
   char const *op = "dualcast::repeat";
   shape const s = detail::as_var(x).dims();
   int const r = int(reps.size());

@@ -40,6 +40,7 @@
 #include <dualcast/core/errors.hpp>
 #include <dualcast/math/functions.hpp>
 #include <dualcast/numbers/dual.hpp>
+#include <dualcast/ops/detail/float16_tape.hpp>
 #include <dualcast/ops/groups.hpp>
 #include <dualcast/tape/custom_op.hpp>
 #include <dualcast/tape/policy.hpp>
@@ -455,6 +456,7 @@ tensor<T> stencil(tensor<T> const &x, stencil_offsets<D, K> const &offs, F const
 template <var_like X, int D, int K, class F>
 auto stencil(X const &x, stencil_offsets<D, K> const &offs, F const &f, boundary b = boundary::zero,
              policy_kind partials = policy_kind::automatic) {
+  DUALCAST_REFUSE_FLOAT16("stencil", X);
   static_assert(detail::plain_operand<X>(),
                 "dualcast::stencil: not supported on a tape over duals (dual<T, K> elements) yet; "
                 "docs/higher-order.md lists the operations that are");

@@ -70,14 +70,15 @@
 
 namespace dualcast {
 
-// The operations of the library written with custom_op compute in their element type; over
-// bfloat16 / half variables only those of docs/mixed-precision.md run (in float), and the others
-// stop here. The compiler's instantiation trace above this message names the operation.
+// custom_op computes in its element type, so it refuses bfloat16 / half variables: a user's
+// operation stops here. The library's own operations refuse them earlier, each naming itself
+// (DUALCAST_REFUSE_FLOAT16, ops/detail/float16_tape.hpp); docs/mixed-precision.md lists the
+// operations that take them.
 #define DUALCAST_FLOAT16_REFUSED                                                                   \
-  "dualcast: this tape operation does not take bfloat16 / half variables (the operation is "       \
-  "named in the instantiation trace above); docs/mixed-precision.md lists the ones that do "       \
-  "(elementwise and fused nodes, sum, mean, matmul, softmax, log_softmax, logsumexp, cast); "      \
-  "cast the operand to float first: dualcast::cast<float>(x)"
+  "dualcast::custom_op: this tape operation does not take bfloat16 / half variables "              \
+  "(docs/mixed-precision.md lists the ones that do: elementwise and fused nodes, the cells, "      \
+  "slice, sum, mean, matmul, softmax, log_softmax, logsumexp, cast); cast the operand to float "   \
+  "first: dualcast::cast<float>(x)"
 
 // No state beyond saved tensors (the default State of custom_op).
 struct no_state {};

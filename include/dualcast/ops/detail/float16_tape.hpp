@@ -36,6 +36,21 @@ template <class X> constexpr bool float16_operand() {
 }
 template <class... A> inline constexpr bool any_float16_operand_v = (float16_operand<A>() || ...);
 
+} // namespace dualcast::detail
+
+// The refusal of a tape operation that does not take bfloat16 / half operands, naming it (OP: a
+// string literal, "max"; then the operands' types: variables, lazy expressions or tensors).
+// Written at the top of the public call, so the message names the call the user wrote;
+// custom_op's own refusal (tape/custom_op.hpp) still stops a user's operation.
+#define DUALCAST_REFUSE_FLOAT16(OP, ...)                                                           \
+  static_assert(!::dualcast::detail::any_float16_operand_v<__VA_ARGS__>,                           \
+                "dualcast::" OP                                                                    \
+                ": does not take bfloat16 / half variables (docs/mixed-precision.md "              \
+                "lists the tape operations that do); cast the operand to float first: "            \
+                "dualcast::cast<float>(x)")
+
+namespace dualcast::detail {
+
 // A fused node's argument in float: 16-bit variables through a cast node, 16-bit tensors
 // converted (constants), anything else as it is.
 template <class A> decltype(auto) widened(A const &a) {
