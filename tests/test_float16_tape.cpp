@@ -252,6 +252,64 @@ TEST_CASE("16-bit tape: float master weights in a mixed float / bfloat16 graph")
     CHECK(std::abs(g[j] - ref[j]) <= 8.0 / 256 * (std::abs(ref[j]) + big) + 1e-6);
 }
 
+// A float cell state beside 16-bit gates in one fused call (lstm_cell): the outputs stay float,
+// c's gradient is float throughout, the gates' gradients are rounded once to 16 bits. Against
+// central differences in double of loss = sum(h * w1) + sum(c' * w2).
+template <class T16> void mixed_lstm_cell() {
+  dc::index_t const B = 3, H = 5;
+  auto gs = exact16<T16>(B * 4 * H, 51, -3.0, 3.0);
+  auto cs = exact16<float>(B * H, 52, -2.0, 2.0);
+  auto w1 = exact16<float>(B * H, 53, -1.0, 1.0), w2 = exact16<float>(B * H, 54, -1.0, 1.0);
+  dc::tape tp;
+  auto G = tp.variable(as_tensor<T16>({B, 4 * H}, gs));
+  auto C = tp.variable(as_tensor<float>({B, H}, cs));
+  auto [h, c2] = dc::lstm_cell(G, C);
+  static_assert(std::is_same_v<decltype(h), dc::var<float>> &&
+                std::is_same_v<decltype(c2), dc::var<float>>);
+  tp.backward(dc::sum(h * as_tensor<float>({B, H}, w1)) +
+              dc::sum(c2 * as_tensor<float>({B, H}, w2)));
+  auto loss = [&](std::vector<double> const &g, std::vector<double> const &c) {
+    dc::tape t2;
+    auto [hd, cd] = dc::lstm_cell(t2.constant(dc::tensor<double>::from({B, 4 * H}, g)),
+                                  t2.constant(dc::tensor<double>::from({B, H}, c)));
+    auto const hv = hd.value().to_vector(), cv = cd.value().to_vector();
+    double s = 0;
+    for (std::size_t j = 0; j < hv.size(); ++j)
+      s += hv[j] * w1[j] + cv[j] * w2[j];
+    return s;
+  };
+  auto check = [&](std::vector<double> const &got, bool gates, double bound_u) {
+    std::vector<double> const &x0 = gates ? gs : cs;
+    std::vector<double> ref(x0.size());
+    double big = 0;
+    for (std::size_t j = 0; j < x0.size(); ++j) {
+      auto p = x0, m = x0;
+      p[j] += 1e-6, m[j] -= 1e-6;
+      ref[j] = gates ? (loss(p, cs) - loss(m, cs)) / 2e-6 : (loss(gs, p) - loss(gs, m)) / 2e-6;
+      big = std::max(big, std::abs(ref[j]));
+    }
+    REQUIRE(got.size() == ref.size());
+    for (std::size_t j = 0; j < ref.size(); ++j) {
+      INFO((gates ? "gate " : "cell ") << j << ": " << got[j] << " vs " << ref[j]);
+      CHECK(std::abs(got[j] - ref[j]) <= 4 * bound_u * (std::abs(ref[j]) + big) + 1e-6);
+    }
+  };
+  check(doubles(G.grad()), true, unit_roundoff<T16>());
+  check(doubles(C.grad()), false, 1.0 / (1 << 22)); // (float: a few roundings of 2^-24)
+  // The values: float, not rounded to 16 bits (c' of a float c keeps float's bits).
+  dc::tape t3;
+  auto [hr, cr] = dc::lstm_cell(t3.constant(dc::tensor<double>::from({B, 4 * H}, gs)),
+                                t3.constant(dc::tensor<double>::from({B, H}, cs)));
+  auto const cv = doubles(c2.value()), cref = cr.value().to_vector();
+  for (std::size_t j = 0; j < cv.size(); ++j)
+    CHECK(std::abs(cv[j] - cref[j]) <= 1e-6 * (1 + std::abs(cref[j])));
+}
+
+TEST_CASE("16-bit tape: one fused call over 16-bit gates and a float cell state") {
+  SUBCASE("bfloat16") { mixed_lstm_cell<dc::bfloat16>(); }
+  SUBCASE("half") { mixed_lstm_cell<dc::half>(); }
+}
+
 TEST_CASE("16-bit tape: a bfloat16 leaf's gradient accumulates over backwards; zero_grad") {
   auto xs = exact16<dc::bfloat16>(6, 51, -1.0, 1.0);
   dc::tape tp;

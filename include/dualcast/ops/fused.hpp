@@ -145,18 +145,24 @@ requires(is_policy_v<P> && !(lazy_expr<A> || ...) &&
 }
 
 // The same over bfloat16 / half variables and tensors: the float node on their widened values,
-// its outputs rounded back (ops/detail/float16_tape.hpp), so values, partials and gradients inside
-// the node are float.
+// so values, partials and gradients inside the node are float. Arrays of one 16-bit type may sit
+// beside float ones (a float cell state beside bfloat16 gates); then the outputs stay float, as
+// float beside bfloat16 gives float in PyTorch (a 16-bit output: cast<bfloat16>(y)). Without a
+// float array the outputs are rounded back to the 16-bit type (ops/detail/float16_tape.hpp).
 template <class P, class F, bool S, class... A>
 requires(is_policy_v<P> && !(lazy_expr<A> || ...) &&
          detail::any_float16_operand_v<A...>) auto fused(P pol, kernel<F, S> const &k,
                                                          A const &...a) {
-  using T = typename detail::elem_of_args<A...>::type;
+  using T = typename detail::float16_elem_of_args<typename detail::elem_of<A>::type...>::type;
   static_assert(((std::is_void_v<typename detail::elem_of<A>::type> ||
-                  std::is_same_v<typename detail::elem_of<A>::type, T>)&&...),
-                "dualcast::fused: all arrays of one call must have the same element type (cast "
-                "16-bit ones: dualcast::cast<float>)");
-  return detail::narrowed<T>(fused(pol, k, detail::widened(a)...));
+                  std::is_same_v<typename detail::elem_of<A>::type, T> ||
+                  std::is_same_v<typename detail::elem_of<A>::type, float>)&&...),
+                "dualcast::fused: the arrays of a call with bfloat16 / half ones are of that one "
+                "16-bit type or float (cast the others: dualcast::cast<float>)");
+  if constexpr ((std::is_same_v<typename detail::elem_of<A>::type, float> || ...))
+    return fused(pol, k, detail::widened(a)...);
+  else
+    return detail::narrowed<T>(fused(pol, k, detail::widened(a)...));
 }
 
 // The same under policy::automatic.

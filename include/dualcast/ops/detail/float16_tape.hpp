@@ -62,6 +62,12 @@ template <class A> decltype(auto) widened(A const &a) {
     return cast<float>(a);
 }
 
+// The first 16-bit type among element types E (void: none).
+template <class... E> struct float16_elem_of_args { using type = void; };
+template <class E, class... R> struct float16_elem_of_args<E, R...> {
+  using type = std::conditional_t<is_float16_v<E>, E, typename float16_elem_of_args<R...>::type>;
+};
+
 // The float operation's result(s) rounded to T16 (a cast node each).
 template <class T16> var<T16> narrowed(var<float> const &r) { return cast<T16>(r); }
 template <class T16, std::size_t K>
