@@ -1,8 +1,10 @@
 // bench/lstm_cell_16.cpp: the LSTM cell forward + VJP with its arrays stored in bfloat16 or half
 // (computed in float, rounded once on store) against float32, interleaved in one run.
 //
-// Modes: value_and_vjp (one pass: 7 arrays read, 7 written) and apply_vjp (apply, then vjp: 19
-// arrays). Storage: float32; bfloat16; half; bf16_mixed (bfloat16 gates, float cell state: c, c',
+// Modes: value_and_vjp (one pass: 7 arrays read, 7 written), apply_vjp (apply, then vjp: 19
+// arrays) and tape (lstm_cell on tape variables, then backward with the cotangents as seeds; its
+// bytes and floor are apply_vjp's, a lower bound: the tape's float temporaries are not counted).
+// Storage: float32; bfloat16; half; bf16_mixed (bfloat16 gates, float cell state: c, c',
 // its cotangent and the cell state's cotangent in float -- a float cell state beside 16-bit gates).
 // Each row: the median time, the bytes that mode and storage must move, the floor (those bytes at
 // the copy bandwidth of a 256 MiB float copy, measured first), GB/s, and the paired ratio to
@@ -12,6 +14,7 @@
 //   lstm_cell_16 [--quick] [--threads N] [--reps N]
 #include "common.hpp"
 
+#include <dualcast/autodiff.hpp>
 #include <dualcast/dualcast.hpp>
 
 #include <chrono>
@@ -19,6 +22,7 @@
 #include <functional>
 #include <random>
 #include <string>
+#include <type_traits>
 #include <vector>
 
 namespace dc = dualcast;
@@ -59,6 +63,31 @@ template <class G, class C> struct cell_arrays {
               r(gate[3]), r(c));
     dc::vjp(ex, dc::cells::lstm, dc::out(m(gbar[0]), m(gbar[1]), m(gbar[2]), m(gbar[3]), m(xbar_c)),
             inputs(), dc::in(r(hbar), r(cbar)));
+  }
+  // The cell on the tape: a fresh tape, the gates and c as variables, lstm_cell, backward seeded
+  // with hbar / cbar (in the outputs' type: float where c is float, else G). The tensors are made
+  // once (prepare_tape): the timed part is the tape's work. The tape runs on the ambient CPU
+  // executor, whose thread count is OpenMP's (bench::parse sets it from --threads).
+  template <class E, class S> static dc::tensor<E> as_tensor(dc::shape s, std::vector<S> const &x) {
+    std::vector<E> v;
+    for (S e : x)
+      v.push_back(E(float(e)));
+    return dc::tensor<E>::from(s, v);
+  }
+  using out_t = std::conditional_t<std::is_same_v<C, float>, float, G>;
+  std::vector<dc::tensor<G>> tg;
+  dc::tensor<C> tc;
+  dc::tensor<out_t> th, tcb;
+  void prepare_tape() {
+    for (auto const &v : gate)
+      tg.push_back(as_tensor<G>(s, v));
+    tc = as_tensor<C>(s, c), th = as_tensor<out_t>(s, hbar), tcb = as_tensor<out_t>(s, cbar);
+  }
+  void tape() {
+    dc::tape tp;
+    auto [h, c2] = dc::lstm_cell(tp.variable(tg[0]), tp.variable(tg[1]), tp.variable(tg[2]),
+                                 tp.variable(tg[3]), tp.variable(tc));
+    tp.backward(std::vector<dc::var<out_t>>{h, c2}, std::vector<dc::tensor<out_t>>{th, tcb});
   }
   // Bytes moved: one pass reads gates, c, hbar, cbar and writes h, c2, 4 gbar, xbar_c; apply + vjp
   // also reads the inputs a second time and writes the values once.
@@ -112,18 +141,20 @@ int main(int argc, char **argv) {
   cell_arrays<dc::half, dc::half> f16(s);
   cell_arrays<dc::bfloat16, float> mixed(s);
   char const *storages[] = {"float32", "bfloat16", "half", "bf16_mixed"};
-  double const bytes[2][4] = {
+  double const bytes[3][4] = {
       {f32.bytes(true, n), bf16.bytes(true, n), f16.bytes(true, n), mixed.bytes(true, n)},
+      {f32.bytes(false, n), bf16.bytes(false, n), f16.bytes(false, n), mixed.bytes(false, n)},
       {f32.bytes(false, n), bf16.bytes(false, n), f16.bytes(false, n), mixed.bytes(false, n)}};
-  char const *modes[] = {"value_and_vjp", "apply_vjp"};
+  char const *modes[] = {"value_and_vjp", "apply_vjp", "tape"};
+  f32.prepare_tape(), bf16.prepare_tape(), f16.prepare_tape(), mixed.prepare_tape();
   std::string const size = std::to_string(B) + "x" + std::to_string(H);
-  for (int mode = 0; mode < 2; ++mode) {
-    bool const one = mode == 0;
-    std::vector<std::function<void()>> runs = {
-        [&] { one ? f32.value_and_vjp(ex) : f32.apply_vjp(ex); },
-        [&] { one ? bf16.value_and_vjp(ex) : bf16.apply_vjp(ex); },
-        [&] { one ? f16.value_and_vjp(ex) : f16.apply_vjp(ex); },
-        [&] { one ? mixed.value_and_vjp(ex) : mixed.apply_vjp(ex); }};
+  for (int mode = 0; mode < 3; ++mode) {
+    auto each = [&](auto &a) {
+      return [&a, &ex, mode] {
+        mode == 0 ? a.value_and_vjp(ex) : mode == 1 ? a.apply_vjp(ex) : a.tape();
+      };
+    };
+    std::vector<std::function<void()>> runs = {each(f32), each(bf16), each(f16), each(mixed)};
     auto t = bench::interleaved(runs, reps);
     for (int v = 0; v < 4; ++v) {
       double const ms = bench::median(t[std::size_t(v)]);
