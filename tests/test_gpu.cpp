@@ -18,6 +18,7 @@ std::string dualcast_gpu_kernel_law_double();
 std::string dualcast_gpu_tape_law();
 std::string dualcast_gpu_long_rows_law();
 std::string dualcast_gpu_tape_two_streams_case();
+std::string dualcast_gpu_float16_lstm_case();
 
 namespace {
 bool skip_without_gpu() {
@@ -32,6 +33,13 @@ TEST_CASE("lstm case on the CUDA backend (float)") {
   if (skip_without_gpu())
     return;
   CHECK(dualcast_gpu_lstm_case_float() == "");
+}
+
+// Issue 37: bfloat16 / half gates beside a float cell state, value_and_vjp, CUDA against the CPU.
+TEST_CASE("16-bit lstm case on the CUDA backend (bfloat16, half; float cell state)") {
+  if (skip_without_gpu())
+    return;
+  CHECK(dualcast_gpu_float16_lstm_case() == "");
 }
 
 TEST_CASE("lstm case on the CUDA backend (double)") {
