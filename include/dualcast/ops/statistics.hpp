@@ -18,6 +18,7 @@
 #pragma once
 
 #include <dualcast/core/errors.hpp>
+#include <dualcast/ops/detail/float16_tape.hpp>
 #include <dualcast/ops/elementwise.hpp>
 #include <dualcast/ops/reduce.hpp>
 #include <dualcast/tape/tape.hpp>
@@ -52,6 +53,7 @@ auto stddev(X const &x, std::vector<int> const &axes = {}, bool keepdims = false
 // The vector p-norm over axes (all when empty): p = 1, 2, inf, -inf (min |x|), or any p > 0.
 template <var_like X>
 auto norm(X const &x, double p = 2, std::vector<int> const &axes = {}, bool keepdims = false) {
+  DUALCAST_REFUSE_FLOAT16("norm", X); // (max, min and pow of its p-norms do not take 16 bits)
   static_assert(detail::plain_operand<X>(),
                 "dualcast::norm: not supported on a tape over duals (dual<T, K> elements) yet; "
                 "docs/higher-order.md lists the operations that are");
