@@ -776,8 +776,8 @@ def gradbench_lstm_section():
             f"`{m.get('command', '?')}`. Milliseconds, objective / jacobian, the median over "
             "repetitions of each repetition's median; \"before\" is the tool without this "
             "change, timed in the same shuffled order (`--baseline`).\n\n"
-            + table(["workload", "dualcast (jacobian / objective)", "dualcast before",
-                     "codipack", "manual", "jacobian us per layer-step: dualcast / codipack",
+            + table(["workload", "dualcast objective / jacobian (ratio)", "dualcast before",
+                     "codipack (ratio)", "manual", "jacobian us per layer-step: dualcast / codipack",
                      "jacobian dualcast / codipack (target)"], body))
 
 
