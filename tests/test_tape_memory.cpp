@@ -2,7 +2,8 @@
 // nodes keeps at most the stated bytes per node in its arena (tape::node_memory_bytes(), an
 // instrumented counter, not a timing), as much per node at 10^5 nodes as at 10^3; and the D-LSTM
 // written with plain tape operators (examples/models/dlstm.hpp, loss_operators) has the fused
-// cell's gradients, both checked against central differences.
+// cell's gradients, both checked against central differences; the small blocks of a long tape
+// (gradient slots, storage handles) are all recycled for the next tape.
 #include "models/dlstm.hpp"
 #include "tape_support.hpp"
 
@@ -92,6 +93,32 @@ TEST_CASE("tape memory: 10^5 small fused nodes keep at most 512 bytes of bookkee
   // Linear: as much per node on a long tape as on a short one.
   CHECK(cell_chain(dc::policy::recompute, 1000).total == doctest::Approx(recompute.total));
   CHECK(cell_chain(dc::policy::store, 1000).total == doctest::Approx(store.total));
+}
+
+TEST_CASE("tape memory: a long tape's slots and storage handles are all kept for the next tape") {
+  // GradBench's lstm at l = 6, c = 8192 holds about 10^5 gradient slots (some 500 bytes each with
+  // their control blocks) and as many storage handles; each freed block must go back to the
+  // thread's list, not to malloc (the list once kept 16384), so that the next tape of that length
+  // takes them all from there.
+  struct block {
+    alignas(16) unsigned char bytes[512];
+  };
+  using alloc = dc::detail::recycling_allocator<block>;
+  auto &list = dc::detail::blocks<alloc::size>();
+  constexpr std::size_t n = 100000;
+  std::vector<block *> p(n);
+  alloc a;
+  for (auto &b : p)
+    b = a.allocate(1);
+  std::size_t const before = list.count;
+  for (auto *b : p)
+    a.deallocate(b, 1);
+  CHECK(list.count == before + n); // all kept
+  for (auto &b : p)
+    b = a.allocate(1);
+  CHECK(list.count == before); // all taken back from the list
+  for (auto *b : p)
+    a.deallocate(b, 1);
 }
 
 TEST_CASE("tape memory: lazy elementwise, matmul and sum nodes on small arrays") {

@@ -7,7 +7,10 @@ with min_runs RUNS, in a shuffled order, and takes the median of its evaluate ti
 reports the median (and the minimum) over repetitions. Standard library only.
 
   compare.py --logs DIR --gradbench DIR --tool CMD [--reps 7] [--runs 5] [--out results.csv]
-             [--only module:description ...]
+             [--only module:description ...] [--baseline CMD]
+
+--baseline CMD times a second build of the tool (e.g. main's, before a change) in the same
+shuffled order, as implementation "dualcast baseline": a paired before / after on one machine.
 """
 import argparse
 import csv
@@ -84,10 +87,13 @@ def main():
     ap.add_argument("--runs", type=int, default=5)
     ap.add_argument("--out", default=None)
     ap.add_argument("--only", nargs="*", default=DEFAULT)
+    ap.add_argument("--baseline", default=None)
     args = ap.parse_args()
 
     inputs = inputs_from_logs(args.logs, set(args.only))
-    tool = Tool(args.tool)
+    tools = {"dualcast": Tool(args.tool)}
+    if args.baseline:
+        tools["dualcast baseline"] = Tool(args.baseline)
     rows = []
     tmp = tempfile.mkdtemp()
     for key in args.only:
@@ -100,7 +106,7 @@ def main():
         path = os.path.join(tmp, "input.json")
         with open(path, "w") as f:
             f.write(text)
-        jobs = [("dualcast", PRIMAL[module]), ("dualcast", DERIVATIVE[module])]
+        jobs = [(name, f) for name in tools for f in (PRIMAL[module], DERIVATIVE[module])]
         if module in PLAIN:
             jobs.append(("plain C++ (ours)", PLAIN[module]))
         for other in ("manual", "codipack"):
@@ -116,7 +122,7 @@ def main():
                     t = run_binary(os.path.join(args.gradbench, "tools", impl, "bin", module),
                                    function, path)
                 else:
-                    t = tool.run(module, function, text)
+                    t = tools.get(impl, tools["dualcast"]).run(module, function, text)
                 samples[(impl, function)].append(statistics.median(t) / 1e6)
         for (impl, function), ms in samples.items():
             row = {"module": module, "workload": key.split(":", 1)[1], "implementation": impl,
@@ -125,8 +131,9 @@ def main():
             rows.append(row)
             print(f"{key:<32} {impl:<18} {function:<16} {row['median_ms']:>10.3f} ms "
                   f"(min {row['min_ms']:.3f})", flush=True)
-    tool.p.stdin.close()
-    tool.p.wait()
+    for tool in tools.values():
+        tool.p.stdin.close()
+        tool.p.wait()
     if args.out:
         with open(args.out, "w", newline="") as f:
             w = csv.DictWriter(f, fieldnames=list(rows[0]))

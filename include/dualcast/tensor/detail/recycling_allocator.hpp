@@ -43,7 +43,13 @@ template <class T> struct recycling_allocator {
   using value_type = T;
   static_assert(alignof(T) <= __STDCPP_DEFAULT_NEW_ALIGNMENT__);
   static constexpr std::size_t size = sizeof(T) < sizeof(void *) ? sizeof(void *) : sizeof(T);
-  static constexpr std::size_t max_kept = 1 << 14; // per thread and size
+  // Per thread and size: as many blocks as fit in 64 MiB, at least 16384. A long tape holds a
+  // gradient slot (528 bytes with g++ 12) and a storage handle per node output -- GradBench's lstm
+  // at l = 6, c = 8192: about 100,000 of each -- and with a cap of 16384 the rest went back to
+  // malloc and came from it again at the next tape, a cost per node that only long tapes paid.
+  static constexpr std::size_t max_kept = (std::size_t(64) << 20) / size > (1 << 14)
+                                              ? (std::size_t(64) << 20) / size
+                                              : 1 << 14;
 
   recycling_allocator() = default;
   template <class U> recycling_allocator(recycling_allocator<U> const &) noexcept {}
