@@ -354,17 +354,10 @@ inline std::string same_on(std::vector<tape_problem> const &problems, dc::device
 // bit -- the host's law: thread counts do not change a bit). The inputs and gradients are of
 // order 1; GPU reductions add in another order, and CUDA's libm rounds differently from the
 // CPU's.
-// The problems are given where a build compiles them in several translation units
-// (tests/cuda/tape_cases_gpu*.cu); tape_law_problems lists them.
-inline std::string tape_law(std::vector<tape_problem> const &problems, dc::device d, int ulps) {
-  return same_on(problems, d, ulps * std::numeric_limits<double>::epsilon());
-}
-inline std::vector<tape_problem> tape_law_problems() {
-  return {lstm_step_problem(), mlp_problem(), ops_problem(), primitives_problem(),
-          torch_ops_problem()};
-}
 inline std::string tape_law(dc::device d, int ulps) {
-  return tape_law(tape_law_problems(), d, ulps);
+  return same_on({lstm_step_problem(), mlp_problem(), ops_problem(), primitives_problem(),
+                  torch_ops_problem()},
+                 d, ulps * std::numeric_limits<double>::epsilon());
 }
 
 // Few long rows, the primitives' paths for them (issue 13): a whole-array sum and a sum over

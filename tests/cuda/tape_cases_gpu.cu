@@ -2,16 +2,9 @@
 // for the CUDA executor (fused nodes store / recompute, lazy expressions, unfused mode,
 // reductions, shape operations, softmax family, indexing, cuBLAS matmuls). Called from
 // tests/test_gpu.cpp, which reports the tests skipped without a GPU.
-//
-// Three translation units, each compiling its own problems once (nvcc took 234 s of CPU and
-// 2.7 GB for them in one, the longest compile of CI's cuda stage): this one, the LSTM step and
-// the MLP, and two tapes on two streams; tape_cases_gpu_ops.cu, the operations and the
-// PyTorch-style ones; tape_cases_gpu_laws.cu, the primitives and the laws CPU == GPU, which take
-// the other files' problems through the functions declared in tape_problems_gpu.hpp.
 #include <dualcast/cuda.cuh>
 
 #include "../cases/tape_cases.hpp"
-#include "tape_problems_gpu.hpp"
 
 #include <cstring>
 #include <exception>
@@ -19,17 +12,30 @@
 #include <thread>
 #include <vector>
 
-dualcast_tests::tape_problem dualcast_gpu_lstm_step_problem() {
-  return dualcast_tests::lstm_step_problem();
-}
-dualcast_tests::tape_problem dualcast_gpu_mlp_problem() { return dualcast_tests::mlp_problem(); }
-
 std::string dualcast_gpu_tape_lstm_step_case() {
-  return dualcast_tests::check_tape_case(dualcast_gpu_lstm_step_problem(),
-                                         dualcast::device::cuda(0));
+  return dualcast_tests::lstm_step_case(dualcast::device::cuda(0));
 }
 std::string dualcast_gpu_tape_mlp_case() {
-  return dualcast_tests::check_tape_case(dualcast_gpu_mlp_problem(), dualcast::device::cuda(0));
+  return dualcast_tests::mlp_case(dualcast::device::cuda(0));
+}
+std::string dualcast_gpu_tape_ops_case() {
+  return dualcast_tests::ops_case(dualcast::device::cuda(0));
+}
+std::string dualcast_gpu_tape_primitives_case() {
+  return dualcast_tests::primitives_case(dualcast::device::cuda(0));
+}
+std::string dualcast_gpu_tape_torch_ops_case() {
+  return dualcast_tests::torch_ops_case(dualcast::device::cuda(0));
+}
+// CPU == GPU, the tape's side: every case on host tensors and on CUDA tensors, within 256 ulp of
+// double (GPU reductions add in another order; see tests/cases/tape_cases.hpp).
+std::string dualcast_gpu_tape_law() {
+  return dualcast_tests::tape_law(dualcast::device::cuda(0), 256);
+}
+// Few long rows (whole-array sums cut into chunks, max / min over chunks, scans and recurrences
+// in pieces): the GPU against the host within 1e-10 relative (other addition orders).
+std::string dualcast_gpu_long_rows_law() {
+  return dualcast_tests::long_rows_law(dualcast::device::cuda(0), 1e-10);
 }
 
 // Two tapes on two streams (issue 17): the LSTM step and the MLP bodies above, each with one SGD
@@ -96,7 +102,7 @@ std::string dualcast_gpu_tape_two_streams_case() {
     tape_fn f;
     std::vector<tensor64> xs;
   };
-  auto const lstm = dualcast_gpu_lstm_step_problem(), mlp = dualcast_gpu_mlp_problem();
+  auto const lstm = dualcast_tests::lstm_step_problem(), mlp = dualcast_tests::mlp_problem();
   body const bodies[2] = {{"lstm step", lstm.f, lstm.inputs}, {"mlp", mlp.f, mlp.inputs}};
   std::vector<double> want[2];
   for (int b = 0; b < 2; ++b)
