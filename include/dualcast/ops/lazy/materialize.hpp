@@ -14,9 +14,11 @@
 // (ops/lazy/unfused.hpp).
 #pragma once
 
+#include <dualcast/core/compiled.hpp>
 #include <dualcast/kernel/kernel.hpp>
 #include <dualcast/ops/fused.hpp>
 #include <dualcast/ops/lazy/expr.hpp>
+#include <dualcast/ops/lazy/operators.hpp>
 #include <dualcast/ops/lazy/tree.hpp>
 #include <dualcast/ops/lazy/unfused.hpp>
 #include <dualcast/tape/policy.hpp>
@@ -178,6 +180,33 @@ template <class T, class P, class... E> auto eval_fused(P pol, E const &...es) {
   return fused_trees<T>(pol, tp, vars, tens, trees);
 }
 
+// One expression materialised as its node, behind a function of a stated type, so that the
+// compiled component can hold the commonest ones (below): those of one operation on leaves that
+// ops/lazy/unfused.hpp lists (x + b, y - target, e * e, sigmoid(x)), under policy::automatic,
+// each a store and a recompute node that every program using them compiled again.
+template <class T, class P, class Tree, int NV, int NT>
+[[gnu::noinline]] var<T> eval_node(P pol, expr<T, Tree, NV, NT> const &e) {
+  return eval_fused<T>(pol, e);
+}
+using tag_auto = std::remove_const_t<decltype(policy::automatic)>;
+#define DUALCAST_X0(T, NV, NT, ...) /* (the tree last: it has commas) */                           \
+  DUALCAST_INSTANTIATE var<T> eval_node<T, tag_auto, __VA_ARGS__, NV, NT>(                         \
+      tag_auto, expr<T, __VA_ARGS__, NV, NT> const &);
+#define DUALCAST_X1(T, Op)                                                                         \
+  DUALCAST_X0(T, 2, 0, binary<Op, vleaf<0>, vleaf<1>>)                                             \
+  DUALCAST_X0(T, 1, 1, binary<Op, vleaf<0>, tleaf<0>>)                                             \
+  DUALCAST_X0(T, 1, 1, binary<Op, tleaf<0>, vleaf<0>>)                                             \
+  DUALCAST_X0(T, 1, 0, binary<Op, vleaf<0>, sleaf<T>>)                                             \
+  DUALCAST_X0(T, 1, 0, binary<Op, sleaf<T>, vleaf<0>>)
+#define DUALCAST_X2(T, Op) DUALCAST_X0(T, 1, 0, unary<Op, vleaf<0>>)
+#define DUALCAST_X(T)                                                                              \
+  DUALCAST_LAZY_COMPILED_BINARY(DUALCAST_X1, T) DUALCAST_LAZY_COMPILED_UNARY(DUALCAST_X2, T)
+DUALCAST_EACH_FLOAT_TYPE(DUALCAST_X)
+#undef DUALCAST_X
+#undef DUALCAST_X2
+#undef DUALCAST_X1
+#undef DUALCAST_X0
+
 // Returns false if it does not apply.
 template <class T, class P, class E0, class E1>
 bool eval_shared(P pol, E0 const &big, E1 const &part, bool part_first,
@@ -236,7 +265,7 @@ var<T> expr<T, Tree, NV, NT>::materialise(P pol) const {
     detail::lz::memo_t<T> memo;
     r = detail::lz::eval_eager<T>(*this, memo);
   } else {
-    r = detail::lz::eval_fused<T>(pol, *this);
+    r = detail::lz::eval_node<T>(pol, *this);
   }
   return r;
 }
