@@ -158,6 +158,24 @@ TEST_CASE("fused: the cost model and tape memory per policy") {
   };
   CHECK(saved(dc::policy::store) == 6 * 8 * 16 * sizeof(double));     // K * A partials
   CHECK(saved(dc::policy::recompute) == 3 * 8 * 16 * sizeof(double)); // the inputs only
+  // A variable passed twice (x * x of a lazy expression on the CPU): the store node keeps ONE
+  // partial array per distinct variable and output, the uses' summed.
+  auto saved_twice = [&](auto p) {
+    dc::tape tp;
+    auto va = tp.variable(a), vc = tp.variable(a.clone());
+    auto r = dc::fused(p, cell, va, va, vc);
+    return tp.saved_bytes();
+  };
+  CHECK(saved_twice(dc::policy::store) == 4 * 8 * 16 * sizeof(double));
+  CHECK(saved_twice(dc::policy::recompute) == 2 * 8 * 16 * sizeof(double));
+  for (bool store : {true, false})
+    check_gradients(
+        [store](auto const &v) {
+          auto [y, z] = store ? dc::fused(dc::policy::store, cell, v[0], v[0], v[1])
+                              : dc::fused(dc::policy::recompute, cell, v[0], v[0], v[1]);
+          return y * z;
+        },
+        {a, random_tensor({8, 16}, 22)});
 }
 
 namespace {

@@ -130,19 +130,36 @@ template <class T>
   return c;
 }
 
-// The number of variables of a node that have a gradient, and the position of variable a among
-// them (a store node keeps partials for those only).
+// Whether variable a has a gradient and is its first use in the node: a store node keeps partials
+// for those only, a variable passed twice (x * x on the CPU) getting ONE partial array, the sum of
+// its uses' (store_node.hpp: merge_repeated).
+template <class T> bool kept_partial(fused_core<T> const &c, std::size_t a) {
+  if (!c.in[a])
+    return false;
+  for (std::size_t o = 0; o < a; ++o)
+    if (c.in[o] == c.in[a])
+      return false;
+  return true;
+}
+// The number of variables before `end` whose partials a store node keeps.
 template <class T> std::size_t slotted_count(fused_core<T> const &c, std::size_t end) {
   std::size_t n = 0;
   for (std::size_t a = 0; a < end; ++a)
-    n += c.in[a] ? 1 : 0;
+    n += kept_partial(c, a) ? 1 : 0;
   return n;
 }
-// A store node's partial d y_k / d x_a (variable a has a gradient) as a view of the call's shape.
+// A store node's kept partial d y_k / d x_a (kept_partial(c, a)) as a view of the call's shape.
 template <class T> view<T> partial_at(fused_core<T> const &c, std::size_t k, std::size_t a) {
   std::size_t const len = std::size_t(c.s.size());
   std::size_t const i = k * slotted_count(c, c.in.size()) + slotted_count(c, a);
   return view<T>(c.partials + i * len, c.s);
+}
+// The first use of variable a in the node (a itself unless it is passed twice).
+template <class T> std::size_t first_use(fused_core<T> const &c, std::size_t a) {
+  for (std::size_t o = 0; o < a; ++o)
+    if (c.in[o] == c.in[a])
+      return o;
+  return a;
 }
 
 // A non-flat recompute node's argument views, packed in the tape's memory: each view's data
@@ -347,10 +364,11 @@ template <class T>
       accumulate_grad(*c.in[a], b.temp_tensor[a], c.host);
 }
 
-// A store node's partial arrays: the kept block (c.partials, of the variables with gradients) and
-// its version check in `saves` (which keeps it); where the forward pass writes all K * NA of
-// them (output-major) in `all`, those of variables without gradients in the returned tensor, to
-// be dropped afterwards.
+// A store node's partial arrays: the kept block (c.partials, of the variables with gradients, one
+// per distinct variable) and its version check in `saves` (which keeps it); where the forward
+// pass writes all K * NA of them (output-major) in `all`, those of variables without gradients
+// and of a repeated variable's later uses in the returned tensor, to be dropped afterwards (the
+// latter once added to the first use's: merge_repeated).
 template <class T>
 [[gnu::noinline]] tensor<T> alloc_partials(arena &mem, fused_core<T> &c,
                                            arena_array<saved_tensor> &saves, std::size_t k,
@@ -365,7 +383,7 @@ template <class T>
   for (std::size_t o = 0, u = 0; o < k; ++o)
     for (std::size_t a = 0; a < na; ++a)
       all[o * na + a] =
-          c.in[a] ? partial_at(c, o, a) : view<T>(dropped.raw_data() + len * u++, c.s);
+          kept_partial(c, a) ? partial_at(c, o, a) : view<T>(dropped.raw_data() + len * u++, c.s);
   return dropped;
 }
 

@@ -128,6 +128,29 @@ bool contract_all(Ex const &ex, fused_core<T> const &c, std::vector<tensor<T>> c
   return true;
 }
 
+// The identity, as a kernel whose output is added to (merge_repeated: p_first += p_later).
+struct pass_fn {
+  template <class X> DUALCAST_HD X operator()(X const &x) const { return x; }
+};
+
+// A store node whose variable is passed more than once (x * x): the later uses' partials (in
+// `all`, output-major, K * NA of them) added into the first use's, the one kept (kept_partial).
+// One partial array per distinct variable: the same memory as a node with the leaf
+// deduplicated; its gradient then contracts the sum of the partials.
+template <class T, class Ex>
+void merge_repeated(Ex const &ex, fused_core<T> const &c, view<T> const *all, std::size_t K) {
+  std::size_t const na = c.in.size();
+  for (std::size_t a = 0; a < na; ++a) {
+    if (!c.in[a] || kept_partial(c, a))
+      continue;
+    for (std::size_t k = 0; k < K; ++k) {
+      auto o = out(partial_at(c, k, first_use(c, a)));
+      o.add[0] = true;
+      apply(ex, kernel<pass_fn>{{}}, o, view<T const>(all[k * na + a]));
+    }
+  }
+}
+
 // Forward and recording of a store node: `args` are the kernel's arguments (views and scalars),
 // `outs` the output values, `core` the node's state (its partials: alloc_partials).
 template <class T, int K, class Active, class Ex, class F, bool S, class Args>
@@ -146,6 +169,8 @@ void store_node(Ex const &ex, tape &tp, kernel<F, S> const &k, Args const &args,
       ex, partials_op<F, Layout, K, Active>{{k.f, scalars}},
       std::apply([](auto const &...x) { return collect_arrays<T>(x...); }, args), all,
       std::array<bool, std::size_t(K + K * NA)>{}, K, "partial");
+  if constexpr (NA > 1)
+    merge_repeated<T>(ex, core, all.data() + K, std::size_t(K));
   tp.record_static<T, K>(
       "fused elementwise (store)", out_slots,
       [ex, c = std::move(core)](std::array<slot_ptr<T>, K> const &os) mutable {
@@ -158,7 +183,7 @@ void store_node(Ex const &ex, tape &tp, kernel<F, S> const &k, Args const &args,
                                         std::make_index_sequence<std::size_t(K)>{},
                                         std::make_index_sequence<std::size_t(K * NA)>{});
         for (int a2 = 0; a2 < NA && !done; ++a2) {
-          if (!c.in[std::size_t(a2)])
+          if (!kept_partial(c, std::size_t(a2))) // (a repeated variable's: in its first use's)
             continue;
           std::array<view<T const>, 2 * std::size_t(K)> v;
           for (int k2 = 0; k2 < K; ++k2) {

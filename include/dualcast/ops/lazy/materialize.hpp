@@ -4,19 +4,21 @@
 //   auto [h, c] = dualcast::eval(h_expr, c_expr);  // several outputs: ONE node, one kernel
 //
 // Materialisation -- .eval(), conversion to var<T>, dualcast::eval(...), or automatically when a
-// non-elementwise operation consumes the expression -- deduplicates the leaves of more than
-// dedup_min_size elements (x * x has ONE input: the same variable, or the same view of the same
-// tensor; smaller leaves are passed as they are, see fused_trees) and records ONE fused node
-// (dualcast::fused) with a functor that evaluates the trees on the leaves; the store /
-// recompute policy comes from the cost model unless given. Repeated materialisation of one expr
-// object returns the same variable (cached; copies share the cache); an expr embedded in a larger
-// tree is re-evaluated inside the larger kernel instead (recompute, no extra memory). On a tape
-// with fused == false the expression is evaluated node by node (ops/lazy/unfused.hpp).
+// non-elementwise operation consumes the expression -- records ONE fused node (dualcast::fused)
+// with a functor that evaluates the trees on the leaves (on the CPU the leaves as they are: x * x
+// passes x twice, and the node keeps one partial array for it; nvcc units deduplicate them, see
+// fused_trees); the store / recompute policy comes from the cost model unless given. Repeated
+// materialisation of one expr object returns the same variable (cached; copies share the cache);
+// an expr embedded in a larger tree is re-evaluated inside the larger kernel instead (recompute,
+// no extra memory). On a tape with fused == false the expression is evaluated node by node
+// (ops/lazy/unfused.hpp).
 #pragma once
 
+#include <dualcast/core/compiled.hpp>
 #include <dualcast/kernel/kernel.hpp>
 #include <dualcast/ops/fused.hpp>
 #include <dualcast/ops/lazy/expr.hpp>
+#include <dualcast/ops/lazy/operators.hpp>
 #include <dualcast/ops/lazy/tree.hpp>
 #include <dualcast/ops/lazy/unfused.hpp>
 #include <dualcast/tape/policy.hpp>
@@ -48,7 +50,7 @@ template <class T> bool same_var(var<T> const &a, var<T> const &b) {
     return a.slot() == b.slot();
   return same_tensor(a.value(), b.value());
 }
-// Unique leaves first (padding after them) and the map from leaf to argument.
+// Unique leaves first (padding after them) and the map from leaf to argument (nvcc units only).
 template <class L, std::size_t N, class Same>
 std::pair<std::array<L, N>, std::array<std::uint8_t, N>> dedup(std::array<L, N> const &in,
                                                                Same same, L const &pad) {
@@ -72,9 +74,6 @@ std::pair<std::array<L, N>, std::array<std::uint8_t, N>> dedup(std::array<L, N> 
   return {u, map};
 }
 
-// Leaves of at most this many elements are not deduplicated (see fused_trees).
-inline constexpr index_t dedup_min_size = 4096;
-
 template <class T, class P, std::size_t NV_, std::size_t NT_, class Trees>
 auto fused_trees(P pol, tape *tp, std::array<var<T>, NV_> const &vars,
                  std::array<tensor<T>, NT_> const &tens, Trees const &trees) {
@@ -84,27 +83,20 @@ auto fused_trees(P pol, tape *tp, std::array<var<T>, NV_> const &vars,
     leaf_dev = vars[0].value().dev();
   auto const on_stream = detail::tape_stream_scope(tp, leaf_dev); // (CUDA: the tape's stream)
 #if !defined(__CUDACC__)
-  // Small arrays: the leaves as they are, a repeated one twice (the node gives its second use a
-  // temporary gradient). Deduplicating them needs padding, a rank-0 constant that takes the node
-  // off the flat path, and the mapped kernel, which copies every argument into an array: on
-  // 14-element arrays that cost more than reading a leaf twice (the plain-operator D-LSTM, whose
-  // state update reads h twice: bench/tape_overhead).
-  bool small = true;
-  for (auto const &v : vars)
-    small = small && v.size() <= dedup_min_size;
-  for (auto const &t : tens)
-    small = small && t.size() <= dedup_min_size;
-  if (small) {
-    auto fn = [&]<class... Tr>(detail::tuple<Tr...> const &t) {
-      return tree_fn<true, NV, NT, Tr...>{t, {}, {}};
-    }(trees);
-    return [&]<std::size_t... I, std::size_t... J>(std::index_sequence<I...>,
-                                                   std::index_sequence<J...>) {
-      return dualcast::fused(pol, kernel{fn}, vars[I]..., tens[J]...);
-    }
-    (std::make_index_sequence<std::size_t(NV)>{}, std::make_index_sequence<std::size_t(NT)>{});
+  // On the CPU the leaves are passed as they are, a repeated one twice (the node gives its second
+  // use a temporary gradient, and a store node adds its partials into the first use's, so it keeps
+  // one partial array per distinct variable: ops/fused/store_node.hpp). So each expression compiles
+  // ONE node: deduplicating at run time compiled a second, mapped one (padding, a rank-0 constant
+  // that takes the node off the flat path, every argument copied into an array) beside it.
+  auto fn = [&]<class... Tr>(detail::tuple<Tr...> const &t) {
+    return tree_fn<true, NV, NT, Tr...>{t, {}, {}};
+  }(trees);
+  return [&]<std::size_t... I, std::size_t... J>(std::index_sequence<I...>,
+                                                 std::index_sequence<J...>) {
+    return dualcast::fused(pol, kernel{fn}, vars[I]..., tens[J]...);
   }
-#endif
+  (std::make_index_sequence<std::size_t(NV)>{}, std::make_index_sequence<std::size_t(NT)>{});
+#else
   // Padding for the positions freed by deduplication: a rank-0 constant (no memory traffic) on
   // the leaves' device.
   auto pad_t = tensor<T>::zeros(shape{}, leaf_dev);
@@ -116,32 +108,18 @@ auto fused_trees(P pol, tape *tp, std::array<var<T>, NV_> const &vars,
       tens, [](tensor<T> const &a, tensor<T> const &b) { return same_tensor(a, b); }, pad_t);
   auto const &uv = dv.first;
   auto const &ut = dt.first;
-  // Without duplicates (the common case) the leaves index the arguments at compile time; with
-  // them, through the run-time map (a second instantiation).
-  bool identity = true;
-  for (int i = 0; i < NV; ++i)
-    identity = identity && dv.second[std::size_t(i)] == i;
-  for (int i = 0; i < NT; ++i)
-    identity = identity && dt.second[std::size_t(i)] == i;
-  auto run = [&]<bool Direct>(std::bool_constant<Direct>) {
-    auto fn = [&]<class... Tr>(detail::tuple<Tr...> const &t) {
-      return tree_fn<Direct, NV, NT, Tr...>{t, dv.second, dt.second};
-    }(trees);
-    return [&]<std::size_t... I, std::size_t... J>(std::index_sequence<I...>,
-                                                   std::index_sequence<J...>) {
-      return dualcast::fused(pol, kernel{fn}, uv[I]..., ut[J]...);
-    }
-    (std::make_index_sequence<std::size_t(NV)>{}, std::make_index_sequence<std::size_t(NT)>{});
-  };
-#if defined(__CUDACC__)
-  // nvcc translation units compile only the mapped variant: each variant is a set of GPU kernels
-  // for two architectures, and the compile time of .cu files is what limits us.
-  (void)identity;
-#else
-  if (identity)
-    return run(std::true_type{});
+  // nvcc translation units compile only the mapped variant (deduplicated leaves, indexed through
+  // the run-time map): each variant is a set of GPU kernels for two architectures, and the
+  // compile time of .cu files is what limits us.
+  auto fn = [&]<class... Tr>(detail::tuple<Tr...> const &t) {
+    return tree_fn<false, NV, NT, Tr...>{t, dv.second, dt.second};
+  }(trees);
+  return [&]<std::size_t... I, std::size_t... J>(std::index_sequence<I...>,
+                                                 std::index_sequence<J...>) {
+    return dualcast::fused(pol, kernel{fn}, uv[I]..., ut[J]...);
+  }
+  (std::make_index_sequence<std::size_t(NV)>{}, std::make_index_sequence<std::size_t(NT)>{});
 #endif
-  return run(std::false_type{});
 }
 
 // All exprs (or variables) of es as ONE fused node with one output per expr.
@@ -202,6 +180,33 @@ template <class T, class P, class... E> auto eval_fused(P pol, E const &...es) {
   return fused_trees<T>(pol, tp, vars, tens, trees);
 }
 
+// One expression materialised as its node, behind a function of a stated type, so that the
+// compiled component can hold the commonest ones (below): those of one operation on leaves that
+// ops/lazy/unfused.hpp lists (x + b, y - target, e * e, sigmoid(x)), under policy::automatic,
+// each a store and a recompute node that every program using them compiled again.
+template <class T, class P, class Tree, int NV, int NT>
+[[gnu::noinline]] var<T> eval_node(P pol, expr<T, Tree, NV, NT> const &e) {
+  return eval_fused<T>(pol, e);
+}
+using tag_auto = std::remove_const_t<decltype(policy::automatic)>;
+#define DUALCAST_X0(T, NV, NT, ...) /* (the tree last: it has commas) */                           \
+  DUALCAST_INSTANTIATE var<T> eval_node<T, tag_auto, __VA_ARGS__, NV, NT>(                         \
+      tag_auto, expr<T, __VA_ARGS__, NV, NT> const &);
+#define DUALCAST_X1(T, Op)                                                                         \
+  DUALCAST_X0(T, 2, 0, binary<Op, vleaf<0>, vleaf<1>>)                                             \
+  DUALCAST_X0(T, 1, 1, binary<Op, vleaf<0>, tleaf<0>>)                                             \
+  DUALCAST_X0(T, 1, 1, binary<Op, tleaf<0>, vleaf<0>>)                                             \
+  DUALCAST_X0(T, 1, 0, binary<Op, vleaf<0>, sleaf<T>>)                                             \
+  DUALCAST_X0(T, 1, 0, binary<Op, sleaf<T>, vleaf<0>>)
+#define DUALCAST_X2(T, Op) DUALCAST_X0(T, 1, 0, unary<Op, vleaf<0>>)
+#define DUALCAST_X(T)                                                                              \
+  DUALCAST_LAZY_COMPILED_BINARY(DUALCAST_X1, T) DUALCAST_LAZY_COMPILED_UNARY(DUALCAST_X2, T)
+DUALCAST_EACH_FLOAT_TYPE(DUALCAST_X)
+#undef DUALCAST_X
+#undef DUALCAST_X2
+#undef DUALCAST_X1
+#undef DUALCAST_X0
+
 // Returns false if it does not apply.
 template <class T, class P, class E0, class E1>
 bool eval_shared(P pol, E0 const &big, E1 const &part, bool part_first,
@@ -260,7 +265,7 @@ var<T> expr<T, Tree, NV, NT>::materialise(P pol) const {
     detail::lz::memo_t<T> memo;
     r = detail::lz::eval_eager<T>(*this, memo);
   } else {
-    r = detail::lz::eval_fused<T>(pol, *this);
+    r = detail::lz::eval_node<T>(pol, *this);
   }
   return r;
 }

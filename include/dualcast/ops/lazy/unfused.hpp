@@ -11,9 +11,11 @@
 // value-dependent branches) can run unfused; fused() accepts any kernel.
 #pragma once
 
+#include <dualcast/core/compiled.hpp>
 #include <dualcast/kernel/kernel.hpp>
 #include <dualcast/ops/fused.hpp>
 #include <dualcast/ops/lazy/expr.hpp>
+#include <dualcast/ops/lazy/operators.hpp>
 #include <dualcast/ops/lazy/tree.hpp>
 #include <dualcast/tape/tape.hpp>
 #include <dualcast/tensor/tensor.hpp>
@@ -41,7 +43,9 @@ template <class T> using memo_t = std::unordered_map<std::uint64_t, var<T>>;
 // before -- there the tree kernels of the operand patterns this would add (map_rows /
 // map_strided, VJP and partials over two variables) took 8-24-byte stack frames in float, which
 // CI's CUDA stage rejects, and the compile time it saves is the host's.
-template <class T, class Tree, class... V> var<T> one_op(Tree const &tree, V const &...v) {
+// Not inlined: the compiled component holds the commonest (below).
+template <class T, class Tree, class... V>
+[[gnu::noinline]] var<T> one_op(Tree const &tree, V const &...v) {
   constexpr int NV = int(sizeof...(V));
   constexpr bool direct = true;
   std::array<std::uint8_t, NV> identity{};
@@ -50,6 +54,29 @@ template <class T, class Tree, class... V> var<T> one_op(Tree const &tree, V con
   tree_fn<direct, NV, 0, Tree> fn{detail::make_tuple(tree), identity, {}};
   return dualcast::fused(kernel{fn}, v...);
 }
+// The operations compiled once in the compiled component (core/compiled.hpp), each a fused node
+// that every program using them compiled again: +, -, * and / of two variables or of a variable
+// and a scalar, and the commonest functions of a variable. Their nodes are the ones that
+// materialising the same operation of leaves compiles too (ops/lazy/materialize.hpp: eval_node).
+#define DUALCAST_LAZY_COMPILED_BINARY(X, T) X(T, op_add) X(T, op_sub) X(T, op_mul) X(T, op_div)
+#define DUALCAST_LAZY_COMPILED_UNARY(X, T)                                                         \
+  X(T, op_neg) X(T, op_exp) X(T, op_log) X(T, op_sqrt) X(T, op_tanh) X(T, op_sigmoid) X(T, op_relu)
+#define DUALCAST_X1(T, Op)                                                                         \
+  DUALCAST_INSTANTIATE var<T> one_op<T, binary<Op, vleaf<0>, vleaf<1>>, var<T>, var<T>>(           \
+      binary<Op, vleaf<0>, vleaf<1>> const &, var<T> const &, var<T> const &);                     \
+  DUALCAST_INSTANTIATE var<T> one_op<T, binary<Op, vleaf<0>, sleaf<T>>, var<T>>(                   \
+      binary<Op, vleaf<0>, sleaf<T>> const &, var<T> const &);                                     \
+  DUALCAST_INSTANTIATE var<T> one_op<T, binary<Op, sleaf<T>, vleaf<0>>, var<T>>(                   \
+      binary<Op, sleaf<T>, vleaf<0>> const &, var<T> const &);
+#define DUALCAST_X2(T, Op)                                                                         \
+  DUALCAST_INSTANTIATE var<T> one_op<T, unary<Op, vleaf<0>>, var<T>>(unary<Op, vleaf<0>> const &,  \
+                                                                     var<T> const &);
+#define DUALCAST_X(T)                                                                              \
+  DUALCAST_LAZY_COMPILED_BINARY(DUALCAST_X1, T) DUALCAST_LAZY_COMPILED_UNARY(DUALCAST_X2, T)
+DUALCAST_EACH_FLOAT_TYPE(DUALCAST_X)
+#undef DUALCAST_X
+#undef DUALCAST_X2
+#undef DUALCAST_X1
 
 template <class T, std::size_t NV, std::size_t NT, int I>
 var<T> eager(vleaf<I>, std::array<var<T>, NV> const &vs, std::array<var<T>, NT> const &,
