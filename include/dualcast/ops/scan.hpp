@@ -47,6 +47,7 @@
 #include <dualcast/core/compiled.hpp>
 #include <dualcast/math/functions.hpp>
 #include <dualcast/numbers/dual.hpp>
+#include <dualcast/ops/detail/dual_parts.hpp>
 #include <dualcast/ops/groups.hpp>
 #include <dualcast/ops/lane_scan.hpp>
 #include <dualcast/ops/vector_walks.hpp>
@@ -833,6 +834,33 @@ tensor<T> scan_tensor(char const *name, tensor<T> const &x, Op const &op, T neut
 
 template <class T> constexpr T scan_inf() { return std::numeric_limits<T>::infinity(); }
 
+// cumsum on a tape over duals (host only): linear, so the plain scan (forward) and its adjoint
+// (backward: the reverse cumulative sum) run on the value and on each partial apart -- the values
+// are the plain tape's bits.
+template <class D> var<D> cumsum_dual(var<D> const &v, int axis, bool exclusive) {
+  using R = real_part_t<D>;
+  int const ax = normalize_axis("dualcast::cumsum", axis, v.rank());
+  scan_rows const rows = make_scan_rows(v.dims(), ax);
+  return custom_op(
+      "cumsum",
+      [&](auto const &ex, auto &, tensor<D> const &xv) {
+        return dual_componentwise(xv, [&](tensor<R> const &c) {
+          return scan_forward(ex, c, rows, exclusive, R(0), scan_plus<R>{});
+        });
+      },
+      [rows, exclusive](auto const &ex, auto const &, auto &g) {
+        if (!g.needs(0) || rows.count() * rows.n == 0)
+          return;
+        g.add(0, dual_componentwise(g.out(0), [&](tensor<R> const &gy) {
+                auto gx = tensor<R>::empty(gy.dims(), gy.dev());
+                scan_backward(ex, static_cast<R const *>(nullptr), static_cast<R const *>(nullptr),
+                              gy, gx, rows, exclusive, scan_plus<R>{});
+                return gx;
+              }));
+      },
+      v);
+}
+
 #define DUALCAST_X(T)                                                                              \
   DUALCAST_INSTANTIATE var<T> scan_op<T, scan_plus<T>>(char const *, var<T> const &,               \
                                                        scan_plus<T> const &, T, int, bool);        \
@@ -849,12 +877,12 @@ DUALCAST_EACH_FLOAT_TYPE(DUALCAST_X)
 
 // ---- on tape variables and lazy expressions ----------------------------------------------------
 template <var_like X> auto cumsum(X const &x, int axis = -1, bool exclusive = false) {
-  static_assert(detail::plain_operand<X>(),
-                "dualcast::cumsum: not supported on a tape over duals (dual<T, K> elements) yet; "
-                "docs/higher-order.md lists the operations that are");
   using T = typename detail::var_of_t<X>::value_type;
-  return detail::scan_op("dualcast::cumsum", detail::as_var(x), detail::scan_plus<T>{}, T(0), axis,
-                         exclusive);
+  if constexpr (is_dual_v<T>)
+    return detail::cumsum_dual(detail::as_var(x), axis, exclusive);
+  else
+    return detail::scan_op("dualcast::cumsum", detail::as_var(x), detail::scan_plus<T>{}, T(0),
+                           axis, exclusive);
 }
 template <var_like X> auto cumprod(X const &x, int axis = -1, bool exclusive = false) {
   static_assert(detail::plain_operand<X>(),

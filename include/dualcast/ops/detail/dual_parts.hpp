@@ -115,4 +115,12 @@ template <class D, class F> tensor<D> dual_componentwise(tensor<D> const &x, F &
   return r;
 }
 
+// f (a linear operation on plain tensors) applied to t, or on a tensor of duals to each part.
+template <class T, class F> tensor<T> linear_parts(tensor<T> const &t, F &&f) {
+  if constexpr (is_dual_v<T>)
+    return dual_componentwise(t, f);
+  else
+    return f(t);
+}
+
 } // namespace dualcast::detail
