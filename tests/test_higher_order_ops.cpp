@@ -11,6 +11,7 @@
 
 #include <doctest/doctest.h>
 
+#include <cmath>
 #include <cstring>
 #include <vector>
 
@@ -85,6 +86,56 @@ TEST_CASE("hvp through scans: cumsum inclusive and exclusive, along either axis"
         return dc::sum(dc::sin(a) * b);
       },
       x, v);
+}
+
+TEST_CASE("hvp through selections: cummax, cummin (inclusive, exclusive), max, min (axes, all)") {
+  T64 x = random_tensor({4, 5}, 40), v = random_tensor({4, 5}, 41);
+  check_second_order(
+      [](auto const &xv) {
+        auto t = dc::sin(xv * 3.0);
+        auto a = dc::cummax(t, 1);
+        auto b = dc::cummin(xv * t, 0, true); // its first row: +inf, kept out of the sum below
+        auto c = dc::max(t * xv, {1});
+        auto d = dc::min(dc::exp(t), {0}, true);
+        return dc::sum(a * a * xv) + dc::sum(dc::tanh(dc::slice(b, 0, 1, 4))) + dc::sum(c * c) +
+               dc::sum(d * t) + dc::max(xv * xv) + dc::norm(xv) + dc::sum(dc::norm(t, 3, {1})) +
+               dc::norm(xv, 1) * dc::norm(t, -HUGE_VAL) + dc::sum(dc::norm(xv, HUGE_VAL, {0}));
+      },
+      x, v);
+}
+
+TEST_CASE(
+    "hvp through conv2d: input, weights and bias all depending on x (direct, im2col + gemm)") {
+  T64 x = random_tensor({2, 2, 4, 4}, 42), v = random_tensor({2, 2, 4, 4}, 43);
+  for (auto alg : {dc::conv2d_algorithm::direct, dc::conv2d_algorithm::im2col_gemm}) {
+    CAPTURE(int(alg));
+    check_second_order(
+        [alg](auto const &xv) {
+          auto flat = dc::reshape(xv, {64});
+          auto w = dc::reshape(dc::slice(dc::tanh(flat), 0, 0, 36), {2, 2, 3, 3});
+          auto b = dc::slice(flat, 0, 40, 42);
+          auto y = dc::conv2d(xv, w, b, {.stride = 1, .padding = 1, .algorithm = alg});
+          auto z = dc::conv2d(dc::sin(xv), w, {.stride = 2, .padding = 0, .algorithm = alg});
+          return dc::sum(dc::tanh(y)) + dc::sum(y * y) * 0.1 + dc::sum(z * z * z);
+        },
+        x, v);
+  }
+}
+
+TEST_CASE("argmax / argmin on duals: the positions of the values") {
+  using D = dc::dual<double, 1>;
+  dc::tape tp;
+  auto mk = [](double val, double d) {
+    D r(val);
+    r.d[0] = d;
+    return r;
+  };
+  // (the partials would pick other positions)
+  auto x = tp.variable(
+      dc::tensor<D>::from({2, 3}, {mk(1, 9), mk(3, 0), mk(2, 5), mk(-1, 0), mk(-4, 1), mk(0, -7)}));
+  CHECK(dc::argmax(x).values == std::vector<dc::index_t>{1});
+  CHECK(dc::argmin(x, 1).values == std::vector<dc::index_t>{0, 1});
+  CHECK(dc::argmax(x.value(), 0).values == std::vector<dc::index_t>{0, 0, 0});
 }
 
 TEST_CASE("hvp through indexing: index_select, gather, flip, masked_select") {

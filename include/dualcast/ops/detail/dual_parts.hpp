@@ -123,4 +123,12 @@ template <class T, class F> tensor<T> linear_parts(tensor<T> const &t, F &&f) {
     return f(t);
 }
 
+// The values of t (a tensor of duals: its value part; otherwise t itself).
+template <class T> auto value_part(tensor<T> const &t) {
+  if constexpr (is_dual_v<T>)
+    return dual_component(t, -1);
+  else
+    return t;
+}
+
 } // namespace dualcast::detail
