@@ -122,6 +122,24 @@ TEST_CASE(
   }
 }
 
+TEST_CASE("hvp through matmul: a constant on either side (its tangent's gemm skipped), both live") {
+  T64 x = random_tensor({3, 4}, 44), v = random_tensor({3, 4}, 45);
+  T64 const c = random_tensor({4, 3}, 46), d = random_tensor({2, 2, 3}, 47),
+            e2 = random_tensor({3, 2}, 48);
+  check_second_order(
+      [&](auto const &xv) {
+        auto t = dc::tanh(xv);
+        auto a = dc::matmul(constant(xv, c), t);                      // constant @ variable
+        auto b = dc::matmul(t, constant(xv, c));                      // variable @ constant
+        auto e = dc::matmul(t, dc::transpose(xv));                    // both live
+        auto f = dc::matmul(constant(xv, d), dc::slice(xv, 0, 0, 3)); // batched, broadcast
+        auto g = dc::matmul(constant(xv, c), constant(xv, e2));       // neither: zero tangents
+        return dc::sum(a * a) + dc::sum(dc::sin(b)) + dc::sum(e * e * e) + dc::sum(f * f) +
+               dc::sum(g) * 0.5;
+      },
+      x, v);
+}
+
 TEST_CASE("argmax / argmin on duals: the positions of the values") {
   using D = dc::dual<double, 1>;
   dc::tape tp;
