@@ -6,10 +6,11 @@
 //   dualcast::argmin(x, 1, true);     // keepdims: fits dualcast::gather(x, 1, ...)
 //
 // Ties go to the lowest index; NaN counts as the extremum (the first NaN wins), like NumPy and
-// PyTorch. An empty axis throws dualcast::shape_error.
+// PyTorch. An empty axis throws dualcast::shape_error. On duals: the positions of the values.
 #pragma once
 
 #include <dualcast/core/errors.hpp>
+#include <dualcast/ops/detail/dual_parts.hpp>
 #include <dualcast/ops/detail/tape_ops.hpp>
 #include <dualcast/ops/indexing.hpp>
 #include <dualcast/tape/tape.hpp>
@@ -65,35 +66,25 @@ index_array arg_extremum(char const *op, tensor<T> const &x, int axis, bool all,
 
 template <class X>
 requires(var_like<X> || is_tensor_v<X>) index_array argmax(X const &x) {
-  static_assert(detail::plain_operand<X>(),
-                "dualcast::argmax: not supported on a tape over duals (dual<T, K> elements) yet; "
-                "docs/higher-order.md lists the operations that are");
-  return detail::arg_extremum<true>("dualcast::argmax", detail::host_values(x), 0, true, false);
+  return detail::arg_extremum<true>("dualcast::argmax", detail::value_part(detail::host_values(x)),
+                                    0, true, false);
 }
 template <class X>
 requires(var_like<X> || is_tensor_v<X>) index_array
     argmax(X const &x, int axis, bool keepdims = false) {
-  static_assert(detail::plain_operand<X>(),
-                "dualcast::argmax: not supported on a tape over duals (dual<T, K> elements) yet; "
-                "docs/higher-order.md lists the operations that are");
-  return detail::arg_extremum<true>("dualcast::argmax", detail::host_values(x), axis, false,
-                                    keepdims);
+  return detail::arg_extremum<true>("dualcast::argmax", detail::value_part(detail::host_values(x)),
+                                    axis, false, keepdims);
 }
 template <class X>
 requires(var_like<X> || is_tensor_v<X>) index_array argmin(X const &x) {
-  static_assert(detail::plain_operand<X>(),
-                "dualcast::argmin: not supported on a tape over duals (dual<T, K> elements) yet; "
-                "docs/higher-order.md lists the operations that are");
-  return detail::arg_extremum<false>("dualcast::argmin", detail::host_values(x), 0, true, false);
+  return detail::arg_extremum<false>("dualcast::argmin", detail::value_part(detail::host_values(x)),
+                                     0, true, false);
 }
 template <class X>
 requires(var_like<X> || is_tensor_v<X>) index_array
     argmin(X const &x, int axis, bool keepdims = false) {
-  static_assert(detail::plain_operand<X>(),
-                "dualcast::argmin: not supported on a tape over duals (dual<T, K> elements) yet; "
-                "docs/higher-order.md lists the operations that are");
-  return detail::arg_extremum<false>("dualcast::argmin", detail::host_values(x), axis, false,
-                                     keepdims);
+  return detail::arg_extremum<false>("dualcast::argmin", detail::value_part(detail::host_values(x)),
+                                     axis, false, keepdims);
 }
 
 } // namespace dualcast

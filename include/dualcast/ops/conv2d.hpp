@@ -25,6 +25,9 @@
 // take these kernels. bench/primitives.cpp measures both (the figures: docs/performance.md, "CPU:
 // parallel primitives").
 //
+// On a tape over duals (host only) each part of the result and of the adjoints is a sum of plain
+// convolutions of parts (bilinear; conv2d_run on duals below).
+//
 // On tensors: conv2d(x, w[, b], options) gives the value and conv2d_vjp(x, w, ybar, options) the
 // three gradients (input, weights, bias), on the tensors' device.
 #pragma once
@@ -33,11 +36,13 @@
 #include <dualcast/ops/conv2d_gemm.hpp>
 #include <dualcast/ops/conv2d_geometry.hpp>
 #include <dualcast/ops/detail/float16_tape.hpp>
+#include <dualcast/ops/detail/dual_parts.hpp>
 #include <dualcast/tape/custom_op.hpp>
 #include <dualcast/tape/tape.hpp>
 #include <dualcast/tensor/detail/device_dispatch.hpp>
 #include <dualcast/tensor/tensor.hpp>
 
+#include <array>
 #include <string>
 #include <type_traits>
 
@@ -277,6 +282,62 @@ conv2d_grads<T> conv2d_adjoints(Ex const &ex, tensor<T> const &x, tensor<T> cons
   return r;
 }
 
+// On a tape over duals (host only): a convolution is bilinear in x and w, so each part is made of
+// plain convolutions of parts -- y_0 = x_0 * w_0 + b_0 (the plain tape's bits), y_k = x_k * w_0 +
+// x_0 * w_k + b_k -- and likewise the adjoints: xbar_k = adj_x(ybar_k, w_0) + adj_x(ybar_0, w_k),
+// wbar_k = adj_w(x_0, ybar_k) + adj_w(x_k, ybar_0), bbar_k = adj_b(ybar_k): 2K + 1 plain passes.
+template <class R> tensor<R> plus_parts(tensor<R> a, tensor<R> const &b) { // (a fresh, contiguous)
+  tensor<R> bc = b.contiguous();
+  R *p = a.raw_data();
+  for (index_t e = 0; e < a.size(); ++e)
+    p[e] += bc.data()[e];
+  return a;
+}
+template <class Ex, class R, int K>
+tensor<dual<R, K>> conv2d_run(Ex const &ex, tensor<dual<R, K>> const &x,
+                              tensor<dual<R, K>> const &w, tensor<dual<R, K>> const &b,
+                              conv2d_geometry const &g) {
+  auto const xs = dual_split(x), ws = dual_split(w);
+  std::array<tensor<R>, K + 1> ys;
+  tensor<R> const none;
+  for (int k = 0; k <= K; ++k) {
+    tensor<R> const bk = b.defined() ? dual_component(b, k - 1) : none;
+    ys[std::size_t(k)] = conv2d_run(ex, xs[std::size_t(k)], ws[0], bk, g);
+    if (k > 0)
+      ys[std::size_t(k)] =
+          plus_parts(ys[std::size_t(k)], conv2d_run(ex, xs[0], ws[std::size_t(k)], none, g));
+  }
+  return dual_join<dual<R, K>>(ys[0].dims(), ys);
+}
+template <class Ex, class R, int K>
+conv2d_grads<dual<R, K>> conv2d_adjoints(Ex const &ex, tensor<dual<R, K>> const &x,
+                                         tensor<dual<R, K>> const &w, tensor<dual<R, K>> const &gy,
+                                         conv2d_geometry const &g, bool want_x, bool want_w,
+                                         bool want_b) {
+  auto const xs = dual_split(x), ws = dual_split(w), gs = dual_split(gy);
+  std::array<tensor<R>, K + 1> gi, gw, gb;
+  for (int k = 0; k <= K; ++k) {
+    std::size_t const c = std::size_t(k);
+    auto p = conv2d_adjoints(ex, xs[0], ws[0], gs[c], g, want_x, want_w, want_b);
+    gi[c] = p.input, gw[c] = p.weights, gb[c] = p.bias;
+    if (k > 0 && (want_x || want_w)) {
+      auto q = conv2d_adjoints(ex, xs[c], ws[c], gs[0], g, want_x, want_w, false);
+      if (want_x)
+        gi[c] = plus_parts(gi[c], q.input);
+      if (want_w)
+        gw[c] = plus_parts(gw[c], q.weights);
+    }
+  }
+  conv2d_grads<dual<R, K>> r;
+  if (want_x)
+    r.input = dual_join<dual<R, K>>(x.dims(), gi);
+  if (want_w)
+    r.weights = dual_join<dual<R, K>>(w.dims(), gw);
+  if (want_b)
+    r.bias = dual_join<dual<R, K>>(gb[0].dims(), gb);
+  return r;
+}
+
 template <class T, class... In> auto conv2d_on_tape(conv2d_geometry const &g, In const &...in) {
   constexpr bool has_bias = sizeof...(In) == 3;
   return custom_op(
@@ -309,9 +370,6 @@ template <class T, class... In> auto conv2d_on_tape(conv2d_geometry const &g, In
 template <var_like X, var_like Wt>
 auto conv2d(X const &x, Wt const &w, conv2d_options options = {}) {
   DUALCAST_REFUSE_FLOAT16("conv2d", X, Wt);
-  static_assert(detail::plain_operand<X>(),
-                "dualcast::conv2d: not supported on a tape over duals (dual<T, K> elements) yet; "
-                "docs/higher-order.md lists the operations that are");
   using T = typename detail::var_of_t<X>::value_type;
   auto const &xv = detail::as_var(x);
   auto const &wv = detail::as_var(w);
@@ -321,9 +379,6 @@ auto conv2d(X const &x, Wt const &w, conv2d_options options = {}) {
 template <var_like X, var_like Wt, var_like B>
 auto conv2d(X const &x, Wt const &w, B const &b, conv2d_options options = {}) {
   DUALCAST_REFUSE_FLOAT16("conv2d", X, Wt, B);
-  static_assert(detail::plain_operand<X>(),
-                "dualcast::conv2d: not supported on a tape over duals (dual<T, K> elements) yet; "
-                "docs/higher-order.md lists the operations that are");
   using T = typename detail::var_of_t<X>::value_type;
   auto const &xv = detail::as_var(x);
   auto const &wv = detail::as_var(w);

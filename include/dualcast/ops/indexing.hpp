@@ -9,10 +9,12 @@
 // Negative indices count from the end (-1: the last), like PyTorch; an index outside
 // [-extent, extent) throws dualcast::index_error naming the index and the bound.
 // Both run on the operand's device (the indices are copied there); the adjoints are
-// scatter-adds without atomics (index_lines below).
+// scatter-adds without atomics (index_lines below). On a tape over duals (host only) each
+// operation runs on the value and on each partial apart: all are linear.
 #pragma once
 
 #include <dualcast/ops/detail/float16_tape.hpp>
+#include <dualcast/ops/detail/dual_parts.hpp>
 #include <dualcast/ops/detail/tape_ops.hpp>
 #include <dualcast/ops/shape_ops.hpp>
 #include <dualcast/tape/custom_op.hpp>
@@ -159,14 +161,27 @@ void run_index_lines(char const *op, cpu const &host, tensor<T> const &x, tensor
   index_t n_ax = y.extent(axis), lines = n_ax > 0 ? y.size() / n_ax : 0;
   on_device(op, x.dev(), host, [&](auto const &ex) { parallel_for_rows(ex, lines, n_ax, f); });
 }
+// The same on a tape over duals (host only): a gather or scatter-add is linear, so it runs the
+// plain lines on each part (the value, then each partial): the values are the plain tape's bits.
+template <bool Scatter, class R, int K>
+void run_index_lines(char const *op, cpu const &host, tensor<dual<R, K>> const &x,
+                     tensor<dual<R, K>> const &y, int axis, storage const &idx, bool per_element,
+                     bool overwrite = false) {
+  for (int c = -1; c < K; ++c) {
+    tensor<R> xc = dual_component(x, c);
+    tensor<R> yc = Scatter ? dual_component(y, c) : tensor<R>::empty(y.dims(), y.dev());
+    run_index_lines<Scatter>(op, host, xc, yc, axis, idx, per_element, overwrite);
+    if constexpr (Scatter)
+      set_dual_component(x, c, xc);
+    else
+      set_dual_component(y, c, yc);
+  }
+}
 } // namespace detail
 
 template <var_like X>
 auto index_select(X const &xin, int axis, std::vector<index_t> const &indices) {
   DUALCAST_REFUSE_FLOAT16("index_select", X);
-  static_assert(detail::plain_operand<X>(),
-                "dualcast::index_select: not supported on a tape over duals (dual<T, K> elements) "
-                "yet; docs/higher-order.md lists the operations that are");
   using T = typename detail::var_of_t<X>::value_type;
   char const *op = "dualcast::index_select";
   auto const &x = detail::as_var(xin);
@@ -192,9 +207,6 @@ auto index_select(X const &xin, int axis, std::vector<index_t> const &indices) {
 
 template <var_like X> auto gather(X const &xin, int axis, index_array const &index) {
   DUALCAST_REFUSE_FLOAT16("gather", X);
-  static_assert(detail::plain_operand<X>(),
-                "dualcast::gather: not supported on a tape over duals (dual<T, K> elements) yet; "
-                "docs/higher-order.md lists the operations that are");
   using T = typename detail::var_of_t<X>::value_type;
   char const *op = "dualcast::gather";
   auto const &x = detail::as_var(xin);
@@ -248,9 +260,6 @@ tensor<T> flipped(char const *op, cpu const &host, tensor<T> t, std::vector<bool
 // positive strides here (slice takes step > 0). The gradient is the output's, flipped back.
 template <var_like X> auto flip(X const &xin, std::vector<int> const &axes) {
   DUALCAST_REFUSE_FLOAT16("flip", X);
-  static_assert(detail::plain_operand<X>(),
-                "dualcast::flip: not supported on a tape over duals (dual<T, K> elements) yet; "
-                "docs/higher-order.md lists the operations that are");
   using T = typename detail::var_of_t<X>::value_type;
   char const *op = "dualcast::flip";
   auto const &x = detail::as_var(xin);
@@ -274,9 +283,6 @@ template <var_like X> auto flip(X const &xin, std::vector<int> const &axes) {
 // gradient scatters back to the selected positions (0 elsewhere).
 template <var_like X, class T> auto masked_select(X const &xin, tensor<T> const &mask) {
   DUALCAST_REFUSE_FLOAT16("masked_select", X);
-  static_assert(detail::plain_operand<X>(),
-                "dualcast::masked_select: not supported on a tape over duals (dual<T, K> elements) "
-                "yet; docs/higher-order.md lists the operations that are");
   char const *op = "dualcast::masked_select";
   auto const &x = detail::as_var(xin);
   shape const s = x.dims();

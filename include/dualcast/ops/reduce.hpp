@@ -298,23 +298,72 @@ var<T> extremum(char const *op, var<T> const &v, std::vector<int> const &axes, b
                                                  std::vector<int> const &, bool);
 DUALCAST_EACH_FLOAT_TYPE(DUALCAST_X)
 #undef DUALCAST_X
+
+// max / min on a tape over duals (host only): the plain groups on the value part pick each
+// group's position (the plain tape's values and ties); the result is the element there, partials
+// and all, and backward puts each dual cotangent there (a selection: linear once the positions
+// are fixed). One thread per group (no chunks: the winner does not depend on them).
+template <bool Max, class D>
+var<D> extremum_dual(char const *op, var<D> const &v, std::vector<int> const &axes, bool keepdims) {
+  using R = real_part_t<D>;
+  auto mask = axis_mask(op, axes, v.rank());
+  auto perm = kept_then_reduced(mask);
+  shape kd = reduced_shape(v.dims(), mask, true);
+  index_t n_out = kd.size(), n_red = 1;
+  for (int i = 0; i < v.rank(); ++i)
+    if (mask[std::size_t(i)])
+      n_red *= v.dims().ext[i];
+  if (n_red == 0 && n_out > 0)
+    throw shape_error(std::string(op) + ": cannot reduce over an empty axis of shape " +
+                      to_string(v.dims()) + ": the extremum of no element is undefined");
+  shape const out_shape = keepdims ? kd : reduced_shape(v.dims(), mask, false);
+  shape const ps = permuted_shape(v.dims(), perm);
+  return custom_op<extremum_state>(
+      Max ? "max" : "min",
+      [&](auto const &ex, auto &ctx, tensor<D> const &xv) {
+        tensor<D> xp = xv.permuted(perm).contiguous();
+        tensor<R> xval = dual_component(xp, -1);
+        device dev = xv.dev();
+        tensor<R> yval = tensor<R>::empty(kd, dev);
+        ctx.data.arg =
+            storage::allocate(std::size_t(n_out) * sizeof(index_t), dev, default_resource(dev));
+        auto *arg = static_cast<index_t *>(ctx.data.arg->data());
+        parallel_for_rows(ex, n_out, n_red,
+                          extremum_groups<R, Max>{xval.data(), yval.raw_data(), arg, n_red});
+        tensor<D> y = tensor<D>::empty(kd, dev);
+        for (index_t i = 0; i < n_out; ++i)
+          y.raw_data()[i] = xp.data()[i * n_red + arg[i]];
+        return y.reshape(out_shape);
+      },
+      [perm, ps, n_out, n_red](auto const &, auto const &ctx, auto &g) {
+        if (!g.needs(0))
+          return;
+        tensor<D> gy = g.out(0).contiguous();
+        tensor<D> gp = tensor<D>::zeros(ps, gy.dev());
+        auto const *arg = static_cast<index_t const *>(ctx.data.arg->data());
+        for (index_t i = 0; i < n_out; ++i)
+          gp.raw_data()[i * n_red + arg[i]] = gy.data()[i];
+        g.add(0, gp.permuted(inverse_perm(perm)));
+      },
+      v);
+}
 } // namespace detail
 
 template <var_like X>
 auto max(X const &x, std::vector<int> const &axes = {}, bool keepdims = false) {
   DUALCAST_REFUSE_FLOAT16("max", X);
-  static_assert(detail::plain_operand<X>(),
-                "dualcast::max: not supported on a tape over duals (dual<T, K> elements) yet; "
-                "docs/higher-order.md lists the operations that are");
-  return detail::extremum<true>("dualcast::max", detail::as_var(x), axes, keepdims);
+  if constexpr (is_dual_v<typename detail::var_of_t<X>::value_type>)
+    return detail::extremum_dual<true>("dualcast::max", detail::as_var(x), axes, keepdims);
+  else
+    return detail::extremum<true>("dualcast::max", detail::as_var(x), axes, keepdims);
 }
 template <var_like X>
 auto min(X const &x, std::vector<int> const &axes = {}, bool keepdims = false) {
   DUALCAST_REFUSE_FLOAT16("min", X);
-  static_assert(detail::plain_operand<X>(),
-                "dualcast::min: not supported on a tape over duals (dual<T, K> elements) yet; "
-                "docs/higher-order.md lists the operations that are");
-  return detail::extremum<false>("dualcast::min", detail::as_var(x), axes, keepdims);
+  if constexpr (is_dual_v<typename detail::var_of_t<X>::value_type>)
+    return detail::extremum_dual<false>("dualcast::min", detail::as_var(x), axes, keepdims);
+  else
+    return detail::extremum<false>("dualcast::min", detail::as_var(x), axes, keepdims);
 }
 
 // Over bfloat16 / half: accumulated in float, the result rounded once

@@ -35,6 +35,7 @@
 
 #include <dualcast/core/errors.hpp>
 #include <dualcast/ops/detail/float16_tape.hpp>
+#include <dualcast/ops/detail/dual_parts.hpp>
 #include <dualcast/ops/groups.hpp>
 #include <dualcast/ops/indexing.hpp>
 #include <dualcast/tape/custom_op.hpp>
@@ -343,53 +344,84 @@ template <var_like X>
 auto reduce_by_index(X const &values, std::vector<index_t> const &indices, index_t bins,
                      bin_op op) {
   DUALCAST_REFUSE_FLOAT16("reduce_by_index", X);
-  static_assert(detail::plain_operand<X>(),
-                "dualcast::reduce_by_index: not supported on a tape over duals (dual<T, K> "
-                "elements) yet; docs/higher-order.md lists the operations that are");
   using T = typename detail::var_of_t<X>::value_type;
   char const *name = "dualcast::reduce_by_index";
   auto const &v = detail::as_var(values);
   index_t const inner = detail::trailing_size(name, v.dims());
   auto const on_stream = detail::tape_stream_scope(v.owner(), v.value().dev());
   index_t const n = v.dims().ext[0];
-  auto const br = detail::sort_by_bin(name, indices, n, bins, op, v.value().dev());
-  return custom_op(
-      "reduce_by_index",
-      [&](auto const &ex, auto &ctx, tensor<T> const &xv) {
-        tensor<T> xc = xv.contiguous();
-        if (op != bin_op::plus)
-          ctx.save(xc, "values");
-        return detail::bins_forward_run(ex, xc, br, op, inner);
-      },
-      [br, op, inner](auto const &ex, auto const &ctx, auto &g) {
-        index_t const ne = br.n * inner;
-        if (!g.needs(0) || ne == 0)
-          return;
-        tensor<T> gy = g.out(0).contiguous();
-        device const dev = gy.dev();
-        if (op == bin_op::plus) {
-          auto gx = tensor<T>::empty(g.input_shape(0), dev);
-          detail::parallel_for(ex, ne, 1,
-                               detail::bins_gather<T>{gy.data(), gx.raw_data(),
-                                                      static_cast<index_t const *>(br.idx->data()),
-                                                      inner, br.bins});
+  if constexpr (is_dual_v<T>) {
+    // On a tape over duals (host only) plus only: linear, so the plain histogram (forward) and its
+    // gather (backward) run on the value and on each partial apart. The operator is a run-time
+    // value, hence a run-time refusal for the others.
+    if (op != bin_op::plus)
+      throw tape_error(std::string(name) +
+                       ": on a tape over duals (dual<T, K> elements) only bin_op::plus is "
+                       "supported yet; docs/higher-order.md lists the operations that are");
+    using R = detail::real_part_t<T>;
+    auto const br = detail::sort_by_bin(name, indices, n, bins, op, v.value().dev());
+    return custom_op(
+        "reduce_by_index",
+        [&](auto const &ex, auto &, tensor<T> const &xv) {
+          return detail::dual_componentwise(xv, [&](tensor<R> const &c) {
+            return detail::bins_forward_run(ex, c, br, op, inner);
+          });
+        },
+        [br, inner](auto const &ex, auto const &, auto &g) {
+          if (!g.needs(0) || br.n * inner == 0)
+            return;
+          shape const xs = g.input_shape(0);
+          g.add(0, detail::dual_componentwise(g.out(0), [&](tensor<R> const &gy) {
+                  auto gx = tensor<R>::empty(xs, gy.dev());
+                  detail::parallel_for(
+                      ex, br.n * inner, 1,
+                      detail::bins_gather<R>{gy.data(), gx.raw_data(),
+                                             static_cast<index_t const *>(br.idx->data()), inner,
+                                             br.bins});
+                  return gx;
+                }));
+        },
+        v);
+  } else {
+    auto const br = detail::sort_by_bin(name, indices, n, bins, op, v.value().dev());
+    return custom_op(
+        "reduce_by_index",
+        [&](auto const &ex, auto &ctx, tensor<T> const &xv) {
+          tensor<T> xc = xv.contiguous();
+          if (op != bin_op::plus)
+            ctx.save(xc, "values");
+          return detail::bins_forward_run(ex, xc, br, op, inner);
+        },
+        [br, op, inner](auto const &ex, auto const &ctx, auto &g) {
+          index_t const ne = br.n * inner;
+          if (!g.needs(0) || ne == 0)
+            return;
+          tensor<T> gy = g.out(0).contiguous();
+          device const dev = gy.dev();
+          if (op == bin_op::plus) {
+            auto gx = tensor<T>::empty(g.input_shape(0), dev);
+            detail::parallel_for(ex, ne, 1,
+                                 detail::bins_gather<T>{
+                                     gy.data(), gx.raw_data(),
+                                     static_cast<index_t const *>(br.idx->data()), inner, br.bins});
+            g.add(0, std::move(gx));
+            return;
+          }
+          auto gx = tensor<T>::zeros(g.input_shape(0), dev);
+          index_t const per_bin = br.bins > 0 ? 2 * (br.n / br.bins + 1) : 1;
+          if (br.bins * inner > 0)
+            detail::parallel_for(
+                ex, br.bins * inner, per_bin,
+                detail::bins_backward<T>{ctx.saved(0).data(),
+                                         gy.data(),
+                                         gx.raw_data(),
+                                         {static_cast<index_t const *>(br.start->data()),
+                                          static_cast<index_t const *>(br.order->data()), inner},
+                                         op});
           g.add(0, std::move(gx));
-          return;
-        }
-        auto gx = tensor<T>::zeros(g.input_shape(0), dev);
-        index_t const per_bin = br.bins > 0 ? 2 * (br.n / br.bins + 1) : 1;
-        if (br.bins * inner > 0)
-          detail::parallel_for(
-              ex, br.bins * inner, per_bin,
-              detail::bins_backward<T>{ctx.saved(0).data(),
-                                       gy.data(),
-                                       gx.raw_data(),
-                                       {static_cast<index_t const *>(br.start->data()),
-                                        static_cast<index_t const *>(br.order->data()), inner},
-                                       op});
-        g.add(0, std::move(gx));
-      },
-      v);
+        },
+        v);
+  }
 }
 
 } // namespace dualcast

@@ -23,6 +23,9 @@
 //            the gradient of y_i goes to the FIRST element reaching the running extremum (ties:
 //            the lowest index, as dualcast::max); NaN propagates (a NaN element wins, and stays).
 // A term ybar * partial is 0 where ybar is 0, whatever the partial.
+// On a tape over duals (host only, docs/higher-order.md): cumsum runs on the value and on each
+// partial apart (linear); cummax / cummin select elements, partials and all (below); cumprod and
+// scan refuse dual elements at compile time.
 //
 // Work: linear. Rows (all positions of the other axes) run in parallel, each sequentially: forward
 // one op per element, backward one (dual) op per element. Fewer than 16 rows longer than 8192
@@ -48,6 +51,7 @@
 #include <dualcast/math/functions.hpp>
 #include <dualcast/numbers/dual.hpp>
 #include <dualcast/ops/detail/float16_tape.hpp>
+#include <dualcast/ops/detail/dual_parts.hpp>
 #include <dualcast/ops/groups.hpp>
 #include <dualcast/ops/lane_scan.hpp>
 #include <dualcast/ops/vector_walks.hpp>
@@ -57,9 +61,11 @@
 #include <dualcast/tensor/tensor.hpp>
 
 #include <limits>
+#include <memory>
 #include <string_view>
 #include <type_traits>
 #include <utility>
+#include <vector>
 
 namespace dualcast {
 
@@ -834,6 +840,33 @@ tensor<T> scan_tensor(char const *name, tensor<T> const &x, Op const &op, T neut
 
 template <class T> constexpr T scan_inf() { return std::numeric_limits<T>::infinity(); }
 
+// cumsum on a tape over duals (host only): linear, so the plain scan (forward) and its adjoint
+// (backward: the reverse cumulative sum) run on the value and on each partial apart -- the values
+// are the plain tape's bits.
+template <class D> var<D> cumsum_dual(var<D> const &v, int axis, bool exclusive) {
+  using R = real_part_t<D>;
+  int const ax = normalize_axis("dualcast::cumsum", axis, v.rank());
+  scan_rows const rows = make_scan_rows(v.dims(), ax);
+  return custom_op(
+      "cumsum",
+      [&](auto const &ex, auto &, tensor<D> const &xv) {
+        return dual_componentwise(xv, [&](tensor<R> const &c) {
+          return scan_forward(ex, c, rows, exclusive, R(0), scan_plus<R>{});
+        });
+      },
+      [rows, exclusive](auto const &ex, auto const &, auto &g) {
+        if (!g.needs(0) || rows.count() * rows.n == 0)
+          return;
+        g.add(0, dual_componentwise(g.out(0), [&](tensor<R> const &gy) {
+                auto gx = tensor<R>::empty(gy.dims(), gy.dev());
+                scan_backward(ex, static_cast<R const *>(nullptr), static_cast<R const *>(nullptr),
+                              gy, gx, rows, exclusive, scan_plus<R>{});
+                return gx;
+              }));
+      },
+      v);
+}
+
 #define DUALCAST_X(T)                                                                              \
   DUALCAST_INSTANTIATE var<T> scan_op<T, scan_plus<T>>(char const *, var<T> const &,               \
                                                        scan_plus<T> const &, T, int, bool);        \
@@ -848,15 +881,77 @@ DUALCAST_EACH_FLOAT_TYPE(DUALCAST_X)
 
 } // namespace detail
 
+namespace detail {
+// cummax / cummin on a tape over duals (host only): each output is the element the plain scan
+// selects (y_j = op(y_(j-1), x_j) from y_(-1) = the neutral element, scan_extremum::takes on the
+// values: the plain tape's values and ties), partials and all; backward adds each dual cotangent
+// there, from the right as the plain adjoint does (so the gradient's values are its bits). One
+// pass per row on the host, along the axis moved last.
+template <bool Max, class D>
+var<D> cumextremum_dual(char const *name, var<D> const &v, int axis, bool exclusive) {
+  using R = real_part_t<D>;
+  int const ax = normalize_axis(name, axis, v.rank());
+  std::vector<int> perm;
+  for (int d = 0; d < v.rank(); ++d)
+    if (d != ax)
+      perm.push_back(d);
+  perm.push_back(ax);
+  shape const ps = permuted_shape(v.dims(), perm);
+  index_t const n = v.dims().ext[ax], rows = n > 0 ? v.size() / n : 0;
+  // the position (in the permuted array) each output takes its element from, -1: the neutral one
+  auto pos = std::make_shared<std::vector<index_t>>(std::size_t(v.size()));
+  return custom_op(
+      std::string_view(name).substr(std::string_view("dualcast::").size()),
+      [&](auto const &, auto &, tensor<D> const &xv) {
+        tensor<D> xp = xv.permuted(perm).contiguous();
+        tensor<D> y = tensor<D>::empty(ps, xv.dev());
+        D const *x = xp.data();
+        D *yd = y.raw_data();
+        R const neutral = Max ? -scan_inf<R>() : scan_inf<R>();
+        for (index_t r = 0; r < rows; ++r) {
+          R best = neutral;
+          index_t at = -1;
+          for (index_t e = r * n; e < (r + 1) * n; ++e) {
+            index_t const before = at;
+            if (scan_extremum<R, Max>::takes(best, x[e].val))
+              best = x[e].val, at = e;
+            index_t const p = exclusive ? before : at;
+            (*pos)[std::size_t(e)] = p;
+            yd[e] = p < 0 ? D(neutral) : x[p];
+          }
+        }
+        return y.permuted(inverse_perm(perm));
+      },
+      [pos, perm, ps, n, rows](auto const &, auto const &, auto &g) {
+        if (!g.needs(0))
+          return;
+        tensor<D> gy = g.out(0).permuted(perm).contiguous();
+        tensor<D> gp = tensor<D>::zeros(ps, gy.dev());
+        D const *gyd = gy.data();
+        D *gd = gp.raw_data();
+        for (index_t r = 0; r < rows; ++r)
+          for (index_t e = (r + 1) * n - 1; e >= r * n; --e) {
+            index_t const p = (*pos)[std::size_t(e)];
+            if (p < 0)
+              continue;
+            bool const first = e == (r + 1) * n - 1 || (*pos)[std::size_t(e + 1)] != p;
+            gd[p] = first ? gyd[e] : gyd[e] + gd[p];
+          }
+        g.add(0, gp.permuted(inverse_perm(perm)));
+      },
+      v);
+}
+} // namespace detail
+
 // ---- on tape variables and lazy expressions ----------------------------------------------------
 template <var_like X> auto cumsum(X const &x, int axis = -1, bool exclusive = false) {
   DUALCAST_REFUSE_FLOAT16("cumsum", X);
-  static_assert(detail::plain_operand<X>(),
-                "dualcast::cumsum: not supported on a tape over duals (dual<T, K> elements) yet; "
-                "docs/higher-order.md lists the operations that are");
   using T = typename detail::var_of_t<X>::value_type;
-  return detail::scan_op("dualcast::cumsum", detail::as_var(x), detail::scan_plus<T>{}, T(0), axis,
-                         exclusive);
+  if constexpr (is_dual_v<T>)
+    return detail::cumsum_dual(detail::as_var(x), axis, exclusive);
+  else
+    return detail::scan_op("dualcast::cumsum", detail::as_var(x), detail::scan_plus<T>{}, T(0),
+                           axis, exclusive);
 }
 template <var_like X> auto cumprod(X const &x, int axis = -1, bool exclusive = false) {
   DUALCAST_REFUSE_FLOAT16("cumprod", X);
@@ -869,21 +964,21 @@ template <var_like X> auto cumprod(X const &x, int axis = -1, bool exclusive = f
 }
 template <var_like X> auto cummax(X const &x, int axis = -1, bool exclusive = false) {
   DUALCAST_REFUSE_FLOAT16("cummax", X);
-  static_assert(detail::plain_operand<X>(),
-                "dualcast::cummax: not supported on a tape over duals (dual<T, K> elements) yet; "
-                "docs/higher-order.md lists the operations that are");
   using T = typename detail::var_of_t<X>::value_type;
-  return detail::scan_op("dualcast::cummax", detail::as_var(x), detail::scan_extremum<T, true>{},
-                         -detail::scan_inf<T>(), axis, exclusive);
+  if constexpr (is_dual_v<T>)
+    return detail::cumextremum_dual<true>("dualcast::cummax", detail::as_var(x), axis, exclusive);
+  else
+    return detail::scan_op("dualcast::cummax", detail::as_var(x), detail::scan_extremum<T, true>{},
+                           -detail::scan_inf<T>(), axis, exclusive);
 }
 template <var_like X> auto cummin(X const &x, int axis = -1, bool exclusive = false) {
   DUALCAST_REFUSE_FLOAT16("cummin", X);
-  static_assert(detail::plain_operand<X>(),
-                "dualcast::cummin: not supported on a tape over duals (dual<T, K> elements) yet; "
-                "docs/higher-order.md lists the operations that are");
   using T = typename detail::var_of_t<X>::value_type;
-  return detail::scan_op("dualcast::cummin", detail::as_var(x), detail::scan_extremum<T, false>{},
-                         detail::scan_inf<T>(), axis, exclusive);
+  if constexpr (is_dual_v<T>)
+    return detail::cumextremum_dual<false>("dualcast::cummin", detail::as_var(x), axis, exclusive);
+  else
+    return detail::scan_op("dualcast::cummin", detail::as_var(x), detail::scan_extremum<T, false>{},
+                           detail::scan_inf<T>(), axis, exclusive);
 }
 // A scan with an associative operator of your own (see the file comment); `neutral` is the first
 // element of an exclusive scan.

@@ -12,12 +12,14 @@
 // and scatter_add sum; scatter keeps the value of the LAST duplicate along the axis (PyTorch
 // leaves it unspecified; here it is deterministic). Adjoints: dx = dy (scatter: 0 at the
 // overwritten elements); dsrc = dy gathered at the indices (scatter: only the surviving
-// duplicate gets it, the others 0). Run on the operands' device.
+// duplicate gets it, the others 0). Run on the operands' device; on a tape over duals (host only)
+// on the value and on each partial apart (all three are linear in x and src).
 #pragma once
 
 #include <dualcast/broadcast/broadcast.hpp>
 #include <dualcast/kernel/kernel.hpp>
 #include <dualcast/ops/detail/float16_tape.hpp>
+#include <dualcast/ops/detail/dual_parts.hpp>
 #include <dualcast/ops/detail/tape_ops.hpp>
 #include <dualcast/ops/indexing.hpp>
 #include <dualcast/tape/custom_op.hpp>
@@ -103,11 +105,12 @@ auto scatter_like(char const *op, char const *name, X const &x, int axis, index_
   device const dev = value_of_input<T>(xo).dev();
   auto const on_stream = operands_stream_scope(dev, xo, so); // (CUDA: the tape's stream)
   auto idx = upload_indices(op, norm, dev);
-  tensor<T> winners; // scatter with duplicates: which src elements survive
+  using R = scalar_of_t<T>; // (T itself, or the real type of a tape over duals)
+  tensor<R> winners;        // scatter with duplicates: which src elements survive
   if (overwrite) {
-    auto w = last_writers<T>(index.dims, ax, norm, xs.ext[ax]);
+    auto w = last_writers<R>(index.dims, ax, norm, xs.ext[ax]);
     if (!w.empty())
-      winners = tensor<T>::from(index.dims, w).to(dev);
+      winners = tensor<R>::from(index.dims, w).to(dev);
   }
   return custom_op(
       name,
@@ -131,8 +134,11 @@ auto scatter_like(char const *op, char const *name, X const &x, int axis, index_
         if (g.needs(1)) {
           tensor<T> d = tensor<T>::empty(index.dims, gy.dev());
           run_index_lines<false>(op, g.host(), gy, d, ax, *idx, true);
-          if (winners.defined())
-            apply(ex, scatter_mul_kernel, out(d.raw_view()), d.cview(), winners.cview());
+          if (winners.defined()) // (on duals: each part, a product by a constant)
+            d = linear_parts(d, [&](tensor<R> c) {
+              apply(ex, scatter_mul_kernel, out(c.raw_view()), c.cview(), winners.cview());
+              return c;
+            });
           g.add(1, d);
         }
       },
@@ -144,9 +150,6 @@ template <class X, class S>
 requires((var_like<X> || is_tensor_v<X>)&&(var_like<S> || is_tensor_v<S>)) auto index_add(
     X const &x, int axis, std::vector<index_t> const &indices, S const &src) {
   DUALCAST_REFUSE_FLOAT16("index_add", X, S);
-  static_assert(detail::plain_operand<X>() && detail::plain_operand<S>(),
-                "dualcast::index_add: not supported on a tape over duals (dual<T, K> elements) "
-                "yet; docs/higher-order.md lists the operations that are");
   using T = detail::operand_elem_t<X>;
   char const *op = "dualcast::index_add";
   auto const &xo = detail::as_operand(x);
@@ -187,18 +190,12 @@ template <class X, class S>
 requires((var_like<X> || is_tensor_v<X>)&&(var_like<S> || is_tensor_v<S>)) auto scatter_add(
     X const &x, int axis, index_array const &index, S const &src) {
   DUALCAST_REFUSE_FLOAT16("scatter_add", X, S);
-  static_assert(detail::plain_operand<X>() && detail::plain_operand<S>(),
-                "dualcast::scatter_add: not supported on a tape over duals (dual<T, K> elements) "
-                "yet; docs/higher-order.md lists the operations that are");
   return detail::scatter_like("dualcast::scatter_add", "scatter_add", x, axis, index, src, false);
 }
 template <class X, class S>
 requires((var_like<X> || is_tensor_v<X>)&&(var_like<S> || is_tensor_v<S>)) auto scatter(
     X const &x, int axis, index_array const &index, S const &src) {
   DUALCAST_REFUSE_FLOAT16("scatter", X, S);
-  static_assert(detail::plain_operand<X>() && detail::plain_operand<S>(),
-                "dualcast::scatter: not supported on a tape over duals (dual<T, K> elements) yet; "
-                "docs/higher-order.md lists the operations that are");
   return detail::scatter_like("dualcast::scatter", "scatter", x, axis, index, src, true);
 }
 

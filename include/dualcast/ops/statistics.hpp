@@ -54,10 +54,8 @@ auto stddev(X const &x, std::vector<int> const &axes = {}, bool keepdims = false
 template <var_like X>
 auto norm(X const &x, double p = 2, std::vector<int> const &axes = {}, bool keepdims = false) {
   DUALCAST_REFUSE_FLOAT16("norm", X); // (max, min and pow of its p-norms do not take 16 bits)
-  static_assert(detail::plain_operand<X>(),
-                "dualcast::norm: not supported on a tape over duals (dual<T, K> elements) yet; "
-                "docs/higher-order.md lists the operations that are");
   using T = typename detail::var_of_t<X>::value_type;
+  using R = scalar_of_t<T>; // (a real exponent also on a tape over duals)
   auto const &v = detail::as_var(x);
   double const inf = std::numeric_limits<double>::infinity();
   if (!(p > 0) && p != -inf)
@@ -72,7 +70,7 @@ auto norm(X const &x, double p = 2, std::vector<int> const &axes = {}, bool keep
   else if (p == 2)
     r = sqrt(sum(v * v, axes, keepdims));
   else
-    r = pow(sum(pow(abs(v), T(p)), axes, keepdims), T(1 / p));
+    r = pow(sum(pow(abs(v), R(p)), axes, keepdims), R(1 / p));
   return r;
 }
 

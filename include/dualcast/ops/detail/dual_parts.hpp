@@ -115,4 +115,20 @@ template <class D, class F> tensor<D> dual_componentwise(tensor<D> const &x, F &
   return r;
 }
 
+// f (a linear operation on plain tensors) applied to t, or on a tensor of duals to each part.
+template <class T, class F> tensor<T> linear_parts(tensor<T> const &t, F &&f) {
+  if constexpr (is_dual_v<T>)
+    return dual_componentwise(t, f);
+  else
+    return f(t);
+}
+
+// The values of t (a tensor of duals: its value part; otherwise t itself).
+template <class T> auto value_part(tensor<T> const &t) {
+  if constexpr (is_dual_v<T>)
+    return dual_component(t, -1);
+  else
+    return t;
+}
+
 } // namespace dualcast::detail
