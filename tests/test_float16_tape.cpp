@@ -149,6 +149,13 @@ template <class T16> void all_operations() {
         [](auto const &v) -> std::remove_cvref_t<decltype(v[0])> { return dc::matmul(v[0], v[1]); },
         {m, dc::shape{5, 3}}, 8, 6);
   }
+  SUBCASE("matmul, a slice of a variable times a matrix (its gradient a strided view)") {
+    check16<T16>(
+        [](auto const &v) -> std::remove_cvref_t<decltype(v[0])> {
+          return dc::matmul(dc::slice(v[0], 1, 1, 4), v[1]);
+        },
+        {m, dc::shape{3, 2}}, 8, 14);
+  }
   SUBCASE("softmax") {
     check16<T16>(
         [](auto const &v) -> std::remove_cvref_t<decltype(v[0])> { return dc::softmax(v[0], 1); },
@@ -359,7 +366,20 @@ template <class T16> void native_node_memory() {
       CHECK(std::abs(a[j] - b[j]) <= unit_roundoff<T16>() * std::abs(b[j]));
 }
 
+// matmul of two 16-bit matrices: one node keeping the 16-bit operands, not float copies.
+template <class T16> void matmul_memory() {
+  dc::tape tp;
+  auto a = tp.variable(as_tensor<T16>({16, 32}, exact16<T16>(16 * 32, 70, -1.0, 1.0)));
+  auto b = tp.variable(as_tensor<T16>({32, 8}, exact16<T16>(32 * 8, 71, -1.0, 1.0)));
+  auto c = dc::matmul(a, b);
+  static_assert(std::is_same_v<decltype(c), dc::var<T16>>);
+  CHECK(tp.node_count() == 1);
+  CHECK(tp.saved_bytes() == (16 * 32 + 32 * 8) * sizeof(T16));
+}
+
 TEST_CASE("16-bit tape: the fused node reads 16-bit storage and keeps no float copies") {
+  SUBCASE("matmul bfloat16") { matmul_memory<dc::bfloat16>(); }
+  SUBCASE("matmul half") { matmul_memory<dc::half>(); }
   SUBCASE("bfloat16") { native_node_memory<dc::bfloat16>(); }
   SUBCASE("half") { native_node_memory<dc::half>(); }
 }
