@@ -2,8 +2,10 @@
 // (computed in float, rounded once on store) against float32, interleaved in one run.
 //
 // Modes: value_and_vjp (one pass: 7 arrays read, 7 written), apply_vjp (apply, then vjp: 19
-// arrays) and tape (lstm_cell on tape variables, then backward with the cotangents as seeds; its
-// bytes and floor are apply_vjp's, a lower bound: the tape's float temporaries are not counted).
+// arrays), tape (lstm_cell on tape variables, then backward with the cotangents as seeds; its
+// bytes and floor are apply_vjp's: over 16 bits the 16-bit node, ops/fused/float16_node.hpp) and
+// tape_store (the same under policy::store: over 16 bits cast nodes around the float node, which
+// keeps float partials; its bytes are a lower bound, the float temporaries not counted).
 // Storage: float32; bfloat16; half; bf16_mixed (bfloat16 gates, float cell state: c, c',
 // its cotangent and the cell state's cotangent in float -- a float cell state beside 16-bit gates).
 // Each row: the median time, the bytes that mode and storage must move, the floor (those bytes at
@@ -11,6 +13,9 @@
 // float32 of the same mode with the sign test's p-value that the variant is no faster.
 // Output: CSV benchmark,mode,storage,size,threads,median_ms,bytes,floor_ms,gb_per_s,
 //                ratio_to_float32,wins,reps,p_no_faster
+// Then a tape_memory row per tape mode and storage, in the same columns: bytes = the storages the
+// tape's nodes keep for backward after the forward call (tape::saved_bytes, the inputs' own
+// storage included), wins = its node count, reps = its arena bytes (bookkeeping).
 //   lstm_cell_16 [--quick] [--threads N] [--reps N]
 #include "common.hpp"
 
@@ -83,11 +88,23 @@ template <class G, class C> struct cell_arrays {
       tg.push_back(as_tensor<G>(s, v));
     tc = as_tensor<C>(s, c), th = as_tensor<out_t>(s, hbar), tcb = as_tensor<out_t>(s, cbar);
   }
-  void tape() {
+  // (P: policy::automatic, the default; policy::store: over 16 bits the operands through cast
+  // nodes into the float node, which keeps float partials -- the path before the 16-bit node)
+  template <class P = dc::policy::tag<dc::policy_kind::automatic>> void tape(P pol = {}) {
     dc::tape tp;
-    auto [h, c2] = dc::lstm_cell(tp.variable(tg[0]), tp.variable(tg[1]), tp.variable(tg[2]),
+    auto [h, c2] = dc::lstm_cell(pol, tp.variable(tg[0]), tp.variable(tg[1]), tp.variable(tg[2]),
                                  tp.variable(tg[3]), tp.variable(tc));
     tp.backward(std::vector<dc::var<out_t>>{h, c2}, std::vector<dc::tensor<out_t>>{th, tcb});
+  }
+  // The tape's memory after the forward call: its node count, the bytes of the storages its nodes
+  // keep for backward (tape::saved_bytes: the inputs' own storage counted too) and its arena.
+  template <class P>
+  void memory(P pol, char const *mode, char const *storage, std::string const &size, int threads) {
+    dc::tape tp;
+    auto [h, c2] = dc::lstm_cell(pol, tp.variable(tg[0]), tp.variable(tg[1]), tp.variable(tg[2]),
+                                 tp.variable(tg[3]), tp.variable(tc));
+    std::printf("tape_memory,%s,%s,%s,%d,0,%zu,0,0,0,%zu,%zu,0\n", mode, storage, size.c_str(),
+                threads, tp.saved_bytes(), tp.node_count(), tp.node_memory_bytes());
   }
   // Bytes moved: one pass reads gates, c, hbar, cbar and writes h, c2, 4 gbar, xbar_c; apply + vjp
   // also reads the inputs a second time and writes the values once.
@@ -141,17 +158,25 @@ int main(int argc, char **argv) {
   cell_arrays<dc::half, dc::half> f16(s);
   cell_arrays<dc::bfloat16, float> mixed(s);
   char const *storages[] = {"float32", "bfloat16", "half", "bf16_mixed"};
-  double const bytes[3][4] = {
+  double const bytes[4][4] = {
       {f32.bytes(true, n), bf16.bytes(true, n), f16.bytes(true, n), mixed.bytes(true, n)},
       {f32.bytes(false, n), bf16.bytes(false, n), f16.bytes(false, n), mixed.bytes(false, n)},
+      {f32.bytes(false, n), bf16.bytes(false, n), f16.bytes(false, n), mixed.bytes(false, n)},
       {f32.bytes(false, n), bf16.bytes(false, n), f16.bytes(false, n), mixed.bytes(false, n)}};
-  char const *modes[] = {"value_and_vjp", "apply_vjp", "tape"};
+  char const *modes[] = {"value_and_vjp", "apply_vjp", "tape", "tape_store"};
   f32.prepare_tape(), bf16.prepare_tape(), f16.prepare_tape(), mixed.prepare_tape();
   std::string const size = std::to_string(B) + "x" + std::to_string(H);
-  for (int mode = 0; mode < 3; ++mode) {
+  for (int mode = 0; mode < 4; ++mode) {
     auto each = [&](auto &a) {
       return [&a, &ex, mode] {
-        mode == 0 ? a.value_and_vjp(ex) : mode == 1 ? a.apply_vjp(ex) : a.tape();
+        if (mode == 0)
+          a.value_and_vjp(ex);
+        else if (mode == 1)
+          a.apply_vjp(ex);
+        else if (mode == 2)
+          a.tape();
+        else
+          a.tape(dc::policy::store);
       };
     };
     std::vector<std::function<void()>> runs = {each(f32), each(bf16), each(f16), each(mixed)};
@@ -166,4 +191,9 @@ int main(int argc, char **argv) {
       std::fflush(stdout);
     }
   }
+  auto mem = [&](auto &a, char const *storage) {
+    a.memory(dc::policy::automatic, "tape", storage, size, threads);
+    a.memory(dc::policy::store, "tape_store", storage, size, threads);
+  };
+  mem(f32, "float32"), mem(bf16, "bfloat16"), mem(f16, "half"), mem(mixed, "bf16_mixed");
 }

@@ -1018,8 +1018,22 @@ def mixed_precision_table():
             f"{float(r['ratio_to_float32']):.2f} ({r['wins']}/{r['reps']} faster, p {p:.2g})")
         body.append([r["mode"], r["storage"], fmt(ms_, 3), f"{float(r['bytes']) / 2**20:.0f}",
                      fmt(floor, 3), f"{ms_ / floor:.2f}", fmt(float(r["gb_per_s"]), 1), ratio])
+    # (tape_memory rows: bytes = tape::saved_bytes after the forward call, wins = nodes, reps =
+    # arena bytes; bench/lstm_cell_16.cpp)
+    mem = [r for r in rs if r["benchmark"] == "tape_memory"]
     size = cells[0]["size"] if cells else "?"
     threads = cells[0]["threads"] if cells else "?"
+    n_el = 1
+    for d in size.split("x"):
+        n_el *= int(d) if d.isdigit() else 1
+    mem_body = [[r["mode"], r["storage"], r["wins"], f"{float(r['bytes']) / 2**20:.0f}",
+                 f"{float(r['bytes']) / n_el:.0f}", r["reps"]] for r in mem]
+    mem_table = ("" if not mem_body else
+                 "\n\nThe tape's memory after the forward `lstm_cell` (before backward): its nodes, "
+                 "the storages they keep for backward (`tape::saved_bytes`: the inputs' own storage "
+                 "included, which lives anyway) and its bookkeeping (arena bytes)\n\n"
+                 + table(["mode", "storage", "nodes", "MiB kept", "bytes / element",
+                          "arena bytes"], mem_body))
     copy_gbps = f"{float(copy[0]['gb_per_s']):.1f} GB/s" if copy else "?"
     m = machine()  # (lstm16_* keys: a run of this suite alone, on another machine than the file's)
     return (f"Measured {m.get('lstm16_date', m.get('date', '?'))} on "
@@ -1030,7 +1044,7 @@ def mixed_precision_table():
             "to float32 is the median of paired repetitions, with the repetitions it won and the "
             "sign test's p-value that it is no faster)\n\n"
             + table(["mode", "storage", "ms", "MiB moved", "floor ms", "/ floor", "GB/s",
-                     "time / float32"], body))
+                     "time / float32"], body) + mem_table)
 
 
 def write_mixed_precision(path):

@@ -1,4 +1,5 @@
-// Issue 37: bfloat16 / half variables on the tape (computed in float: ops/detail/float16_tape.hpp),
+// Issue 37: bfloat16 / half variables on the tape (computed in float: ops/fused/float16_node.hpp
+// and ops/detail/float16_tape.hpp),
 // the cast node between precisions, float master weights and the dynamic loss scaler.
 //
 // Gradients are checked against central differences in double of the same function at the same
@@ -148,6 +149,13 @@ template <class T16> void all_operations() {
         [](auto const &v) -> std::remove_cvref_t<decltype(v[0])> { return dc::matmul(v[0], v[1]); },
         {m, dc::shape{5, 3}}, 8, 6);
   }
+  SUBCASE("matmul, a slice of a variable times a matrix (its gradient a strided view)") {
+    check16<T16>(
+        [](auto const &v) -> std::remove_cvref_t<decltype(v[0])> {
+          return dc::matmul(dc::slice(v[0], 1, 1, 4), v[1]);
+        },
+        {m, dc::shape{3, 2}}, 8, 14);
+  }
   SUBCASE("softmax") {
     check16<T16>(
         [](auto const &v) -> std::remove_cvref_t<decltype(v[0])> { return dc::softmax(v[0], 1); },
@@ -172,6 +180,22 @@ template <class T16> void all_operations() {
           return h + c;
         },
         {dc::shape{3, 8}, dc::shape{3, 2}}, 4, 10, -3.0, 3.0);
+  }
+  SUBCASE("lstm_cell on five 16-bit variables, c broadcast along the batch") {
+    check16<T16>(
+        [](auto const &v) -> std::remove_cvref_t<decltype(v[0])> {
+          auto [h, c] = dc::lstm_cell(v[0], v[1], v[2], v[3], v[4]);
+          return h + c;
+        },
+        {m, m, m, m, dc::shape{5}}, 4, 12, -3.0, 3.0);
+  }
+  SUBCASE("fused kernel under policy::store (float partials through cast nodes)") {
+    check16<T16>(
+        [](auto const &v) -> std::remove_cvref_t<decltype(v[0])> {
+          auto o = dc::fused(dc::policy::store, lstm_like, v[0], v[1]);
+          return o[0] + o[1] * 0.5f;
+        },
+        {m, m}, 4, 13);
   }
   SUBCASE("gru_cell") {
     check16<T16>(
@@ -308,6 +332,56 @@ template <class T16> void mixed_lstm_cell() {
 TEST_CASE("16-bit tape: one fused call over 16-bit gates and a float cell state") {
   SUBCASE("bfloat16") { mixed_lstm_cell<dc::bfloat16>(); }
   SUBCASE("half") { mixed_lstm_cell<dc::half>(); }
+}
+
+// The fused node over 16-bit variables (ops/fused/float16_node.hpp) is ONE node that keeps
+// nothing but references to its 16-bit inputs: no cast nodes, no float copies, no partials. Under
+// policy::store the operands go through cast nodes and the float node keeps float partials.
+template <class T16> void native_node_memory() {
+  dc::shape const s{16, 32};
+  auto const n = std::size_t(s.size());
+  std::vector<dc::tensor<T16>> x;
+  for (unsigned i = 0; i < 5; ++i)
+    x.push_back(as_tensor<T16>(s, exact16<T16>(s.size(), 60 + i, -3.0, 3.0)));
+  dc::tape tp;
+  std::vector<dc::var<T16>> v;
+  for (auto const &t : x)
+    v.push_back(tp.variable(t));
+  auto [h, c] = dc::lstm_cell(v[0], v[1], v[2], v[3], v[4]);
+  static_assert(std::is_same_v<decltype(h), dc::var<T16>>);
+  CHECK(tp.node_count() == 1);
+  CHECK(tp.saved_bytes() == 5 * n * sizeof(T16)); // (the inputs' own storage)
+  dc::tape ts;
+  std::vector<dc::var<T16>> w;
+  for (auto const &t : x)
+    w.push_back(ts.variable(t));
+  auto [hs, cs] = dc::lstm_cell(dc::policy::store, w[0], w[1], w[2], w[3], w[4]);
+  CHECK(ts.node_count() == 8); // 5 casts in, the float node, 2 casts out
+  CHECK(ts.saved_bytes() >= 2 * 5 * n * sizeof(float));
+  // The same values to one 16-bit rounding (both round once from float arithmetic on the same
+  // inputs; the store pass may contract multiply-adds differently).
+  for (auto [a, b] : {std::pair{doubles(h.value()), doubles(hs.value())},
+                      std::pair{doubles(c.value()), doubles(cs.value())}})
+    for (std::size_t j = 0; j < a.size(); ++j)
+      CHECK(std::abs(a[j] - b[j]) <= unit_roundoff<T16>() * std::abs(b[j]));
+}
+
+// matmul of two 16-bit matrices: one node keeping the 16-bit operands, not float copies.
+template <class T16> void matmul_memory() {
+  dc::tape tp;
+  auto a = tp.variable(as_tensor<T16>({16, 32}, exact16<T16>(16 * 32, 70, -1.0, 1.0)));
+  auto b = tp.variable(as_tensor<T16>({32, 8}, exact16<T16>(32 * 8, 71, -1.0, 1.0)));
+  auto c = dc::matmul(a, b);
+  static_assert(std::is_same_v<decltype(c), dc::var<T16>>);
+  CHECK(tp.node_count() == 1);
+  CHECK(tp.saved_bytes() == (16 * 32 + 32 * 8) * sizeof(T16));
+}
+
+TEST_CASE("16-bit tape: the fused node reads 16-bit storage and keeps no float copies") {
+  SUBCASE("matmul bfloat16") { matmul_memory<dc::bfloat16>(); }
+  SUBCASE("matmul half") { matmul_memory<dc::half>(); }
+  SUBCASE("bfloat16") { native_node_memory<dc::bfloat16>(); }
+  SUBCASE("half") { native_node_memory<dc::half>(); }
 }
 
 TEST_CASE("16-bit tape: a bfloat16 leaf's gradient accumulates over backwards; zero_grad") {

@@ -30,6 +30,7 @@
 #include <dualcast/ops/fused/core.hpp>
 #include <dualcast/ops/fused/cost_model.hpp>
 #include <dualcast/ops/fused/dual_node.hpp>
+#include <dualcast/ops/fused/float16_node.hpp>
 #include <dualcast/ops/fused/recompute_node.hpp>
 #include <dualcast/ops/fused/store_node.hpp>
 #include <dualcast/tape/policy.hpp>
@@ -144,11 +145,13 @@ requires(is_policy_v<P> && !(lazy_expr<A> || ...) &&
   return detail::fused_duals<T>(k, a...);
 }
 
-// The same over bfloat16 / half variables and tensors: the float node on their widened values,
-// so values, partials and gradients inside the node are float. Arrays of one 16-bit type may sit
-// beside float ones (a float cell state beside bfloat16 gates); then the outputs stay float, as
-// float beside bfloat16 gives float in PyTorch (a 16-bit output: cast<bfloat16>(y)). Without a
-// float array the outputs are rounded back to the 16-bit type (ops/detail/float16_tape.hpp).
+// The same over bfloat16 / half variables and tensors. Arrays of one 16-bit type may sit beside
+// float ones (a float cell state beside bfloat16 gates); then the outputs stay float, as float
+// beside bfloat16 gives float in PyTorch (a 16-bit output: cast<bfloat16>(y)); without a float
+// array they are of the 16-bit type. By default (policy::automatic or recompute) ONE node reads
+// and writes the 16-bit storage itself and recomputes the float derivatives in backward
+// (ops/fused/float16_node.hpp); policy::store keeps float partials instead, by the float node on
+// the operands widened through cast nodes (ops/detail/float16_tape.hpp), which costs float copies.
 template <class P, class F, bool S, class... A>
 requires(is_policy_v<P> && !(lazy_expr<A> || ...) &&
          detail::any_float16_operand_v<A...>) auto fused(P pol, kernel<F, S> const &k,
@@ -159,7 +162,11 @@ requires(is_policy_v<P> && !(lazy_expr<A> || ...) &&
                   std::is_same_v<typename detail::elem_of<A>::type, float>)&&...),
                 "dualcast::fused: the arrays of a call with bfloat16 / half ones are of that one "
                 "16-bit type or float (cast the others: dualcast::cast<float>)");
-  if constexpr ((std::is_same_v<typename detail::elem_of<A>::type, float> || ...))
+  constexpr bool any_float = (std::is_same_v<typename detail::elem_of<A>::type, float> || ...);
+  using Out = std::conditional_t<any_float, float, T>;
+  if constexpr (P::kind != policy_kind::store)
+    return detail::float16_fused<Out>(pol, k, a...);
+  else if constexpr (any_float)
     return fused(pol, k, detail::widened(a)...);
   else
     return detail::narrowed<T>(fused(pol, k, detail::widened(a)...));

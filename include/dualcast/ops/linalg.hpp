@@ -424,15 +424,80 @@ template <var_like XA, var_like XB> auto matmul(XA const &a_in, XB const &b_in) 
   return detail::matmul_var(detail::as_var(a_in), detail::as_var(b_in));
 }
 
+namespace detail {
+// g (float) added to a 16-bit variable's gradient: in float, rounded once.
+template <class T16>
+void add_float_grad(grad_slot<T16> &s, tensor<float> const &g, cpu const &host) {
+  auto const target = grad_target(s); // (no structured binding: clang 14 cannot capture it)
+  tensor<T16> const &t = target.first;
+  if (target.second)
+    on_device("dualcast::matmul", s.dev, host, [&](auto const &ex) {
+      apply(ex, add_kernel, out(t.raw_view()), t.cview(), g.cview());
+    });
+  else
+    t.assign_raw(converted<T16>(g, host));
+}
+
+// matmul of two 16-bit matrices (rank 2): the operands widened to float temporaries, the float
+// gemm, the product rounded once. The node keeps the 16-bit operands (the variables' own storage,
+// version-checked), not float copies: backward widens them again for its two gemms, in float,
+// and adds the float gradients into the 16-bit ones, rounded once.
+template <class T16> var<T16> matmul_var16(var<T16> const &a, var<T16> const &b) {
+  char const *op = "dualcast::matmul";
+  tape *tp = tape_of(op, a, b);
+  cpu const host = tp ? tp->ex : ambient_cpu();
+  device const dev = common_device(op, a.value().dev(), b.value().dev());
+  auto const on_stream = tape_stream_scope(tp, dev);
+  matmul_plan(op, a.dims(), b.dims()); // (the shapes' checks and messages)
+  tensor<float> const af = converted<float>(a.value(), host),
+                      bf = converted<float>(b.value(), host);
+  tensor<float> c = tensor<float>::empty(shape{a.dims().ext[0], b.dims().ext[1]}, dev);
+  gemm(host, af, bf, c, 0.0f);
+  tensor<T16> y = converted<T16>(c, host);
+  bool const ga = a.requires_grad(), gb = b.requires_grad();
+  if (!tp || !(ga || gb) || !tp->grad_enabled())
+    return var<T16>(std::move(y), nullptr, tp);
+  var<T16> r = tp->make_output(std::move(y), true);
+  arena_array<saved_tensor> saves(tp->node_memory(), 2);
+  saves[0] = save(a.value(), "operand 0 (a)");
+  saves[1] = save(b.value(), "operand 1 (b)");
+  tp->record_static<T16, 1>(
+      "matmul (16-bit operands)", {r.slot()},
+      [A = a.value(), B = b.value(), sa = a.slot(), sb = b.slot(), ga, gb,
+       host](std::array<std::shared_ptr<grad_slot<T16>>, 1> const &os) {
+        tensor<float> const gy = converted<float>(out_grad(*os[0]), host).contiguous();
+        if (ga) { // dA = dC @ B^T
+          tensor<float> const Bf = converted<float>(B, host);
+          tensor<float> g = tensor<float>::empty(A.dims(), A.dev());
+          gemm(host, gy, Bf.transposed(), g, 0.0f);
+          add_float_grad(*sa, g, host);
+        }
+        if (gb) { // dB = A^T @ dC
+          tensor<float> const Af = converted<float>(A, host);
+          tensor<float> g = tensor<float>::empty(B.dims(), B.dev());
+          gemm(host, Af.transposed(), gy, g, 0.0f);
+          add_float_grad(*sb, g, host);
+        }
+      },
+      std::move(saves));
+  return r;
+}
+} // namespace detail
+
 // Over bfloat16 / half: both operands widened to float and the float gemm (float accumulation),
-// the product rounded once (ops/detail/float16_tape.hpp). No 16-bit gemm (sbgemm, cublasGemmEx) is
-// called yet.
+// the product rounded once. Two matrices (rank 2): one node that keeps the 16-bit operands
+// (detail::matmul_var16); other ranks through cast nodes (ops/detail/float16_tape.hpp), whose
+// float node keeps float copies. No 16-bit gemm (sbgemm, cublasGemmEx) is called yet.
 template <var_like XA, var_like XB>
 requires(detail::float16_operand<XA>() || detail::float16_operand<XB>()) auto matmul(XA const &a,
                                                                                      XB const &b) {
   static_assert(std::is_same_v<typename detail::var_of_t<XA>::value_type,
                                typename detail::var_of_t<XB>::value_type>,
                 "dualcast::matmul: operands of one element type (cast one: dualcast::cast)");
+  auto const &va = detail::as_var(a);
+  auto const &vb = detail::as_var(b);
+  if (va.rank() == 2 && vb.rank() == 2)
+    return detail::matmul_var16(va, vb);
   return detail::narrowed<detail::float16_elem_t<XA>>(matmul(cast<float>(a), cast<float>(b)));
 }
 
