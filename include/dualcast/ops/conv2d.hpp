@@ -35,8 +35,8 @@
 #include <dualcast/core/errors.hpp>
 #include <dualcast/ops/conv2d_gemm.hpp>
 #include <dualcast/ops/conv2d_geometry.hpp>
-#include <dualcast/ops/detail/float16_tape.hpp>
 #include <dualcast/ops/detail/dual_parts.hpp>
+#include <dualcast/ops/detail/float16_tape.hpp>
 #include <dualcast/tape/custom_op.hpp>
 #include <dualcast/tape/tape.hpp>
 #include <dualcast/tensor/detail/device_dispatch.hpp>

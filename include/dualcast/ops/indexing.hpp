@@ -13,8 +13,8 @@
 // operation runs on the value and on each partial apart: all are linear.
 #pragma once
 
-#include <dualcast/ops/detail/float16_tape.hpp>
 #include <dualcast/ops/detail/dual_parts.hpp>
+#include <dualcast/ops/detail/float16_tape.hpp>
 #include <dualcast/ops/detail/tape_ops.hpp>
 #include <dualcast/ops/shape_ops.hpp>
 #include <dualcast/tape/custom_op.hpp>

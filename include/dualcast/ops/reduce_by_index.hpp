@@ -34,8 +34,8 @@
 #pragma once
 
 #include <dualcast/core/errors.hpp>
-#include <dualcast/ops/detail/float16_tape.hpp>
 #include <dualcast/ops/detail/dual_parts.hpp>
+#include <dualcast/ops/detail/float16_tape.hpp>
 #include <dualcast/ops/groups.hpp>
 #include <dualcast/ops/indexing.hpp>
 #include <dualcast/tape/custom_op.hpp>

@@ -50,8 +50,8 @@
 #include <dualcast/core/compiled.hpp>
 #include <dualcast/math/functions.hpp>
 #include <dualcast/numbers/dual.hpp>
-#include <dualcast/ops/detail/float16_tape.hpp>
 #include <dualcast/ops/detail/dual_parts.hpp>
+#include <dualcast/ops/detail/float16_tape.hpp>
 #include <dualcast/ops/groups.hpp>
 #include <dualcast/ops/lane_scan.hpp>
 #include <dualcast/ops/vector_walks.hpp>

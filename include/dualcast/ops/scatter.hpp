@@ -18,8 +18,8 @@
 
 #include <dualcast/broadcast/broadcast.hpp>
 #include <dualcast/kernel/kernel.hpp>
-#include <dualcast/ops/detail/float16_tape.hpp>
 #include <dualcast/ops/detail/dual_parts.hpp>
+#include <dualcast/ops/detail/float16_tape.hpp>
 #include <dualcast/ops/detail/tape_ops.hpp>
 #include <dualcast/ops/indexing.hpp>
 #include <dualcast/tape/custom_op.hpp>
