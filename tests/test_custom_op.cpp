@@ -206,7 +206,7 @@ TEST_CASE("custom_op: a run-time number of inputs, state from forward, constants
                   {random_tensor({4}, 11)});
 }
 
-TEST_CASE("custom_op: saved tensors are version-checked; nothing is recorded without gradients") {
+TEST_CASE("custom_op: saved tensors are version-checked -- nothing is recorded without gradients") {
   auto a = random_tensor({3, 3}, 12);
   {
     dc::tape tp;

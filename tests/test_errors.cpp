@@ -68,7 +68,7 @@ public:
 
 } // namespace
 
-TEST_CASE("shape_error: operands that do not broadcast on the tape; nothing recorded") {
+TEST_CASE("shape_error: operands that do not broadcast on the tape -- nothing recorded") {
   dc::tape tp;
   auto x = tp.variable(random_tensor({2, 3}, 1)), y = tp.variable(random_tensor({4, 3}, 2));
   auto sx = snap(x), sy = snap(y);
@@ -214,7 +214,7 @@ TEST_CASE("tape_error: backward from a loss recorded before clear() (it would gi
     CHECK(g[std::size_t(j)] == doctest::Approx(central_difference(f, {X, W}, 1, j)));
 }
 
-TEST_CASE("tape_error: an RNN state carried past clear() is an error in every operation; "
+TEST_CASE("tape_error: an RNN state carried past clear() is an error in every operation -- "
           "detach() carries its value") {
   dc::tape tp;
   auto X0 = random_tensor({2, 3}, 21), X1 = random_tensor({2, 3}, 22);
@@ -271,7 +271,7 @@ TEST_CASE("tape_error: an RNN state carried past clear() is an error in every op
     CHECK(gu[std::size_t(j)] == doctest::Approx(central_difference(step2, {W, U}, 1, j)));
 }
 
-TEST_CASE("version_error: names the operation; the other tensors are unchanged") {
+TEST_CASE("version_error: names the operation -- the other tensors are unchanged") {
   dc::tape tp;
   auto A = random_tensor({3, 3}, 9), B = random_tensor({3, 3}, 10);
   auto a = tp.variable(A.clone()), b = tp.variable(B.clone());
@@ -392,7 +392,7 @@ TEST_CASE("allocation_error: absurd sizes name the bytes and never crash") {
   CHECK(t.to_vector()[999] == 1.5);
 }
 
-TEST_CASE("fused-kernel API: aliasing and wrong output shapes name the operation; nothing "
+TEST_CASE("fused-kernel API: aliasing and wrong output shapes name the operation -- nothing "
           "written") {
   dc::cpu const ex{1};
   constexpr auto k = dc::kernel([](auto a, auto b) { return a * b; });

@@ -113,7 +113,7 @@ std::vector<float> probe_floats(reference const &r, std::uint64_t seed) {
 
 } // namespace
 
-TEST_CASE("half: every pattern converts to float and back; NaN stays NaN") {
+TEST_CASE("half: every pattern converts to float and back -- NaN stays NaN") {
   for (std::uint32_t b = 0; b < 0x10000; ++b) {
     float const f = dc::half::from_bits(std::uint16_t(b));
     bool const nan = ((b >> 10) & 0x1f) == 0x1f && (b & 0x3ff) != 0;
@@ -128,7 +128,7 @@ TEST_CASE("half: every pattern converts to float and back; NaN stays NaN") {
   }
 }
 
-TEST_CASE("bfloat16: every pattern converts to float and back; NaN stays NaN") {
+TEST_CASE("bfloat16: every pattern converts to float and back -- NaN stays NaN") {
   for (std::uint32_t b = 0; b < 0x10000; ++b) {
     float const f = dc::bfloat16::from_bits(std::uint16_t(b));
     bool const nan = ((b >> 7) & 0xff) == 0xff && (b & 0x7f) != 0;

@@ -384,7 +384,7 @@ TEST_CASE("16-bit tape: the fused node reads 16-bit storage and keeps no float c
   SUBCASE("half") { native_node_memory<dc::half>(); }
 }
 
-TEST_CASE("16-bit tape: a bfloat16 leaf's gradient accumulates over backwards; zero_grad") {
+TEST_CASE("16-bit tape: a bfloat16 leaf's gradient accumulates over backwards -- zero_grad") {
   auto xs = exact16<dc::bfloat16>(6, 51, -1.0, 1.0);
   dc::tape tp;
   auto x = tp.variable(as_tensor<dc::bfloat16>({2, 3}, xs));
@@ -399,7 +399,7 @@ TEST_CASE("16-bit tape: a bfloat16 leaf's gradient accumulates over backwards; z
     CHECK(v == 0.0);
 }
 
-TEST_CASE("loss_scaler: overflow skips the step and halves the scale; growth; unscaled grads") {
+TEST_CASE("loss_scaler: overflow skips the step and halves the scale -- growth -- unscaled grads") {
   auto ws = exact16<dc::half>(8, 41, -1.0, 1.0);
   auto xs = exact16<dc::half>(8, 42, 0.25, 1.0); // (|x| >= 1/4: x 2^-10 is a normal half)
   dc::tape tp;

@@ -188,7 +188,7 @@ TEST_CASE("hvp through scatters: index_add, scatter_add, scatter (duplicates), i
       x, v);
 }
 
-TEST_CASE("hvp through a histogram: reduce_by_index with plus; the others refused") {
+TEST_CASE("hvp through a histogram: reduce_by_index with plus -- the others refused") {
   T64 x = random_tensor({5, 2}, 38), v = random_tensor({5, 2}, 39);
   check_second_order(
       [](auto const &xv) {

@@ -89,7 +89,7 @@ std::vector<double> to_double(std::vector<float> const &v) { return {v.begin(), 
 
 // ---- initialisation
 // -------------------------------------------------------------------------------
-TEST_CASE("init: the same seed gives the same numbers, pinned; statistics and Xavier bounds") {
+TEST_CASE("init: the same seed gives the same numbers, pinned -- statistics and Xavier bounds") {
   auto u = dc::uniform<double>({2, 3}, -1.0, 1.0, 42);
   CHECK(u.dims() == shape{2, 3});
   CHECK(u.to_vector() == dc::uniform<double>({2, 3}, -1.0, 1.0, 42).to_vector());
@@ -270,7 +270,7 @@ namespace {
 constexpr auto affine = dc::kernel([](auto x, auto w) { return dc::tanh(x * w) + w; });
 }
 
-TEST_CASE("no_grad: no operation records a node; outputs need no gradient; the mode comes back") {
+TEST_CASE("no_grad: no operation records a node -- outputs need no gradient -- the mode comes back") {
   dc::tape tp;
   auto x = tp.variable(random_tensor({3, 4}, 4)), w = tp.variable(random_tensor({4, 2}, 5));
   auto y = tp.variable(random_tensor({3, 4}, 6));
@@ -414,7 +414,7 @@ TEST_CASE("sgd: momentum, weight decay and Nesterov steps follow the formulas") 
   CHECK_THROWS_AS(dc::sgd<float>(std::vector<V32>{q}, {.lr = 1, .nesterov = true}), dc::error);
 }
 
-TEST_CASE("adam: bias-corrected steps follow the formula; AdamW decays the weights") {
+TEST_CASE("adam: bias-corrected steps follow the formula -- AdamW decays the weights") {
   std::vector<double> const p0{1.0, -2.0, 0.5}, c{0.5, 1e-3, -2.0};
   for (bool decoupled : {false, true}) {
     INFO("decoupled " << decoupled);
@@ -463,7 +463,7 @@ TEST_CASE("adam: bias-corrected steps follow the formula; AdamW decays the weigh
   CHECK_THROWS_AS(dc::adam<float>(std::vector<V32>{q}, {.beta1 = 1.0}), dc::error);
 }
 
-TEST_CASE("optimizers: a tiny MLP trained with Adam and with SGD; the loss falls") {
+TEST_CASE("optimizers: a tiny MLP trained with Adam and with SGD -- the loss falls") {
   // y = sin(2 x) on 16 points, one hidden tanh layer of 8.
   std::vector<double> xs, ys;
   for (int i = 0; i < 16; ++i) {
@@ -506,7 +506,7 @@ TEST_CASE("optimizers: a tiny MLP trained with Adam and with SGD; the loss falls
   }
 }
 
-TEST_CASE("optimizers: a graph recorded before a step is stale (version_error); strided values") {
+TEST_CASE("optimizers: a graph recorded before a step is stale (version_error) -- strided values") {
   dc::tape tp;
   auto x = tp.variable(random_tensor({3, 4}, 10));
   auto w = tp.variable(random_tensor({4, 2}, 11));
@@ -536,7 +536,7 @@ TEST_CASE("optimizers: a graph recorded before a step is stale (version_error); 
 }
 
 // ---- printing ---------------------------------------------------------------------------------
-TEST_CASE("print: shape, type, device and values; summarised like NumPy") {
+TEST_CASE("print: shape, type, device and values -- summarised like NumPy") {
   std::ostringstream s;
   s << T32::from({2, 3}, {1, 2, 3, 4, 5, 6});
   CHECK(s.str() == "tensor<float> shape (2, 3) on host\n[[1, 2, 3],\n [4, 5, 6]]");
@@ -573,7 +573,7 @@ TEST_CASE("print: shape, type, device and values; summarised like NumPy") {
 }
 
 // ---- .npy -------------------------------------------------------------------------------------
-TEST_CASE("npy: round trips of every rank, strided tensors, float and double; the exact header") {
+TEST_CASE("npy: round trips of every rank, strided tensors, float and double -- the exact header") {
   temp_file f(".npy");
   for (auto const &s : {shape{}, shape{5}, shape{2, 3}, shape{2, 0, 3}, shape{2, 3, 4}}) {
     INFO(dc::to_string(s));

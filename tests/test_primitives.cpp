@@ -116,7 +116,7 @@ TEST_CASE("prod: one element, empty groups, strided inputs, lazy expressions, te
   CHECK(dc::prod(dc::tensor<float>::from({3}, {1.5F, 2.F, -1.F})).item() == -3.0F);
 }
 
-TEST_CASE("prod: groups longer than a block (4096) match a naive product; gradients at zeros") {
+TEST_CASE("prod: groups longer than a block (4096) match a naive product -- gradients at zeros") {
   dc::index_t const n = 3 * 4096 + 123;
   auto x = random_tensor({2, n}, 104, 0.999, 1.001);
   auto xv = x.to_vector();
@@ -249,7 +249,7 @@ TEST_CASE("scans: cumsum, cumprod, cummax, cummin, a user operator along every a
     }
 }
 
-TEST_CASE("scans: values against a naive reference; exclusive starts at the neutral element") {
+TEST_CASE("scans: values against a naive reference -- exclusive starts at the neutral element") {
   auto x = T64::from({2, 4}, {1, -2, 3, 0.5, 2, 2, -1, 4});
   CHECK(dc::cumsum(x, 1).to_vector() == std::vector<double>{1, -1, 2, 2.5, 2, 4, 3, 7});
   CHECK(dc::cumsum(x, 1, true).to_vector() == std::vector<double>{0, 1, -1, 2, 0, 2, 4, 3});
@@ -632,7 +632,7 @@ TEST_CASE("linear_recurrence: few long rows run in pieces of 4096, like one sequ
 
 // ---- max / min over few long groups
 // --------------------------------------------------------------
-TEST_CASE("max / min: few long groups run in chunks; the first extremum, as one sequential scan") {
+TEST_CASE("max / min: few long groups run in chunks -- the first extremum, as one sequential scan") {
   dc::index_t const n = 5 * 8192 + 77; // >= 4 * 8192 elements in fewer than 1024 groups: cut
   double const nan = std::numeric_limits<double>::quiet_NaN();
   // Group 0: the maximum and the minimum twice each, in different chunks (the first wins).

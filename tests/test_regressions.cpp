@@ -90,8 +90,8 @@ TEST_CASE("matmul with an empty batch gives the shared operand a zero gradient")
     CHECK(g == 1.0);
 }
 
-TEST_CASE("the gradient of a parameter backward never reached is zeros; an intermediate's is an "
-          "error unless retained; a constant's is undefined") {
+TEST_CASE("the gradient of a parameter backward never reached is zeros -- an intermediate's is an "
+          "error unless retained -- a constant's is undefined") {
   dc::tape tp;
   auto x = tp.variable(random_tensor({3}, 6)), u = tp.variable(random_tensor({2}, 7));
   auto c = tp.constant(random_tensor({3}, 8));
@@ -106,7 +106,7 @@ TEST_CASE("the gradient of a parameter backward never reached is zeros; an inter
   CHECK_THROWS_WITH_AS(c.grad().item(), Contains("undefined"), dc::error);
 }
 
-TEST_CASE("a retained intermediate that backward did not reach reads as zeros, like a leaf; the "
+TEST_CASE("a retained intermediate that backward did not reach reads as zeros, like a leaf -- the "
           "retain_grad() message only where it was not called (issue 42)") {
   dc::tape tp;
   auto x = tp.variable(T64::from({2}, {1, 2}));
@@ -213,7 +213,7 @@ TEST_CASE("dualcast::eval of expressions of different shapes gives each its own 
       {A, B});
 }
 
-TEST_CASE("conventions: round half to even; max / min send a tie's gradient to the first "
+TEST_CASE("conventions: round half to even -- max / min send a tie's gradient to the first "
           "extremal element") {
   for (double x : {0.5, 1.5, 2.5, -0.5, -1.5, -2.5, 3.7})
     CHECK(dc::round(x) == std::nearbyint(x));
@@ -395,7 +395,7 @@ template <class T> void check_pow_at_negative_bases() {
 }
 } // namespace
 
-TEST_CASE("pow at a negative base: d/dy is NaN, d/dx is y x^(y-1); a zero factor wins over the "
+TEST_CASE("pow at a negative base: d/dy is NaN, d/dx is y x^(y-1) -- a zero factor wins over the "
           "NaN") {
   check_pow_at_negative_bases<double>();
   check_pow_at_negative_bases<float>();

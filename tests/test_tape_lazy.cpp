@@ -85,7 +85,7 @@ TEST_CASE("lazy: a chain of separate elementwise calls is ONE fused node") {
   CHECK(u.nodes == 9);
 }
 
-TEST_CASE("lazy: nothing is recorded before materialisation; eval() is cached") {
+TEST_CASE("lazy: nothing is recorded before materialisation -- eval() is cached") {
   dc::tape tp;
   auto x = tp.variable(random_tensor({5}, 4));
   auto e = dc::sin(x) * 2.0 + dc::cos(x);

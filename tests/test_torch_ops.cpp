@@ -66,7 +66,7 @@ TEST_CASE("torch ops: atan2, hypot, maximum, minimum: values, gradients, broadca
   CHECK_THROWS_AS(dc::maximum(a, tp.variable(random_tensor({5}, 4))), dc::shape_error);
 }
 
-TEST_CASE("torch ops: maximum / minimum ties split the gradient half and half; NaN propagates") {
+TEST_CASE("torch ops: maximum / minimum ties split the gradient half and half -- NaN propagates") {
   dc::tape tp;
   auto a = tp.variable(T64::from({3}, {1.0, 2.0, 3.0}));
   auto b = tp.variable(T64::from({3}, {1.0, 5.0, 0.0}));
@@ -127,7 +127,7 @@ TEST_CASE("torch ops: where selects, broadcasts, and sends no gradient to the ot
   CHECK_THROWS_AS(dc::where(random_mask({2}, 1), va, vb), dc::shape_error);
 }
 
-TEST_CASE("torch ops: floor, ceil, round have zero gradient; round is half to even") {
+TEST_CASE("torch ops: floor, ceil, round have zero gradient -- round is half to even") {
   // values away from integers (the finite differences would see the steps)
   std::vector<double> v;
   auto base = random_tensor({12}, 12, 0.05, 0.45).to_vector();
@@ -166,7 +166,7 @@ TEST_CASE("torch ops: the new elementwise functions unfused give the fused value
 
 // ---- argmax / argmin, variance / stddev, norm
 // --------------------------------------------------------
-TEST_CASE("torch ops: argmax / argmin along an axis and over all elements; ties and NaN") {
+TEST_CASE("torch ops: argmax / argmin along an axis and over all elements -- ties and NaN") {
   auto x = random_tensor({3, 4, 5}, 20);
   auto xs = x.to_vector();
   for (int axis : {0, 1, 2, -1, -3})
@@ -218,7 +218,7 @@ TEST_CASE("torch ops: argmax / argmin along an axis and over all elements; ties 
   CHECK(dc::argmin(T64::zeros({0, 3}), 1).values.empty());
 }
 
-TEST_CASE("torch ops: variance / stddev: axes, keepdims, correction; values and gradients") {
+TEST_CASE("torch ops: variance / stddev: axes, keepdims, correction -- values and gradients") {
   auto x = random_tensor({3, 4, 5}, 21);
   for (auto axes : std::vector<std::vector<int>>{{}, {0}, {-1}, {0, 2}})
     for (bool kd : {false, true})
@@ -252,7 +252,7 @@ TEST_CASE("torch ops: variance / stddev: axes, keepdims, correction; values and 
   CHECK_THROWS_AS(dc::variance(v, {3}), dc::index_error);
 }
 
-TEST_CASE("torch ops: norm for p = 1, 2, 3, inf, -inf; gradient 0 at x = 0") {
+TEST_CASE("torch ops: norm for p = 1, 2, 3, inf, -inf -- gradient 0 at x = 0") {
   double const inf = std::numeric_limits<double>::infinity();
   auto x = random_tensor({3, 4}, 22);
   for (double p : {1.0, 2.0, 3.0, 0.5, inf, -inf})
@@ -308,7 +308,7 @@ TEST_CASE("torch ops: squeeze / unsqueeze") {
   check_gradients([](auto const &w) { return dc::squeeze(dc::transpose(w[0], 0, -1)); }, {x});
 }
 
-TEST_CASE("torch ops: split by size and by sizes; pieces are views of one gradient") {
+TEST_CASE("torch ops: split by size and by sizes -- pieces are views of one gradient") {
   auto x = random_tensor({7, 3}, 31);
   dc::tape tp;
   auto v = tp.variable(x);
@@ -369,7 +369,7 @@ TEST_CASE("torch ops: split of an empty axis by a size gives one empty piece (to
       {T64::zeros({0, 3}), random_tensor({2, 3}, 40)});
 }
 
-TEST_CASE("torch ops: repeat (PyTorch semantics); the gradient sums the copies") {
+TEST_CASE("torch ops: repeat (PyTorch semantics) -- the gradient sums the copies") {
   auto x = T64::from({2, 3}, {1, 2, 3, 4, 5, 6});
   dc::tape tp;
   auto v = tp.variable(x);
@@ -572,7 +572,7 @@ TEST_CASE("torch ops: matmul with 1-D operands and broadcast batch dimensions") 
 }
 
 // ---- index_add, scatter_add, scatter, masked_select ------------------------------------------
-TEST_CASE("torch ops: index_add (duplicates sum; into a constant) and scatter_add") {
+TEST_CASE("torch ops: index_add (duplicates sum -- into a constant) and scatter_add") {
   auto x = random_tensor({4, 3}, 70), src = random_tensor({4, 5}, 71);
   std::vector<dc::index_t> const idx{2, 0, -1, 2, 0}; // duplicates, a negative index
   check_gradients([&](auto const &v) { return dc::index_add(v[0], 1, idx, v[1]); }, {x, src});
@@ -610,7 +610,7 @@ TEST_CASE("torch ops: index_add (duplicates sum; into a constant) and scatter_ad
                   dc::shape_error);
 }
 
-TEST_CASE("torch ops: scatter overwrites; the last duplicate wins and alone gets the gradient") {
+TEST_CASE("torch ops: scatter overwrites -- the last duplicate wins and alone gets the gradient") {
   auto x = random_tensor({3, 4}, 73), src = random_tensor({3, 3}, 74);
   dc::index_array const index{{3, 3}, {1, 3, 1, 0, 0, 2, -1, 2, 0}}; // rows 0 and 1: duplicates
   check_gradients([&](auto const &v) { return dc::scatter(v[0], 1, index, v[1]); }, {x, src});
@@ -630,7 +630,7 @@ TEST_CASE("torch ops: scatter overwrites; the last duplicate wins and alone gets
                   dc::index_error);
 }
 
-TEST_CASE("torch ops: masked_select gives a 1-D variable; the gradient scatters back") {
+TEST_CASE("torch ops: masked_select gives a 1-D variable -- the gradient scatters back") {
   auto x = random_tensor({3, 4}, 75);
   auto mask = random_mask({3, 4}, 76), row = random_mask({4}, 77);
   check_gradients([&](auto const &v) { return dc::masked_select(v[0] * v[0], mask); }, {x});
