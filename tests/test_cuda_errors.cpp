@@ -66,7 +66,8 @@ TEST_CASE("first use of CUDA memory: cuda_error without a GPU, allocation_error 
 // clear cuda_error, again and again, and nothing is counted as in use; with one, a block is
 // allocated on a user stream, written and read back in that stream's order, freed on it, and a
 // storage block remembers the stream it was made on.
-TEST_CASE("stream-ordered CUDA pool: cuda_error without a GPU -- blocks on a user stream with one") {
+TEST_CASE(
+    "stream-ordered CUDA pool: cuda_error without a GPU -- blocks on a user stream with one") {
   dc::detail::cuda_backend::cuda_pool_resource pool;
   dc::memory_resource &r = pool;
   dc::device const gpu = dc::device::cuda(0);

@@ -36,7 +36,8 @@ TEST_CASE("lstm case on the CUDA backend (float)") {
 }
 
 // Issue 37: bfloat16 / half gates beside a float cell state, value_and_vjp, CUDA against the CPU.
-TEST_CASE("16-bit lstm case on the CUDA backend: bfloat16 and half gates beside a float cell state") {
+TEST_CASE(
+    "16-bit lstm case on the CUDA backend: bfloat16 and half gates beside a float cell state") {
   if (skip_without_gpu())
     return;
   CHECK(dualcast_gpu_float16_lstm_case() == "");

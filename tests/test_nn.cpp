@@ -270,7 +270,8 @@ namespace {
 constexpr auto affine = dc::kernel([](auto x, auto w) { return dc::tanh(x * w) + w; });
 }
 
-TEST_CASE("no_grad: no operation records a node -- outputs need no gradient -- the mode comes back") {
+TEST_CASE(
+    "no_grad: no operation records a node -- outputs need no gradient -- the mode comes back") {
   dc::tape tp;
   auto x = tp.variable(random_tensor({3, 4}, 4)), w = tp.variable(random_tensor({4, 2}, 5));
   auto y = tp.variable(random_tensor({3, 4}, 6));

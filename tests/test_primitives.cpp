@@ -632,7 +632,8 @@ TEST_CASE("linear_recurrence: few long rows run in pieces of 4096, like one sequ
 
 // ---- max / min over few long groups
 // --------------------------------------------------------------
-TEST_CASE("max / min: few long groups run in chunks -- the first extremum, as one sequential scan") {
+TEST_CASE(
+    "max / min: few long groups run in chunks -- the first extremum, as one sequential scan") {
   dc::index_t const n = 5 * 8192 + 77; // >= 4 * 8192 elements in fewer than 1024 groups: cut
   double const nan = std::numeric_limits<double>::quiet_NaN();
   // Group 0: the maximum and the minimum twice each, in different chunks (the first wins).
