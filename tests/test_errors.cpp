@@ -231,6 +231,11 @@ TEST_CASE("tape_error: an RNN state carried past clear() is an error in every op
   auto x1 = tp.constant(X1);
   CHECK_THROWS_WITH_AS(rnn_step(x1, h1, w, u), Contains("before tape::clear()"), dc::tape_error);
   CHECK_THROWS_WITH_AS(rnn_step(x1, h1, w, u), Contains("dualcast::detach"), dc::tape_error);
+  // (rnn_step is two operations: where the compiler evaluates matmul(x1, w) first -- clang does,
+  // g++ does not -- that valid node stays recorded before matmul(h1, u) fails; each failing
+  // operation records nothing, counted from here one operation at a time)
+  auto const recorded = tp.node_count();
+  CHECK(recorded <= 2);
   CHECK_THROWS_WITH_AS(dc::matmul(h1, u), Contains("before tape::clear()"), dc::tape_error);
   CHECK_THROWS_WITH_AS((h1 * 2.0).eval(), Contains("before tape::clear()"), dc::tape_error);
   CHECK_THROWS_WITH_AS(built_before.eval(), Contains("dualcast::eval"), dc::tape_error);
@@ -240,7 +245,7 @@ TEST_CASE("tape_error: an RNN state carried past clear() is an error in every op
   CHECK_THROWS_WITH_AS(dc::slice(h1, 0, 0, 1), Contains("dualcast::slice"), dc::tape_error);
   CHECK_THROWS_WITH_AS(dc::concat(std::vector<V64>{h1, h1}, 0), Contains("before tape::clear()"),
                        dc::tape_error);
-  CHECK(tp.node_count() == 0);
+  CHECK(tp.node_count() == recorded);
   for (double g : grads_of(w)) // (zero_grad's zeros)
     CHECK(g == 0.0);
 
