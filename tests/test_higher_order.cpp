@@ -5,7 +5,7 @@
 // bit, an MLP-like loss (matmul + tanh + sum), softmax / log_softmax / logsumexp, a kernel of two
 // outputs by dc::call (softmax's values and gradients to rounding), and the refusals (unfused mode,
 // GPU tensors).
-#include "tape_support.hpp"
+#include "higher_order_support.hpp"
 
 #include <dualcast/autodiff.hpp>
 
@@ -19,43 +19,8 @@
 namespace {
 
 using tape_support::random_tensor;
+using namespace higher_order_support;
 
-// A constant tensor as the element type of a loss's variable (double, or a dual with zero
-// partials), on x's tape: the losses below are generic, so that one f runs on both tapes.
-template <class V> auto constant(V const &x, T64 const &t) {
-  using D = typename V::value_type;
-  if constexpr (std::is_same_v<D, double>) {
-    return x.owner()->constant(t);
-  } else {
-    auto d = dc::tensor<D>::empty(t.dims());
-    for (dc::index_t i = 0; i < t.size(); ++i)
-      d.raw_data()[i] = D(t.contiguous().data()[i]);
-    return x.owner()->constant(d);
-  }
-}
-
-// The plain tape's gradient of f at x.
-template <class F> T64 plain_gradient(F const &f, T64 const &x) {
-  dc::tape tp;
-  auto v = tp.variable(x.clone());
-  auto y = dc::detail::as_var(f(v));
-  tp.backward(y);
-  return v.grad();
-}
-// H v by central differences of the plain gradient: (g(x + h v) - g(x - h v)) / 2h.
-template <class F> std::vector<double> fd_hvp(F const &f, T64 const &x, T64 const &v) {
-  double const h = 1e-5;
-  T64 xp = x.clone(), xm = x.clone();
-  for (dc::index_t i = 0; i < x.size(); ++i) {
-    xp.raw_data()[i] += h * v.data()[i];
-    xm.raw_data()[i] -= h * v.data()[i];
-  }
-  auto gp = plain_gradient(f, xp).to_vector(), gm = plain_gradient(f, xm).to_vector();
-  std::vector<double> r(gp.size());
-  for (std::size_t i = 0; i < r.size(); ++i)
-    r[i] = (gp[i] - gm[i]) / (2 * h);
-  return r;
-}
 void check_close(std::vector<double> const &got, std::vector<double> const &want, double tol) {
   REQUIRE(got.size() == want.size());
   for (std::size_t i = 0; i < got.size(); ++i) {
@@ -63,7 +28,6 @@ void check_close(std::vector<double> const &got, std::vector<double> const &want
     CHECK(got[i] == doctest::Approx(want[i]).epsilon(tol).scale(1.0));
   }
 }
-bool same_bits(double a, double b) { return std::memcmp(&a, &b, sizeof a) == 0; }
 
 // Rosenbrock's function on n elements: sum_i 100 (x_{i+1} - x_i^2)^2 + (1 - x_i)^2 (slices,
 // fused elementwise nodes, sum).

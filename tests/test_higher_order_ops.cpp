@@ -5,7 +5,7 @@
 // random inputs; values and gradients against the plain tape's bit for bit (the values run the
 // plain tape's code on each part). test_higher_order.cpp holds the rest (kept apart: that file is
 // the larger compile).
-#include "tape_support.hpp"
+#include "higher_order_support.hpp"
 
 #include <dualcast/autodiff.hpp>
 
@@ -18,28 +18,7 @@
 namespace {
 
 using tape_support::random_tensor;
-
-// A constant on x's tape of x's element type (double, or a dual with zero partials): the losses
-// are generic, one f on both tapes.
-template <class V> auto constant(V const &x, T64 const &t) {
-  using D = typename V::value_type;
-  if constexpr (std::is_same_v<D, double>) {
-    return x.owner()->constant(t);
-  } else {
-    auto d = dc::tensor<D>::empty(t.dims());
-    for (dc::index_t i = 0; i < t.size(); ++i)
-      d.raw_data()[i] = D(t.contiguous().data()[i]);
-    return x.owner()->constant(d);
-  }
-}
-
-template <class F> T64 plain_gradient(F const &f, T64 const &x) {
-  dc::tape tp;
-  auto v = tp.variable(x.clone());
-  tp.backward(dc::detail::as_var(f(v)));
-  return v.grad();
-}
-bool same_bits(double a, double b) { return std::memcmp(&a, &b, sizeof a) == 0; }
+using namespace higher_order_support;
 
 // f's value and gradient by grad_and_hvp against the plain tape's, bit for bit; its H v against
 // central differences of the plain gradient, (g(x + h v) - g(x - h v)) / 2h.
@@ -56,21 +35,14 @@ template <class F> void check_second_order(F const &f, T64 const &x, T64 const &
     INFO("gradient element " << i << ": " << g[i] << " vs " << gd[i]);
     CHECK(same_bits(g[i], gd[i]));
   }
-  double const h = 1e-5;
-  T64 xp = x.clone(), xm = x.clone();
-  for (dc::index_t i = 0; i < x.size(); ++i) {
-    xp.raw_data()[i] += h * v.data()[i];
-    xm.raw_data()[i] -= h * v.data()[i];
-  }
-  auto const gp = plain_gradient(f, xp).to_vector(), gm = plain_gradient(f, xm).to_vector();
+  auto const want = fd_hvp(f, x, v);
   auto const hv = r.hvp.to_vector();
-  REQUIRE(hv.size() == gp.size());
+  REQUIRE(hv.size() == want.size());
   double norm = 0;
   for (std::size_t i = 0; i < hv.size(); ++i) {
-    double const want = (gp[i] - gm[i]) / (2 * h);
-    norm += want * want;
+    norm += want[i] * want[i];
     INFO("H v element " << i);
-    CHECK(hv[i] == doctest::Approx(want).epsilon(1e-6).scale(1.0));
+    CHECK(hv[i] == doctest::Approx(want[i]).epsilon(1e-6).scale(1.0));
   }
   CHECK(norm > 1e-6); // (a loss whose H v vanishes would test nothing)
 }
