@@ -366,17 +366,86 @@ auto min(X const &x, std::vector<int> const &axes = {}, bool keepdims = false) {
     return detail::extremum<false>("dualcast::min", detail::as_var(x), axes, keepdims);
 }
 
-// Over bfloat16 / half: accumulated in float, the result rounded once
-// (ops/detail/float16_tape.hpp).
+namespace detail {
+// y + x * a (the adjoint of mean added into a 16-bit gradient: one rounding).
+struct add_scaled_fn {
+  template <class Y, class X, class A>
+  DUALCAST_HD auto operator()(Y const &y, X const &x, A const &a) const {
+    return y + x * a;
+  }
+};
+inline constexpr kernel<add_scaled_fn> add_scaled_kernel{add_scaled_fn{}};
+
+// sum (scale 1) or mean (scale 1 / n) of a bfloat16 / half variable: one node that reads the 16
+// bits (the backends' reduction, summing in float), scales in float and rounds each result once;
+// no cast nodes and no float copy of the input, and it keeps nothing for backward. Backward
+// reads the output's 16-bit gradient broadcast over the input (a view) and writes the input's
+// gradient in its own precision: y + scale * g in float, rounded once.
+template <class T16>
+var<T16> sum_var16(char const *op, var<T16> const &v, std::vector<int> const &axes, bool keepdims,
+                   bool mean) {
+  tape *tp = tape_of(op, v);
+  cpu const host = tp ? tp->ex : ambient_cpu();
+  device const dev = v.value().dev();
+  auto const on_stream = tape_stream_scope(tp, dev);
+  auto const mask = axis_mask(op, axes, v.rank());
+  shape const kds = reduced_shape(v.dims(), mask, true), xs = v.dims();
+  index_t n = 1;
+  for (int i = 0; i < v.rank(); ++i)
+    if (mask[std::size_t(i)])
+      n *= xs.ext[i];
+  float const scale = mean ? 1.0f / float(n) : 1.0f; // (over no element: NaN, like NumPy)
+  tensor<T16> const xc = v.value().contiguous();
+  tensor<T16> y = tensor<T16>::empty(kds, dev);
+  if (xc.size() == 0) {
+    y.assign_raw(tensor<T16>::full(shape{}, T16(0.0f * scale), dev));
+  } else {
+    tensor<float> const r = tensor<float>::empty(kds, dev); // (output-sized)
+    on_device(op, dev, host, [&](auto const &ex) {
+      backend_reduce(hook{}, ex, xc.dims(), static_cast<T16 const *>(xc.data()), r.raw_view(),
+                     false);
+      apply(ex, scale_kernel, out(y.raw_view()), r.cview(), scale);
+    });
+  }
+  if (!keepdims)
+    y = y.reshape(reduced_shape(xs, mask, false));
+  if (!tp || !v.requires_grad() || !tp->grad_enabled())
+    return var<T16>(std::move(y), nullptr, tp);
+  var<T16> res = tp->make_output(std::move(y), true);
+  tp->record_static<T16, 1>(
+      mean ? "mean (16-bit)" : "sum (16-bit)", {res.slot()},
+      [in = v.slot(), kds, xs, scale, op,
+       host](std::array<std::shared_ptr<grad_slot<T16>>, 1> const &os) {
+        tensor<T16> const gb = out_grad(*os[0]).reshape(kds).broadcast_to(xs);
+        if (scale == 1.0f) { // (sum: the 16-bit gradient as it is)
+          accumulate_grad(*in, gb, host);
+          return;
+        }
+        auto const target = grad_target(*in); // (no structured binding: clang 14 cannot capture)
+        tensor<T16> const &t = target.first;
+        on_device(op, in->dev, host, [&](auto const &ex) {
+          if (target.second)
+            apply(ex, add_scaled_kernel, out(t.raw_view()), t.cview(), gb.cview(), scale);
+          else
+            apply(ex, scale_kernel, out(t.raw_view()), gb.cview(), scale);
+        });
+      },
+      arena_array<saved_tensor>{});
+  return res;
+}
+} // namespace detail
+
+// Over bfloat16 / half: one node reading the 16 bits, accumulating in float, each result rounded
+// once (detail::sum_var16).
 template <var_like X>
 requires(detail::float16_operand<X>()) auto sum(X const &x, std::vector<int> const &axes = {},
                                                 bool keepdims = false) {
-  return detail::narrowed<detail::float16_elem_t<X>>(sum(cast<float>(x), axes, keepdims));
+  return detail::sum_var16("dualcast::sum", detail::as_var(x), axes, keepdims, false);
 }
 template <var_like X>
 requires(detail::float16_operand<X>()) auto mean(X const &x, std::vector<int> const &axes = {},
                                                  bool keepdims = false) {
-  return detail::narrowed<detail::float16_elem_t<X>>(mean(cast<float>(x), axes, keepdims));
+  return detail::sum_var16("dualcast::mean", detail::as_var(x), axes, keepdims, true);
 }
 
 } // namespace dualcast

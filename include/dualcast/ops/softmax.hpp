@@ -78,24 +78,27 @@ template <class T> struct combine_max_and_sum { // commutative: the same bits on
 // Row r of x (n contiguous values), over the lanes of a row operation: on the CPU one lane, the
 // loops sequential; on CUDA the 32 threads of a warp take every 32nd element and combine their
 // partial maxima and sums (the sums then differ from the CPU's in rounding: a few ulp). mode 0:
-// softmax, 1: log_softmax, 2: logsumexp (out has one value per row).
-template <class T> struct softmax_row {
-  T const *x;
-  T *out;
+// softmax, 1: log_softmax, 2: logsumexp (out has one value per row). S: the storage of x and out
+// (T, or bfloat16 / half computed in float T: each value widened on load, each result rounded
+// once); lse, where given, receives each row's logsumexp in T (what the 16-bit backward needs).
+template <class T, class S = T> struct softmax_row {
+  S const *x;
+  S *out;
   index_t n;
   int mode;
+  T *lse_out = nullptr;
   template <class Lanes> DUALCAST_HD void operator()(index_t r, Lanes const &lanes) const {
-    T const *xr = x + r * n;
+    S const *xr = x + r * n;
     int const l = lanes.lane(), nl = lanes.count();
-    T m = xr[0]; // every lane starts from the first element: a NaN there wins, as sequentially
+    T m = T(xr[0]); // every lane starts from the first element: a NaN there wins, as sequentially
     T s = 0;
     if constexpr (Lanes::count() == 1) {
       // Two passes (the maximum, then the sum): the row is in cache for the second, and each
       // loop is branch-free.
       for (index_t j = 1; j < n; ++j)
-        m = xr[j] > m ? xr[j] : m;
+        m = T(xr[j]) > m ? T(xr[j]) : m;
       for (index_t j = 0; j < n; ++j)
-        s += dualcast::exp(xr[j] - m);
+        s += dualcast::exp(T(xr[j]) - m);
     } else {
       // One pass, online (Milakov and Gimelshein, 2018): each lane keeps its running maximum and
       // its sum relative to it, rescaling the sum when the maximum grows; the lanes' pairs then
@@ -104,7 +107,7 @@ template <class T> struct softmax_row {
       // infinities, whose difference is NaN), and an infinite maximum makes the sum NaN at the
       // end: what the two passes give (exp(inf - inf) there), NaNs propagating alike.
       for (index_t j = l; j < n; j += nl) {
-        T const v = xr[j];
+        T const v = T(xr[j]);
         if (v > m) {
           s = s * dualcast::exp(m - v) + T(1);
           m = v;
@@ -119,13 +122,15 @@ template <class T> struct softmax_row {
               : ms.s;
     }
     T lse = m + dualcast::log(s);
+    if (lse_out && l == 0)
+      lse_out[r] = lse;
     if (mode == 2) {
       if (l == 0)
-        out[r] = lse;
+        out[r] = S(lse);
     } else {
-      T *o = out + r * n;
+      S *o = out + r * n;
       for (index_t j = l; j < n; j += nl)
-        o[j] = mode == 0 ? dualcast::exp(xr[j] - lse) : xr[j] - lse;
+        o[j] = S(mode == 0 ? dualcast::exp(T(xr[j]) - lse) : T(xr[j]) - lse);
     }
   }
 };
@@ -213,6 +218,99 @@ var<T> softmax_like(char const *op, var<T> const &v, std::vector<int> const &axe
       },
       v);
 }
+// The adjoint of row r over bfloat16 / half (S), in float: each probability recomputed from the
+// 16-bit input X and the row's logsumexp L (float), p = exp(x - L), not read back from a rounded
+// result; G the output's 16-bit gradient (one value per row for logsumexp), O the input's
+// gradient, each element rounded once.
+template <class S> struct softmax_row_backward16 {
+  S const *X, *G;
+  float const *L;
+  S *O;
+  index_t n;
+  int mode;
+  template <class Lanes> DUALCAST_HD void operator()(index_t r, Lanes const &lanes) const {
+    int const l = lanes.lane(), nl = lanes.count();
+    S const *x = X + r * n, *g = G + r * n;
+    S *o = O + r * n;
+    float const lse = L[r];
+    if (mode == 2) {
+      float const gr = float(G[r]);
+      for (index_t j = l; j < n; j += nl)
+        o[j] = S(gr * dualcast::exp(float(x[j]) - lse));
+      return;
+    }
+    float acc = 0; // softmax: sum g p; log_softmax: sum g
+    for (index_t j = l; j < n; j += nl)
+      acc += mode == 0 ? float(g[j]) * dualcast::exp(float(x[j]) - lse) : float(g[j]);
+    acc = lanes.reduce(acc, row_sum<float>{});
+    for (index_t j = l; j < n; j += nl) {
+      float const p = dualcast::exp(float(x[j]) - lse);
+      o[j] = S(mode == 0 ? p * (float(g[j]) - acc) : float(g[j]) - p * acc);
+    }
+  }
+};
+
+// softmax (mode 0), log_softmax (1) or logsumexp (2) of a bfloat16 / half variable: one node
+// whose rows read the 16 bits and compute in float (each result rounded once); no cast nodes,
+// no float copy of the input. It keeps the 16-bit input (the variable's own storage when the
+// axes are already last and it is contiguous; else its 16-bit copy in that order) and one float
+// per row (the logsumexp), from which backward recomputes every probability in float.
+template <class S>
+var<S> softmax_like16(char const *op, var<S> const &v, std::vector<int> const &axes, int mode,
+                      bool keepdims) {
+  tape *tp = tape_of(op, v);
+  cpu const host = tp ? tp->ex : ambient_cpu();
+  device const dev = v.value().dev();
+  auto const on_stream = tape_stream_scope(tp, dev);
+  auto const mask = axis_mask(op, axes, v.rank());
+  shape const lse_shape = reduced_shape(v.dims(), mask, false);
+  auto rv = axes_last(v.value(), mask);
+  shape ys = rv.data.dims();
+  if (mode == 2)
+    for (int i = ys.rank - 1; i >= 0 && mask[std::size_t(rv.perm[std::size_t(i)])]; --i)
+      ys.ext[i] = 1;
+  tensor<S> yp = tensor<S>::empty(ys, dev);
+  if (mode == 2 && rv.n == 0)
+    yp.assign_raw(tensor<S>::full(shape{}, S(-inf_of<float>()), dev));
+  bool const needs = tp && v.requires_grad() && tp->grad_enabled();
+  tensor<float> lse = tensor<float>::empty(shape{needs ? rv.rows : 0}, dev);
+  on_device(op, dev, host, [&](auto const &ex) {
+    parallel_for_rows(ex, rv.rows, 4 * rv.n,
+                      softmax_row<float, S>{rv.data.data(), yp.raw_data(), rv.n, mode,
+                                            needs ? lse.raw_data() : nullptr});
+  });
+  tensor<S> y = mode != 2  ? from_rows(yp, rv.perm)
+                : keepdims ? from_rows(yp, rv.perm)
+                           : yp.reshape(lse_shape);
+  if (!needs)
+    return var<S>(std::move(y), nullptr, tp);
+  var<S> res = tp->make_output(std::move(y), true);
+  arena_array<saved_tensor> saves(tp->node_memory(), 2);
+  saves[0] = save(rv.data, "input (rows)");
+  saves[1] = save(lse, "logsumexp of each row (float)");
+  tp->record_static<S, 1>(
+      mode == 0   ? "softmax (16-bit)"
+      : mode == 1 ? "log_softmax (16-bit)"
+                  : "logsumexp (16-bit)",
+      {res.slot()},
+      [in = v.slot(), xp = rv.data, lse, perm = rv.perm, rows = rv.rows, n = rv.n, mode, op,
+       host](std::array<std::shared_ptr<grad_slot<S>>, 1> const &os) {
+        if (n == 0) // (no input element: nothing to write)
+          return;
+        tensor<S> const gy = out_grad(*os[0]);
+        tensor<S> const gc = mode == 2 ? gy.contiguous() : gy.permuted(perm).contiguous();
+        tensor<S> gx = tensor<S>::empty(xp.dims(), xp.dev());
+        on_device(op, xp.dev(), host, [&](auto const &ex) {
+          parallel_for_rows(
+              ex, rows, 4 * n,
+              softmax_row_backward16<S>{xp.data(), gc.data(), lse.data(), gx.raw_data(), n, mode});
+        });
+        accumulate_grad(*in, from_rows(gx, perm), host);
+      },
+      std::move(saves));
+  return res;
+}
+
 #define DUALCAST_X(T)                                                                              \
   DUALCAST_INSTANTIATE var<T> softmax_like<T>(char const *, var<T> const &,                        \
                                               std::vector<int> const &, int, bool);
@@ -241,33 +339,33 @@ auto logsumexp(X const &x, std::vector<int> const &axes, bool keepdims = false) 
   return detail::softmax_like("dualcast::logsumexp", detail::as_var(x), axes, 2, keepdims);
 }
 
-// Over bfloat16 / half: computed in float, the result rounded once
-// (ops/detail/float16_tape.hpp).
+// Over bfloat16 / half: one node reading the 16 bits, computing in float, each result rounded
+// once (detail::softmax_like16).
 template <var_like X>
 requires(detail::float16_operand<X>()) auto softmax(X const &x, int axis = -1) {
-  return detail::narrowed<detail::float16_elem_t<X>>(softmax(cast<float>(x), axis));
+  return detail::softmax_like16("dualcast::softmax", detail::as_var(x), {axis}, 0, false);
 }
 template <var_like X>
 requires(detail::float16_operand<X>()) auto log_softmax(X const &x, int axis = -1) {
-  return detail::narrowed<detail::float16_elem_t<X>>(log_softmax(cast<float>(x), axis));
+  return detail::softmax_like16("dualcast::log_softmax", detail::as_var(x), {axis}, 1, false);
 }
 template <var_like X>
 requires(detail::float16_operand<X>()) auto logsumexp(X const &x, int axis = -1,
                                                       bool keepdims = false) {
-  return detail::narrowed<detail::float16_elem_t<X>>(logsumexp(cast<float>(x), axis, keepdims));
+  return detail::softmax_like16("dualcast::logsumexp", detail::as_var(x), {axis}, 2, keepdims);
 }
 template <var_like X>
 requires(detail::float16_operand<X>()) auto softmax(X const &x, std::vector<int> const &axes) {
-  return detail::narrowed<detail::float16_elem_t<X>>(softmax(cast<float>(x), axes));
+  return detail::softmax_like16("dualcast::softmax", detail::as_var(x), axes, 0, false);
 }
 template <var_like X>
 requires(detail::float16_operand<X>()) auto log_softmax(X const &x, std::vector<int> const &axes) {
-  return detail::narrowed<detail::float16_elem_t<X>>(log_softmax(cast<float>(x), axes));
+  return detail::softmax_like16("dualcast::log_softmax", detail::as_var(x), axes, 1, false);
 }
 template <var_like X>
 requires(detail::float16_operand<X>()) auto logsumexp(X const &x, std::vector<int> const &axes,
                                                       bool keepdims = false) {
-  return detail::narrowed<detail::float16_elem_t<X>>(logsumexp(cast<float>(x), axes, keepdims));
+  return detail::softmax_like16("dualcast::logsumexp", detail::as_var(x), axes, 2, keepdims);
 }
 
 } // namespace dualcast

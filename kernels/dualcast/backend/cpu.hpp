@@ -25,8 +25,8 @@ void backend_map(hook, cpu const &ex, map_params<T, NI, NO> const &p, Op const &
   cpu_backend::map<Simd>(ex, p, op);
 }
 
-template <class T>
-void backend_reduce(hook, cpu const &ex, shape const &s, T const *src, view<T> dst,
+template <class T, class S>
+void backend_reduce(hook, cpu const &ex, shape const &s, S const *src, view<T> dst,
                     bool accumulate) {
   cpu_backend::reduce_broadcast(ex, s, src, dst, accumulate);
 }

@@ -24,8 +24,8 @@ void backend_map(hook, cuda const &ex, map_params<T, NI, NO> const &p, Op const 
   cuda_backend::map(ex, p, op); // one thread per element: SIMD batches are a CPU matter
 }
 
-template <class T>
-void backend_reduce(hook, cuda const &ex, shape const &s, T const *src, view<T> dst,
+template <class T, class S>
+void backend_reduce(hook, cuda const &ex, shape const &s, S const *src, view<T> dst,
                     bool accumulate) {
   cuda_backend::reduce_broadcast(ex, s, src, dst, accumulate);
 }

@@ -10,9 +10,9 @@
 //   backend_map<Simd>(hook, ex, map_params<T, NI, NO> const&, op)
 //       one fused pass: op(in, out) at every element of the iteration space (element operations
 //       of kernel/detail/element_ops.hpp; Simd: the op may be called on SIMD batches)
-//   backend_reduce(hook, ex, shape s, T const* src, view<T> dst, bool accumulate)
+//   backend_reduce(hook, ex, shape s, S const* src, view<T> dst, bool accumulate)
 //       dst [+]= src (contiguous, shape s) summed over the dimensions along which dst broadcasts:
-//       the adjoint of broadcasting
+//       the adjoint of broadcasting (S = T, or bfloat16 / half read in 16 bits, summed in float)
 //   backend_buffer<T>(hook, ex, index_t n) -> an owning pointer to n elements of scratch memory
 //   backend_for_each(hook, ex, index_t n, index_t cost, f)
 //       f(i) for i in [0, n); f is a function object with a DUALCAST_HD call operator (row-wise

@@ -3,23 +3,31 @@
 //
 // Each thread owns the input elements it writes (no atomics), and every element is summed over
 // the broadcast dimensions in an order fixed by the shapes alone, whatever the thread count, so
-// results are reproducible bit for bit.
+// results are reproducible bit for bit. A bfloat16 / half source (S) is read in 16 bits and summed
+// in float (T), in the order the float source's sum takes: the same bits as summing the widened
+// array, without the widened copy.
 #pragma once
 
 #include <dualcast/arrays/shape.hpp>
 #include <dualcast/arrays/view.hpp>
+#include <dualcast/backend/cpu/convert.hpp>
 #include <dualcast/backend/cpu/executor.hpp>
 #include <dualcast/core/compiled.hpp>
 
 #include <algorithm>
+#include <cstdint>
+#include <type_traits>
 #include <vector>
 
 namespace dualcast::detail::cpu_backend {
 
 // dst (shape broadcastable to s) = [dst +] sum of src (contiguous, shape s) over the dimensions
-// where dst has extent 1 or is missing.
-template <class T>
-void reduce_broadcast(cpu const &ex, shape const &s, T const *src, view<T> dst, bool accumulate) {
+// where dst has extent 1 or is missing. S: the source's element type (T, or bfloat16 / half with T
+// float).
+template <class T, class S = T>
+void reduce_broadcast(cpu const &ex, shape const &s, S const *src, view<T> dst, bool accumulate) {
+  static_assert(std::is_same_v<S, T> || (is_float16_v<S> && std::is_same_v<T, float>),
+                "reduce_broadcast: a source of the sum's type, or 16 bits summed in float");
   int kept[max_rank], reduced[max_rank], nk_dims = 0, nr_dims = 0;
   index_t src_stride[max_rank], dst_stride[max_rank];
   index_t st = 1;
@@ -70,17 +78,24 @@ void reduce_broadcast(cpu const &ex, shape const &s, T const *src, view<T> dst, 
     // common case (the kept dimensions innermost, e.g. a bias gradient), summed row by row in a
     // loop the compiler vectorises instead of through the offset table.
     if (src_base[n - 1] - src_base[0] == n - 1) {
-      T const *base = src + src_base[0];
+      S const *base = src + src_base[0];
       for (index_t r = 0; r < n_reduced; ++r) {
-        T const *row = base + decode(r, reduced, nr_dims, src_stride);
-        for (index_t k = 0; k < n; ++k)
-          acc[k] += row[k];
+        S const *row = base + decode(r, reduced, nr_dims, src_stride);
+        if constexpr (is_float16_v<S>) { // (widened with the vector conversions first)
+          float w[block];
+          widen_contiguous(storage_of<S>, reinterpret_cast<std::uint16_t const *>(row), w, n);
+          for (index_t k = 0; k < n; ++k)
+            acc[k] += w[k];
+        } else {
+          for (index_t k = 0; k < n; ++k)
+            acc[k] += row[k];
+        }
       }
     } else {
       for (index_t r = 0; r < n_reduced; ++r) {
         index_t roff = decode(r, reduced, nr_dims, src_stride);
         for (index_t k = 0; k < n; ++k)
-          acc[k] += src[src_base[k] + roff];
+          acc[k] += T(src[src_base[k] + roff]);
       }
     }
     T *out = dst.data();
@@ -103,18 +118,33 @@ void reduce_broadcast(cpu const &ex, shape const &s, T const *src, view<T> dst, 
     std::vector<T> part(static_cast<std::size_t>(tasks));
     auto sum_chunk = [&](index_t t) {
       index_t const k = t / per_row, c = t % per_row;
-      T const *p = src + k * n_reduced + c * chunk;
+      S const *p = src + k * n_reduced + c * chunk;
       index_t const m = std::min(chunk, n_reduced - c * chunk);
       T acc[lanes] = {};
       index_t j = 0;
-      for (; j + lanes <= m; j += lanes)
-        for (int l = 0; l < lanes; ++l)
-          acc[l] += p[j + l];
+      if constexpr (is_float16_v<S>) {
+        // Widened 512 at a time into a buffer in L1 (vector conversions), then the float loop:
+        // the same additions in the same order.
+        constexpr index_t piece = 512; // (a multiple of lanes)
+        float w[piece];
+        while (j + lanes <= m) {
+          index_t const len = std::min(piece, (m - j) / lanes * lanes);
+          widen_contiguous(storage_of<S>, reinterpret_cast<std::uint16_t const *>(p + j), w, len);
+          for (index_t i = 0; i < len; i += lanes)
+            for (int l = 0; l < lanes; ++l)
+              acc[l] += w[i + l];
+          j += len;
+        }
+      } else {
+        for (; j + lanes <= m; j += lanes)
+          for (int l = 0; l < lanes; ++l)
+            acc[l] += p[j + l];
+      }
       T total = T(0);
       for (int l = 0; l < lanes; ++l)
         total += acc[l];
       for (; j < m; ++j)
-        total += p[j];
+        total += T(p[j]);
       part[std::size_t(t)] = total;
     };
     if (threads <= 1 || tasks == 1) {

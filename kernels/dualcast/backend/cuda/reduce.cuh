@@ -7,7 +7,8 @@
 // cut into chunks, a block per chunk, and the chunks' sums are added by a second pass. Otherwise (a
 // bias (H,) against (B, H)): 32 neighbouring input elements per block, 8 threads summing
 // interleaved rows of each, neighbouring threads reading neighbouring addresses. Both orders are
-// fixed, so results do not vary from run to run.
+// fixed, so results do not vary from run to run. A bfloat16 / half source is read in 16 bits and
+// summed in float (no widened copy).
 #pragma once
 
 #include <dualcast/arrays/detail/chunks.hpp>
@@ -24,8 +25,8 @@ namespace dualcast::detail::cuda_backend {
 inline namespace DUALCAST_KERNEL_ABI {
 DUALCAST_KERNELS_BEGIN
 
-template <class T> struct reduce_params {
-  T const *src;
+template <class T, class S = T> struct reduce_params {
+  S const *src; // (S: T, or bfloat16 / half summed in float)
   T *dst;
   int n_kept_dims, n_reduced_dims;
   index_t kept_ext[max_rank], reduced_ext[max_rank];
@@ -54,8 +55,8 @@ __device__ inline index_t decode_offset(index_t flat, int n, index_t const *ext,
 // iterations with a 64-bit division in each.
 inline constexpr int columns_x = 32, columns_y = 8;
 
-template <class T>
-DUALCAST_GLOBAL void __launch_bounds__(columns_x *columns_y) reduce_columns(reduce_params<T> p) {
+template <class T, class S>
+DUALCAST_GLOBAL void __launch_bounds__(columns_x *columns_y) reduce_columns(reduce_params<T, S> p) {
   __shared__ T partial[columns_y][columns_x];
   // One reduced dimension (the common case): its offsets need no division.
   const bool one_reduced = p.n_reduced_dims == 1;
@@ -66,9 +67,9 @@ DUALCAST_GLOBAL void __launch_bounds__(columns_x *columns_y) reduce_columns(redu
     if (k < p.n_kept) {
       const index_t base = decode_offset(k, p.n_kept_dims, p.kept_ext, p.kept_src_stride);
       for (index_t r = threadIdx.y; r < p.n_reduced; r += columns_y)
-        acc += p.src[base + (one_reduced ? r * p.reduced_src_stride[0]
-                                         : decode_offset(r, p.n_reduced_dims, p.reduced_ext,
-                                                         p.reduced_src_stride))];
+        acc += T(p.src[base + (one_reduced ? r * p.reduced_src_stride[0]
+                                           : decode_offset(r, p.n_reduced_dims, p.reduced_ext,
+                                                           p.reduced_src_stride))]);
     }
     partial[threadIdx.y][threadIdx.x] = acc;
     __syncthreads();
@@ -83,8 +84,8 @@ DUALCAST_GLOBAL void __launch_bounds__(columns_x *columns_y) reduce_columns(redu
   }
 }
 
-template <class T, int Block>
-DUALCAST_GLOBAL void __launch_bounds__(Block) reduce_per_block(reduce_params<T> p) {
+template <class T, int Block, class S>
+DUALCAST_GLOBAL void __launch_bounds__(Block) reduce_per_block(reduce_params<T, S> p) {
   using reduce = cub::BlockReduce<T, Block>;
   __shared__ typename reduce::TempStorage storage;
   for (index_t b = blockIdx.x; b < p.n_kept * p.chunks; b += gridDim.x) {
@@ -93,7 +94,7 @@ DUALCAST_GLOBAL void __launch_bounds__(Block) reduce_per_block(reduce_params<T> 
     index_t base = decode_offset(k, p.n_kept_dims, p.kept_ext, p.kept_src_stride);
     T acc = T(0);
     for (index_t r = r0 + threadIdx.x; r < r1; r += Block)
-      acc += p.src[base + r]; // contiguous run
+      acc += T(p.src[base + r]); // contiguous run
     T total = reduce(storage).Sum(acc);
     if (threadIdx.x == 0) {
       if (p.chunks > 1) {
@@ -108,9 +109,9 @@ DUALCAST_GLOBAL void __launch_bounds__(Block) reduce_per_block(reduce_params<T> 
 }
 
 // dst (shape broadcastable to s) = [dst +] sum of src (contiguous, shape s) over broadcast dims.
-template <class T>
-void reduce_broadcast(cuda const &ex, shape const &s, T const *src, view<T> dst, bool accumulate) {
-  reduce_params<T> p{};
+template <class T, class S = T>
+void reduce_broadcast(cuda const &ex, shape const &s, S const *src, view<T> dst, bool accumulate) {
+  reduce_params<T, S> p{};
   p.src = src;
   p.dst = dst.data();
   p.accumulate = accumulate;
@@ -152,11 +153,19 @@ void reduce_broadcast(cuda const &ex, shape const &s, T const *src, view<T> dst,
     } else {
       // Pass 1 into scratch (k * chunks + c), pass 2 sums each element's chunks in order.
       auto scratch = scratch_buffer<T>(ex.stream, p.n_kept * p.chunks);
-      reduce_params<T> q = p;
-      q.dst = scratch.get();
+      reduce_params<T, S> q1 = p;
+      q1.dst = scratch.get();
       reduce_per_block<T, block>
-          <<<grid_for(p.n_kept * p.chunks * block, block), block, 0, ex.stream>>>(q);
-      q = p;
+          <<<grid_for(p.n_kept * p.chunks * block, block), block, 0, ex.stream>>>(q1);
+      reduce_params<T> q{}; // (the chunk sums are T: p's fields, a T source)
+      q.dst = p.dst;
+      q.n_kept_dims = p.n_kept_dims, q.n_reduced_dims = p.n_reduced_dims;
+      for (int d = 0; d < max_rank; ++d) {
+        q.kept_ext[d] = p.kept_ext[d], q.reduced_ext[d] = p.reduced_ext[d];
+        q.kept_dst_stride[d] = p.kept_dst_stride[d];
+        q.reduced_src_stride[d] = p.reduced_src_stride[d];
+      }
+      q.n_kept = p.n_kept, q.accumulate = p.accumulate;
       q.src = scratch.get();
       q.n_reduced = q.chunk_len = p.chunks;
       q.chunks = 1;
@@ -166,7 +175,7 @@ void reduce_broadcast(cuda const &ex, shape const &s, T const *src, view<T> dst,
       reduce_per_block<T, block><<<grid_for(p.n_kept * block, block), block, 0, ex.stream>>>(q);
     }
   } else
-    reduce_columns<T>
+    reduce_columns<T, S>
         <<<grid_for(p.n_kept, columns_x), dim3(columns_x, columns_y), 0, ex.stream>>>(p);
   check(cudaGetLastError(), "launching the dualcast broadcast reduction");
 }
