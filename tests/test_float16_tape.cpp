@@ -144,6 +144,32 @@ template <class T16> void all_operations() {
         [](auto const &v) -> std::remove_cvref_t<decltype(v[0])> { return dc::mean(v[0]); }, {m}, 8,
         5);
   }
+  SUBCASE("sum over axes {0, 2} with keepdims (a 16-bit node: no cast, no float copy)") {
+    check16<T16>(
+        [](auto const &v) -> std::remove_cvref_t<decltype(v[0])> {
+          return dc::sum(v[0], {0, 2}, true);
+        },
+        {dc::shape{3, 4, 5}}, 8, 15);
+  }
+  SUBCASE("mean over axis 0 of a slice (a strided 16-bit operand)") {
+    check16<T16>(
+        [](auto const &v) -> std::remove_cvref_t<decltype(v[0])> {
+          return dc::mean(dc::slice(v[0], 1, 1, 4), {0});
+        },
+        {m}, 8, 16);
+  }
+  SUBCASE("softmax over axis 0 (rows through a 16-bit permuted copy)") {
+    check16<T16>(
+        [](auto const &v) -> std::remove_cvref_t<decltype(v[0])> { return dc::softmax(v[0], 0); },
+        {m}, 8, 17, -4.0, 4.0);
+  }
+  SUBCASE("logsumexp over axes {0, 2} with keepdims; log_softmax over all axes") {
+    check16<T16>(
+        [](auto const &v) -> std::remove_cvref_t<decltype(v[0])> {
+          return dc::logsumexp(v[0], {0, 2}, true) + dc::sum(dc::log_softmax(v[1], {}), {0});
+        },
+        {dc::shape{3, 4, 5}, dc::shape{2, 4}}, 8, 18, -4.0, 4.0);
+  }
   SUBCASE("matmul") {
     check16<T16>(
         [](auto const &v) -> std::remove_cvref_t<decltype(v[0])> { return dc::matmul(v[0], v[1]); },
@@ -382,6 +408,62 @@ TEST_CASE("16-bit tape: the fused node reads 16-bit storage and keeps no float c
   SUBCASE("matmul half") { matmul_memory<dc::half>(); }
   SUBCASE("bfloat16") { native_node_memory<dc::bfloat16>(); }
   SUBCASE("half") { native_node_memory<dc::half>(); }
+}
+
+// sum, mean and the softmax family over 16-bit variables: ONE node each, reading the 16 bits and
+// computing in float (no cast nodes, no float copy of the input); the result is the float
+// operation's on the widened input, rounded once (one 16-bit rounding apart at most: the sums
+// run in the float sum's order on the CPU). Memory kept for backward: nothing for sum / mean;
+// the 16-bit input (here the variable's own storage) and one float per row for the softmax
+// family, against a float copy of the result (4 bytes per element) on the cast-node path.
+template <class T16> void reductions_read_16_bits() {
+  dc::shape const s{6, 40};
+  auto const x16 = as_tensor<T16>(s, exact16<T16>(s.size(), 80, -4.0, 4.0));
+  auto const near = [](dc::var<T16> const &a, dc::var<float> const &b) {
+    auto const av = doubles(a.value()), bv = doubles(b.value());
+    REQUIRE(av.size() == bv.size());
+    for (std::size_t j = 0; j < av.size(); ++j)
+      CHECK(std::abs(av[j] - bv[j]) <= unit_roundoff<T16>() * std::abs(bv[j]));
+  };
+  auto const n = std::size_t(s.size());
+  for (int op = 0; op < 5; ++op) {
+    CAPTURE(op);
+    auto const f = [op](auto const &v) {
+      using V = std::remove_cvref_t<decltype(v)>;
+      switch (op) {
+      case 0:
+        return V(dc::sum(v, {1}));
+      case 1:
+        return V(dc::mean(v, {0}));
+      case 2:
+        return V(dc::softmax(v, 1));
+      case 3:
+        return V(dc::log_softmax(v, 1));
+      default:
+        return V(dc::logsumexp(v, 1));
+      }
+    };
+    dc::tape tp;
+    auto x = tp.variable(x16);
+    dc::var<T16> const y = f(x);
+    CHECK(tp.node_count() == 1);
+    CHECK(tp.saved_bytes() == (op < 2 ? 0 : n * sizeof(T16) + 6 * sizeof(float)));
+    dc::tape tf;
+    near(y, f(tf.variable(dc::cast<float>(x16))));
+    if (op >= 2) { // the cast-node path keeps float copies: the old route's memory
+      dc::tape tc;
+      auto xc = tc.variable(x16);
+      dc::var<T16> const yc = dc::cast<T16>(f(dc::cast<float>(xc)));
+      CHECK(yc.dims() == y.dims());
+      CHECK(tc.node_count() == 3);
+      CHECK(tc.saved_bytes() >= n * sizeof(float));
+    }
+  }
+}
+
+TEST_CASE("16-bit tape: sum, mean and the softmax family read 16 bits, one node, no float copy") {
+  SUBCASE("bfloat16") { reductions_read_16_bits<dc::bfloat16>(); }
+  SUBCASE("half") { reductions_read_16_bits<dc::half>(); }
 }
 
 TEST_CASE("16-bit tape: a bfloat16 leaf's gradient accumulates over backwards -- zero_grad") {

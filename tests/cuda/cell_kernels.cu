@@ -87,3 +87,24 @@ void lstm_kernels_bf16(dc::cuda ex, dc::view<const dc::bfloat16> const *x, dc::v
                     dc::out(xbar[0], xbar[1], xbar[2], xbar[3], cellbar),
                     dc::in(x[0], x[1], x[2], x[3], c), dc::in(hbar, cbar));
 }
+
+// The cell's values alone over contiguous bfloat16 / half gates (7 arrays): map_contiguous's
+// vector path, four elements per thread and operand (8-byte loads of the 16-bit ones widened to a
+// float4, rounded back on store).
+template <class T16>
+void lstm_values_16(dc::cuda ex, dc::view<const T16> const *x, dc::view<const float> c,
+                    dc::view<T16> h, dc::view<float> c2) {
+  dc::apply(ex, dc::cells::lstm, dc::out(h, c2), x[0], x[1], x[2], x[3], c);
+}
+template void lstm_values_16<dc::bfloat16>(dc::cuda, dc::view<const dc::bfloat16> const *,
+                                           dc::view<const float>, dc::view<dc::bfloat16>,
+                                           dc::view<float>);
+template void lstm_values_16<dc::half>(dc::cuda, dc::view<const dc::half> const *,
+                                       dc::view<const float>, dc::view<dc::half>, dc::view<float>);
+
+// sum / mean of 16-bit tape variables: the broadcast reduction reading 16 bits, summing in float.
+void sum_float16(dc::cuda ex, dc::shape const &s, dc::bfloat16 const *b, dc::half const *h,
+                 dc::view<float> dst) {
+  dc::detail::backend_reduce(dc::detail::hook{}, ex, s, b, dst, false);
+  dc::detail::backend_reduce(dc::detail::hook{}, ex, s, h, dst, false);
+}

@@ -1,16 +1,16 @@
 // dualcast/ops/detail/float16_tape.hpp: tape operations over bfloat16 / half variables, computed
 // in float.
 //
-// A 16-bit operation (a fused or lazy elementwise node, sum, mean, matmul, softmax, log_softmax,
-// logsumexp) widens its 16-bit operands to float with cast nodes (ops/cast.hpp), runs the float
+// A 16-bit operation without a node of its own (batched and 1-D matmul, fused nodes under
+// policy::store; the fused node, 2-D matmul, sum, mean and the softmax family read the 16 bits
+// themselves) widens its 16-bit operands to float with cast nodes (ops/cast.hpp), runs the float
 // operation, and rounds each result back with one more cast node. So the arithmetic, the
 // reductions' accumulation and the gemm are float, each result is rounded once, and every
 // gradient inside the operation is float; the gradient of a 16-bit variable is stored in its own
 // precision (each addition done in float, rounded once), as PyTorch stores a bfloat16 tensor's.
 // Float master weights (cast to 16 bits on the tape) keep float gradients: docs/mixed-precision.md.
 // The float copies are temporaries of the operation, but a float node that saves its inputs
-// (a matmul) keeps their float copies until backward: 16-bit variables do not yet halve the
-// memory a tape keeps.
+// (a batched matmul) keeps their float copies until backward.
 #pragma once
 
 #include <dualcast/arrays/stored_view.hpp>

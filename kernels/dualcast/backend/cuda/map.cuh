@@ -3,7 +3,9 @@
 //
 // When every operand is contiguous and 16-byte aligned, each thread moves 16 bytes per operand
 // (float4 / double2 loads and stores, coalesced across the warp); otherwise element offsets come
-// from the collapsed shape and strides.
+// from the collapsed shape and strides. A float pass over contiguous bfloat16 / half operands
+// (8-byte aligned) takes the same four elements of each: 8 bytes of a 16-bit operand, widened to
+// a float4 on load and rounded back on store.
 #pragma once
 
 #include <dualcast/backend/cuda/check.cuh>
@@ -157,7 +159,53 @@ DUALCAST_GLOBAL void __launch_bounds__(max_block)
   }
 }
 
-template <class T, int NI, int NO, class Op>
+// Four contiguous 16-bit elements (one 8-byte load, element 0 in the low half of x) widened into a
+// float4, and a float4 rounded into four: the portable conversions above, per lane.
+DUALCAST_DEVICE DUALCAST_FORCEINLINE float4 widen4(element_storage st, uint2 b) {
+  bool const bf = st == element_storage::bfloat16;
+  auto w = [bf](std::uint32_t h) {
+    return bf ? float_of_bfloat16(std::uint16_t(h)) : float_of_half(std::uint16_t(h));
+  };
+  return make_float4(w(b.x & 0xffffu), w(b.x >> 16), w(b.y & 0xffffu), w(b.y >> 16));
+}
+DUALCAST_DEVICE DUALCAST_FORCEINLINE uint2 narrow4(element_storage st, float4 v) {
+  bool const bf = st == element_storage::bfloat16;
+  auto n = [bf](float x) -> std::uint32_t { return bf ? bfloat16_bits_of(x) : half_bits_of(x); };
+  return make_uint2(n(v.x) | n(v.y) << 16, n(v.z) | n(v.w) << 16);
+}
+// The contiguous kernel's whole vectors of operand o (vector v: elements 4v .. 4v + 3), in 16 bits
+// where o is so stored (Float16: a float pass with such operands).
+template <bool Float16, class V, class T>
+DUALCAST_DEVICE DUALCAST_FORCEINLINE V load_vector(operand<T const> const &o, index_t v) {
+  if constexpr (Float16)
+    if (o.st != element_storage::native)
+      return widen4(o.st, reinterpret_cast<uint2 const *>(o.ptr)[v]);
+  return reinterpret_cast<V const *>(o.ptr)[v];
+}
+template <bool Float16, class V, class T>
+DUALCAST_DEVICE DUALCAST_FORCEINLINE void store_vector(operand<T> const &o, index_t v, bool add,
+                                                       V x) {
+  if constexpr (Float16) {
+    if (o.st != element_storage::native) {
+      uint2 *b = reinterpret_cast<uint2 *>(o.ptr) + v;
+      if (add) {
+        float4 const old = widen4(o.st, *b);
+        x.x += old.x, x.y += old.y, x.z += old.z, x.w += old.w;
+      }
+      *b = narrow4(o.st, x);
+      return;
+    }
+  }
+  V *e = reinterpret_cast<V *>(o.ptr) + v;
+  if (add) {
+    V const old = *e;
+    for (int l = 0; l < vec16<T>::lanes; ++l)
+      set_lane(x, l, lane_of(old, l) + lane_of(x, l));
+  }
+  *e = x;
+}
+
+template <bool Float16 = false, class T, int NI, int NO, class Op>
 DUALCAST_GLOBAL void __launch_bounds__(max_block)
     map_contiguous(map_params<T, NI, NO> p, index_t total, Op op) {
   // 16-byte loads put `lanes` copies of the element operation into one iteration; with many
@@ -218,10 +266,11 @@ DUALCAST_GLOBAL void __launch_bounds__(max_block)
       V vin[NI > 0 ? NI : 1], vout[NO];
       for (int k = 0; k < NI; ++k) {
         if (whole) {
-          vin[k] = reinterpret_cast<V const *>(p.in[k].ptr)[v];
+          vin[k] = load_vector<Float16, V>(p.in[k], v);
         } else {
           for (int l = 0; l < lanes; ++l)
-            set_lane(vin[k], l, l < present ? p.in[k].ptr[v * lanes + l] : T(0));
+            set_lane(vin[k], l,
+                     l < present ? load_element<Float16>(p.in[k], v * lanes + l) : T(0));
         }
       }
       auto one_lane = [&](int l) {
@@ -246,19 +295,10 @@ DUALCAST_GLOBAL void __launch_bounds__(max_block)
       }
       for (int k = 0; k < NO; ++k) {
         if (whole) {
-          V *o = reinterpret_cast<V *>(p.out[k].ptr) + v;
-          if (p.add[k]) {
-            V old = *o;
-            for (int l = 0; l < lanes; ++l)
-              set_lane(vout[k], l, lane_of(old, l) + lane_of(vout[k], l));
-          }
-          *o = vout[k];
+          store_vector<Float16>(p.out[k], v, p.add[k], vout[k]);
         } else {
-          for (int l = 0; l < present; ++l) {
-            T *o = p.out[k].ptr + v * lanes + l;
-            T const r = lane_of(vout[k], l);
-            *o = p.add[k] ? *o + r : r;
-          }
+          for (int l = 0; l < present; ++l)
+            store_element<Float16>(p.out[k], v * lanes + l, p.add[k], lane_of(vout[k], l));
         }
       }
     }
@@ -287,17 +327,27 @@ void map(cuda const &ex, map_params<T, NI, NO> p, Op const &op) {
                       std::to_string(max_float16_operands) +
                       " arrays and partial arrays (this one " + std::to_string(NI + NO) +
                       "); use float arrays for it");
-  bool contiguous = p.rank == 1 && !float16; // (16-bit operands: element by element)
+  // 16-bit operands take the vector path in float passes of at most 8 arrays (wider ones load
+  // one element at a time anyway: element by element below).
+  constexpr bool vector16 = converts_float16<T, NI, NO> && NI + NO <= 8;
+  bool contiguous = p.rank == 1 && (!float16 || vector16);
+  // (16 bytes of a native operand, 8 of a 16-bit one: four elements)
+  auto aligned = [](auto const &o) {
+    return reinterpret_cast<std::uintptr_t>(o.ptr) % (o.st == element_storage::native ? 16 : 8) ==
+           0;
+  };
   for (int k = 0; k < NI && contiguous; ++k)
-    contiguous = p.in[k].stride[0] == 1 && reinterpret_cast<std::uintptr_t>(p.in[k].ptr) % 16 == 0;
+    contiguous = p.in[k].stride[0] == 1 && aligned(p.in[k]);
   for (int k = 0; k < NO && contiguous; ++k)
-    contiguous =
-        p.out[k].stride[0] == 1 && reinterpret_cast<std::uintptr_t>(p.out[k].ptr) % 16 == 0;
+    contiguous = p.out[k].stride[0] == 1 && aligned(p.out[k]);
   const int block = block_for(ex);
   const index_t cols = p.ext[p.rank - 1];
-  if (contiguous) {
-    map_contiguous<<<grid_for(total / vec16<T>::lanes + 1, block), block, 0, ex.stream>>>(p, total,
-                                                                                          op);
+  const unsigned vgrid = grid_for(total / vec16<T>::lanes + 1, block);
+  if (contiguous && !float16) {
+    map_contiguous<<<vgrid, block, 0, ex.stream>>>(p, total, op);
+  } else if (contiguous) {
+    if constexpr (vector16)
+      map_contiguous<true><<<vgrid, block, 0, ex.stream>>>(p, total, op);
   } else if (p.rank > 1 && cols >= 64) { // rows of at least two warps: one block per row
     const index_t rows = total / cols;
     const int row_block = cols < block ? int((cols + 31) / 32 * 32) : block;
