@@ -264,6 +264,9 @@ DUALCAST_GLOBAL void __launch_bounds__(max_block)
       const bool whole = (v + 1) * lanes <= total;
       const int present = whole ? lanes : int(total - v * lanes);
       V vin[NI > 0 ? NI : 1], vout[NO];
+      // (unrolled: with the 16-bit branches the loops over operands were not, and vin / vout
+      // went to a 112-byte stack frame in the LSTM cell's values kernel)
+#pragma unroll
       for (int k = 0; k < NI; ++k) {
         if (whole) {
           vin[k] = load_vector<Float16, V>(p.in[k], v);
@@ -293,6 +296,7 @@ DUALCAST_GLOBAL void __launch_bounds__(max_block)
         for (int l = 0; l < lanes; ++l)
           one_lane(l);
       }
+#pragma unroll
       for (int k = 0; k < NO; ++k) {
         if (whole) {
           store_vector<Float16>(p.out[k], v, p.add[k], vout[k]);
