@@ -272,8 +272,7 @@ DUALCAST_GLOBAL void __launch_bounds__(max_block)
           vin[k] = load_vector<Float16, V>(p.in[k], v);
         } else {
           for (int l = 0; l < lanes; ++l)
-            set_lane(vin[k], l,
-                     l < present ? load_element<Float16>(p.in[k], v * lanes + l) : T(0));
+            set_lane(vin[k], l, l < present ? load_element<Float16>(p.in[k], v * lanes + l) : T(0));
         }
       }
       auto one_lane = [&](int l) {
