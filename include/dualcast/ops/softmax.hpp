@@ -230,7 +230,7 @@ template <class S> struct softmax_row_backward16 {
   int mode;
   template <class Lanes> DUALCAST_HD void operator()(index_t r, Lanes const &lanes) const {
     int const l = lanes.lane(), nl = lanes.count();
-    S const *x = X + r * n, *g = G + r * n;
+    S const *x = X + r * n, *g = mode == 2 ? G : G + r * n; // (logsumexp: one per row)
     S *o = O + r * n;
     float const lse = L[r];
     if (mode == 2) {
