@@ -466,6 +466,35 @@ TEST_CASE("16-bit tape: sum, mean and the softmax family read 16 bits, one node,
   SUBCASE("half") { reductions_read_16_bits<dc::half>(); }
 }
 
+// The tape's accumulation of a 16-bit gradient over broadcast dimensions (accumulate_grad) reads
+// the 16 bits and sums in float: the float sum of the widened gradient, rounded once (and a
+// second accumulation adds in float, rounded once more).
+template <class T16> void broadcast_accumulation() {
+  dc::shape const gs{300, 70};
+  auto const g = as_tensor<T16>(gs, exact16<T16>(gs.size(), 90, -1.0, 1.0));
+  auto const gf = dc::cast<float>(g);
+  auto ref = dc::tensor<float>::empty(dc::shape{70});
+  dc::detail::backend_reduce(dc::detail::hook{}, dc::cpu{}, gs, gf.data(), ref.raw_view(), false);
+  for (int times = 1; times <= 2; ++times) {
+    auto s = dc::detail::make_slot<T16>();
+    s->dims = dc::shape{70};
+    s->dev = g.dev();
+    for (int t = 0; t < times; ++t)
+      dc::detail::accumulate_grad(*s, g, dc::cpu{});
+    auto const got = doubles(s->grad);
+    auto const r = doubles(ref);
+    for (std::size_t i = 0; i < r.size(); ++i) {
+      float const once = float(T16(float(r[i])));
+      CHECK(got[i] == double(times == 1 ? once : float(T16(once + once))));
+    }
+  }
+}
+
+TEST_CASE("16-bit tape: a gradient summed over broadcast dimensions: 16 bits read, float sum") {
+  SUBCASE("bfloat16") { broadcast_accumulation<dc::bfloat16>(); }
+  SUBCASE("half") { broadcast_accumulation<dc::half>(); }
+}
+
 TEST_CASE("16-bit tape: a bfloat16 leaf's gradient accumulates over backwards -- zero_grad") {
   auto xs = exact16<dc::bfloat16>(6, 51, -1.0, 1.0);
   dc::tape tp;

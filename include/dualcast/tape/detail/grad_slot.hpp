@@ -164,11 +164,13 @@ template <class T> void accumulate_grad(grad_slot<T> &s, tensor<T> const &g, cpu
     each_element(
         g.dims(), [](T &y, T const &x) { y = y + x; }, t.broadcast_to(g.dims()), g.cview());
   } else if constexpr (is_float16_v<T>) {
-    // (16-bit gradients: summed over the broadcast dimensions in float, rounded once)
-    tensor<float> const gf = converted<float>(g, host);
+    // (16-bit gradients: summed over the broadcast dimensions in float, read in 16 bits, and
+    // rounded once)
+    tensor<T> const gc = g.contiguous();
     auto sum = tensor<float>::empty(s.dims, s.dev);
     on_device(op, s.dev, host, [&](auto const &ex) {
-      backend_reduce(hook{}, ex, gf.dims(), gf.data(), sum.raw_view(), false);
+      backend_reduce(hook{}, ex, gc.dims(), static_cast<T const *>(gc.data()), sum.raw_view(),
+                     false);
     });
     auto const target = grad_target(s); // (no structured binding: clang 14 cannot capture it)
     tensor<T> const &t = target.first;
