@@ -797,15 +797,17 @@ def node_bytes_table():
     for k, name in names.items():
         if k in by and k + "_with_slots" in by:
             arena, saved = float(by[k]["bytes_per_node"]), float(by[k]["saved_per_node"])
-            body.append([name, f"{arena:.0f}", f"{saved:.2f}",
-                         f"{float(by[k + '_with_slots']['bytes_per_node']):.0f}"])
+            total = float(by[k + "_with_slots"]["bytes_per_node"])
+            body.append([name, f"{arena:.0f}", f"{saved:.2f}", f"{total:.0f}",
+                         f"{total - 32 * saved:.0f}"])
     return ("\n\nBookkeeping per node on 14 doubles (generated from "
             "`bench/results/tape_node_bytes.csv`, `tape_overhead --only node_bytes`: counted, not "
             "timed). Arena: the node in the tape's arena with its operand references, shapes and "
             "saved-tensor records (32 bytes each), not the tensors saved; with slots: plus the "
             "gradient slot of each output (a block outside the arena, "
-            "`detail::slot_block_bytes`).\n\n"
-            + table(["node", "bytes in the arena", "saved tensors", "bytes with its slots"], body))
+            "`detail::slot_block_bytes`; g++ 12's standard library).\n\n"
+            + table(["node", "bytes in the arena", "saved tensors", "bytes with its slots",
+                     "with its slots, beyond the saved tensors' records"], body))
 
 
 def write_gradbench(path):
