@@ -781,11 +781,41 @@ def gradbench_lstm_section():
                      "jacobian dualcast / codipack (target)"], body))
 
 
+def node_bytes_table():
+    """Bytes of bookkeeping per node on 14 doubles (issue 36): bench/results/tape_node_bytes.csv,
+    `tape_overhead --only node_bytes` (deterministic: counted, not timed), with its gradient slots
+    and without (tape::node_memory_bytes(): the arena alone)."""
+    rs = [r for r in rows("tape_node_bytes") if r["benchmark"] == "node_bytes"]
+    if not rs:
+        return ""
+    by = {r["variant"]: r for r in rs}
+    names = {"fused_cell_recompute": "fused D-LSTM cell (recompute)",
+             "fused_cell_store": "fused D-LSTM cell (store)",
+             "lazy_elementwise": "lazy elementwise tanh(x * w + b)", "matmul": "matmul",
+             "sum": "sum"}
+    body = []
+    for k, name in names.items():
+        if k in by and k + "_with_slots" in by:
+            arena, saved = float(by[k]["bytes_per_node"]), float(by[k]["saved_per_node"])
+            total = float(by[k + "_with_slots"]["bytes_per_node"])
+            body.append([name, f"{arena:.0f}", f"{saved:.2f}", f"{total:.0f}",
+                         f"{total - 32 * saved:.0f}"])
+    return ("\n\nBookkeeping per node on 14 doubles (generated from "
+            "`bench/results/tape_node_bytes.csv`, `tape_overhead --only node_bytes`: counted, not "
+            "timed). Arena: the node in the tape's arena with its operand references, shapes and "
+            "saved-tensor records (32 bytes each), not the tensors saved; with slots: plus the "
+            "gradient slot of each output (a block outside the arena, "
+            "`detail::slot_block_bytes`; g++ 12's standard library).\n\n"
+            + table(["node", "bytes in the arena", "saved tensors", "bytes with its slots",
+                     "with its slots, beyond the saved tensors' records"], body))
+
+
 def write_gradbench(path):
     if path.exists():
         text = replace_block(path.read_text(), GB_BEGIN, GB_END, gradbench_section(), path)
         if GBL_BEGIN in text:
-            text = replace_block(text, GBL_BEGIN, GBL_END, gradbench_lstm_section(), path)
+            text = replace_block(text, GBL_BEGIN, GBL_END,
+                                 gradbench_lstm_section() + node_bytes_table(), path)
         path.write_text(text)
 
 

@@ -19,7 +19,8 @@
 // node_bytes: the tape's bookkeeping per node (tape::node_memory_bytes(): the nodes in its arena
 //   with their operand references, shapes and saved-tensor records; not the tensors saved) for a
 //   fused D-LSTM cell (recompute and store), a lazy elementwise tanh(x * w + b), a matmul and a
-//   sum, on 14 doubles; deterministic, no timing.
+//   sum, on 14 doubles, and the same with the gradient slots of their outputs; deterministic, no
+//   timing (--only node_bytes: these rows alone).
 // Output: CSV rows benchmark,variant,size,threads,median_ms,us_per_node,nodes,ratio_to_plain,
 //   bytes_per_node,saved_per_node,paired_ratio,paired_ratio_q1,paired_ratio_q3 (the last five
 //   only where they apply).
@@ -60,8 +61,13 @@ template <class F> std::pair<double, double> bytes_per_node(dc::tape &tp, int n,
 void node_bytes() {
   constexpr int n = 1000, b = 14;
   auto full = [](dc::shape const &s, double v) { return dc::tensor<double>::full(s, v); };
-  auto row = [](char const *kind, std::pair<double, double> r) {
+  // Each row twice: the arena alone, and with the gradient slots of the node's outputs (one block
+  // each outside the arena, tape/detail/grad_slot.hpp) as `KIND_with_slots`.
+  double const slot = double(dc::detail::slot_block_bytes<double>());
+  auto row = [slot](char const *kind, std::pair<double, double> r, int outputs = 1) {
     std::printf("node_bytes,%s,14,1,,,1000,,%.1f,%.2f,,,\n", kind, r.first, r.second);
+    std::printf("node_bytes,%s_with_slots,14,1,,,1000,,%.1f,%.2f,,,\n", kind,
+                r.first + outputs * slot, r.second);
   };
   auto cell = [&](auto pol, char const *kind) {
     dc::tape tp;
@@ -69,11 +75,12 @@ void node_bytes() {
     auto prm = dlstm::make_params(m, tp.variable(full({3, b}, 0.2)), 2, b);
     auto const &w = prm.layer[0];
     dc::var<double> x = tp.variable(full({b}, 0.5)), h = x, s = x;
-    row(kind, bytes_per_node(tp, n, [&](int) {
-          auto hs =
-              dc::fused(pol, dlstm::layer, x, h, s, w[0], w[1], w[2], w[3], w[4], w[5], w[6], w[7]);
-          h = hs[0], s = hs[1];
-        }));
+    auto const r = bytes_per_node(tp, n, [&](int) {
+      auto hs =
+          dc::fused(pol, dlstm::layer, x, h, s, w[0], w[1], w[2], w[3], w[4], w[5], w[6], w[7]);
+      h = hs[0], s = hs[1];
+    });
+    row(kind, r, 2);
   };
   cell(dc::policy::recompute, "fused_cell_recompute");
   cell(dc::policy::store, "fused_cell_store");
@@ -131,6 +138,8 @@ int main(int argc, char **argv) {
   std::printf("benchmark,variant,size,threads,median_ms,us_per_node,nodes,ratio_to_plain,"
               "bytes_per_node,saved_per_node,paired_ratio,paired_ratio_q1,paired_ratio_q3\n");
   node_bytes();
+  if (o.only == "node_bytes")
+    return 0;
 
   // ---- the D-LSTM ---------------------------------------------------------------------------
   // The fused D-LSTM first, then the node chains, the unfused D-LSTM last: an unfused tape's 12x

@@ -193,13 +193,14 @@ private:
     // the one from before (accumulated under no_sync, or kept without zero_grad).
     auto const &slot = p.v.slot();
     tensor<T> whole = slot->grad;
-    p.sent_fresh = !slot->held.defined() || slot->held_zero;
+    auto const &side = slot->side(); // (a leaf's)
+    p.sent_fresh = !side.held.defined() || side.held_zero;
     if (!p.sent_fresh) {
       if (whole.defined()) {
         whole = whole.clone();
-        dualcast::detail::add_into(whole, slot->held);
+        dualcast::detail::add_into(whole, side.held);
       } else {
-        whole = slot->held;
+        whole = side.held;
       }
     }
     tr_.put(p.bucket, p.offset, whole, std::size_t(p.v.size()));
@@ -251,10 +252,10 @@ private:
       throw distributed_error("dualcast::distributed::data_parallel: internal: the gradient of '" +
                               p.name + "' changed after it was all-reduced");
     slot->grad = tr_.take(p.bucket, p.offset, p.v.dims(), p.v.value().dev());
-    slot->replace_held = true; // (the mean already holds the gradient from before)
+    slot->side().replace_held = true; // (the mean already holds the gradient from before)
     slot->borrowed = false;
     slot->zeros_outside_views = false;
-    slot->handed.clear();
+    slot->side().handed.clear();
   }
 
   static double seconds_since(std::chrono::steady_clock::time_point t0) {

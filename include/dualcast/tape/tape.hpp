@@ -156,37 +156,38 @@ public:
     auto slot = detail::make_slot<T>();
     slot->dims = value.dims();
     slot->dev = value.dev();
-    // (the slot's held / held_zero / replace_held: see grad_slot)
+    slot->side(); // (a leaf's held / held_zero / replace_held / first_use: see grad_slot)
     leaves_.push_back([w = std::weak_ptr<detail::grad_slot<T>>(slot)](detail::leaf_step step) {
-      auto s = w.lock();
+      auto const s = w.lock();
       if (!s)
         return false;
+      auto &h = *s->side_; // (made above)
       switch (step) {
       case detail::leaf_step::zero:
         if (s->grad.defined())
           s->grad.fill_(T(0));
-        s->held_zero = true;
+        h.held_zero = true;
         break;
       case detail::leaf_step::stash:
-        s->held = std::move(s->grad);
+        h.held = std::move(s->grad);
         s->grad = tensor<T>{};
-        s->replace_held = false;
+        h.replace_held = false;
         break;
       case detail::leaf_step::commit:
         if (!s->grad.defined()) {
-          s->grad = std::move(s->held); // not reached by this backward
+          s->grad = std::move(h.held); // not reached by this backward
         } else {
-          if (s->held.defined() && !s->held_zero && !s->replace_held)
-            detail::add_into(s->grad, s->held);
-          s->held_zero = false;
+          if (h.held.defined() && !h.held_zero && !h.replace_held)
+            detail::add_into(s->grad, h.held);
+          h.held_zero = false;
         }
-        s->held = tensor<T>{};
-        s->replace_held = false;
+        h.held = tensor<T>{};
+        h.replace_held = false;
         break;
       case detail::leaf_step::rollback:
-        s->grad = std::move(s->held);
-        s->held = tensor<T>{};
-        s->replace_held = false;
+        s->grad = std::move(h.held);
+        h.held = tensor<T>{};
+        h.replace_held = false;
         break;
       }
       return true;
@@ -224,8 +225,9 @@ public:
     var<T> r = make_output(std::move(value), true);
     if (!r.slot())
       return r;
-    r.slot()->base = std::move(base);
-    r.slot()->region = {dim, begin, end, step};
+    auto &side = r.slot()->side();
+    side.base = std::move(base);
+    side.region = {dim, begin, end, step};
     return r;
   }
   // Records a node: backward calls bwd() (or bwd(outs), when bwd takes the std::array of output
@@ -313,7 +315,8 @@ public:
     // When the leaf's gradient is final in generation g: after the node at this index ran.
     auto ready_after = [w](std::uint64_t g, std::size_t n_nodes) -> std::size_t {
       auto s = w.lock();
-      return s && s->use_generation == g ? std::min(s->first_use, n_nodes) : n_nodes;
+      return s && s->side_ && s->side_->use_generation == g ? std::min(s->side_->first_use, n_nodes)
+                                                            : n_nodes;
     };
     grad_hooks_.push_back({++last_hook_, std::move(ready_after), std::move(f)});
     return last_hook_;
@@ -584,9 +587,9 @@ template <class T> void check_graph_alive(char const *op, var<T> const &x) {
   auto const &s = x.slot();
   tape const *tp = x.owner();
   // (and where a leaf is first used in this generation: see grad_slot::first_use)
-  if (s && s->is_leaf && tp && s->use_generation != tp->generation()) {
-    s->use_generation = tp->generation();
-    s->first_use = tp->node_count();
+  if (s && s->is_leaf && tp && s->side().use_generation != tp->generation()) {
+    s->side_->use_generation = tp->generation();
+    s->side_->first_use = tp->node_count();
   }
   if (s && !s->is_leaf && tp && tp->grad_enabled() && s->generation != tp->generation())
     throw tape_error(std::string(op) +

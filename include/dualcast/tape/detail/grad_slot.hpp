@@ -29,46 +29,86 @@ inline namespace DUALCAST_TAPE_ABI { // see tensor/detail/device_dispatch.hpp
 
 template <class T> struct grad_slot {
   shape dims;
-  device dev;
   tensor<T> grad;
+  device dev;
+  // An intermediate's tape generation (tape::clear() starts a new one): the node that computed it
+  // lives only while its generation is the tape's.
+  std::uint64_t generation = 0;
   bool is_leaf = true;
   bool retain = false; // keep an intermediate's gradient after backward
   // retain was set when the last backward over this slot's node started: an intermediate it left
   // without a gradient was not reached (reads as zeros, like a leaf), rather than not kept.
   bool retained_at_backward = false;
-  // An intermediate's tape generation (tape::clear() starts a new one): the node that computed it
-  // lives only while its generation is the tape's.
-  std::uint64_t generation = 0;
-  // A leaf's gradient from before the running backward: set aside while backward writes a fresh
-  // one into grad, added back when backward succeeds, put back when it throws. held_zero: it is
-  // all zeros (zero_grad), so there is nothing to add. replace_held: a gradient hook wrote the
-  // leaf's whole gradient (the fresh one and held together) into grad, which backward keeps.
-  tensor<T> held;
-  bool held_zero = false;
-  bool replace_held = false;
-  // A leaf's first use in its tape's current generation (use_generation): the index the tape's
-  // next node had when an operation first took the leaf. Every node that can write the leaf's
-  // gradient comes at or after it, so backward knows when the gradient is final
-  // (tape::on_gradient_ready).
-  std::uint64_t use_generation = ~std::uint64_t(0);
-  std::size_t first_use = 0;
   // grad is a seed given to backward, shared with the caller: read-only until own_grad copies it.
   bool borrowed = false;
-  // A view variable: its gradient is base->grad.slice(region).
-  std::shared_ptr<grad_slot> base;
-  struct slice_of_base {
-    int dim;
-    index_t begin, end, step;
-  } region{};
-  // A base's gradient just created as zeros, and the regions handed out to its views since then:
-  // a view disjoint from all of them still holds zeros, so its first writer may overwrite it.
+  // A base's gradient just created as zeros, and the regions handed out to its views since then
+  // (side_state::handed): a view disjoint from all of them still holds zeros, so its first writer
+  // may overwrite it.
   bool zeros_outside_views = false;
-  std::vector<view<T const>> handed;
+
+  // What only leaves, views and the bases of views use, in a side allocation made for those
+  // alone: a tape makes two slots per fused node, nearly all intermediates, and these fields were
+  // more than half of the slot's 528 bytes (issue 36).
+  struct side_state {
+    // A leaf's gradient from before the running backward: set aside while backward writes a
+    // fresh one into grad, added back when backward succeeds, put back when it throws. held_zero:
+    // it is all zeros (zero_grad), so there is nothing to add. replace_held: a gradient hook
+    // wrote the leaf's whole gradient (the fresh one and held together) into grad, which
+    // backward keeps.
+    tensor<T> held;
+    bool held_zero = false;
+    bool replace_held = false;
+    // A leaf's first use in its tape's current generation (use_generation): the index the tape's
+    // next node had when an operation first took the leaf. Every node that can write the leaf's
+    // gradient comes at or after it, so backward knows when the gradient is final
+    // (tape::on_gradient_ready).
+    std::uint64_t use_generation = ~std::uint64_t(0);
+    std::size_t first_use = 0;
+    // A view variable: its gradient is base->grad.slice(region).
+    std::shared_ptr<grad_slot> base;
+    struct slice_of_base {
+      int dim;
+      index_t begin, end, step;
+    } region{};
+    std::vector<view<T const>> handed; // (see zeros_outside_views)
+  };
+  std::unique_ptr<side_state> side_;
+  side_state &side() {
+    if (!side_)
+      side_ = std::make_unique<side_state>();
+    return *side_;
+  }
+  // The slot this view's gradient is a slice of; null for a slot that is not a view.
+  grad_slot *base() const { return side_ ? side_->base.get() : nullptr; }
 };
 
 // A new slot (its control block recycled: tapes make one per operation output).
 template <class T> std::shared_ptr<grad_slot<T>> make_slot() {
   return std::allocate_shared<grad_slot<T>>(recycling_allocator<grad_slot<T>>{});
+}
+
+// The bytes of the block make_slot allocates (the slot with its control block): a node's
+// bookkeeping outside the tape's arena, one per output (tape_memory_tests, bench/tape_overhead).
+// Measured with an empty allocator, as recycling_allocator is, that records the size it is asked
+// for (the control block's type is the standard library's).
+inline std::size_t &slot_probe_bytes() {
+  thread_local std::size_t b = 0;
+  return b;
+}
+template <class U> struct slot_size_probe {
+  using value_type = U;
+  slot_size_probe() = default;
+  template <class V> slot_size_probe(slot_size_probe<V> const &) noexcept {}
+  U *allocate(std::size_t n) {
+    slot_probe_bytes() = n * sizeof(U);
+    return std::allocator<U>{}.allocate(n);
+  }
+  void deallocate(U *p, std::size_t n) noexcept { std::allocator<U>{}.deallocate(p, n); }
+  friend bool operator==(slot_size_probe const &, slot_size_probe const &) { return true; }
+};
+template <class T> std::size_t slot_block_bytes() {
+  (void)std::allocate_shared<grad_slot<T>>(slot_size_probe<grad_slot<T>>{});
+  return slot_probe_bytes();
 }
 
 // Makes a borrowed gradient (a seed, tape::backward) the slot's own before anything writes it.
@@ -87,23 +127,27 @@ template <class T> bool ensure_grad(grad_slot<T> &s) {
     own_grad(s);
     return false;
   }
-  if (!s.base) {
+  grad_slot<T> *const base = s.base();
+  if (!base) {
     s.grad = tensor<T>::zeros(s.dims, s.dev);
     s.zeros_outside_views = true;
-    s.handed.clear();
+    if (s.side_)
+      s.side_->handed.clear();
     return true;
   }
-  ensure_grad(*s.base);
-  s.grad = s.base->grad.slice(s.region.dim, s.region.begin, s.region.end, s.region.step);
-  grad_slot<T> *root = s.base.get();
-  while (root->base)
-    root = root->base.get();
+  ensure_grad(*base);
+  auto const &r = s.side_->region;
+  s.grad = base->grad.slice(r.dim, r.begin, r.end, r.step);
+  grad_slot<T> *root = base;
+  while (root->base())
+    root = root->base();
   if (!root->zeros_outside_views)
     return false;
+  auto &handed = root->side().handed;
   bool disjoint = true;
-  for (auto const &h : root->handed)
+  for (auto const &h : handed)
     disjoint = disjoint && !overlaps(h, s.grad.cview());
-  root->handed.push_back(s.grad.cview());
+  handed.push_back(s.grad.cview());
   return disjoint;
 }
 
@@ -113,7 +157,7 @@ template <class T> bool ensure_grad(grad_slot<T> &s) {
 // base gradient that was just created as zeros). s.grad may be a strided view (the gradient of a
 // slice).
 template <class T> bool grad_target_in(grad_slot<T> &s) {
-  if (!s.base) {
+  if (!s.base()) {
     s.zeros_outside_views = false; // written everywhere now
     if (s.grad.defined()) {
       own_grad(s);
@@ -136,7 +180,7 @@ template <class T> std::pair<tensor<T>, bool> grad_target(grad_slot<T> &s) {
 // elements: scatters).
 template <class T> tensor<T> grad_zeroed(grad_slot<T> &s) {
   ensure_grad(s);
-  if (!s.base)
+  if (!s.base())
     s.zeros_outside_views = false;
   return s.grad;
 }
@@ -195,7 +239,7 @@ template <class T> void accumulate_grad(grad_slot<T> &s, tensor<T> const &g, cpu
 // own_grad) instead of a copy -- 1.4 ms of a 10^7-element cumsum's 8.7 ms backward. A leaf's or a
 // kept gradient outlives backward and is the caller's to change, so it gets a copy.
 template <class T> void seed_grad(grad_slot<T> &s, tensor<T> const &seed, cpu const &host) {
-  if (!s.is_leaf && !s.retain && !s.base && !s.grad.defined() && seed.dims() == s.dims &&
+  if (!s.is_leaf && !s.retain && !s.base() && !s.grad.defined() && seed.dims() == s.dims &&
       seed.dev() == s.dev && seed.is_contiguous()) {
     s.grad = seed;
     s.borrowed = true;
@@ -210,8 +254,8 @@ template <class T> void seed_grad(grad_slot<T> &s, tensor<T> const &seed, cpu co
 // and a copy, when g is contiguous, has the slot's shape and device, and nothing else holds its
 // storage. Otherwise as above.
 template <class T> void accumulate_grad(grad_slot<T> &s, tensor<T> &&g, cpu const &host) {
-  if (!s.base && !s.grad.defined() && g.dims() == s.dims && g.dev() == s.dev && g.is_contiguous() &&
-      g.store() && g.store().use_count() == 1) {
+  if (!s.base() && !s.grad.defined() && g.dims() == s.dims && g.dev() == s.dev &&
+      g.is_contiguous() && g.store() && g.store().use_count() == 1) {
     s.zeros_outside_views = false; // written everywhere now (as grad_target)
     s.grad = std::move(g);
     return;
