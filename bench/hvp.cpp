@@ -9,7 +9,7 @@
 // main weights (2l x 4b), the extra weights constant. Peers: bench/peers/hvp.py.
 // Output: CSV rows benchmark,variant,size,threads,median_ms,paired_ratio,paired_ratio_q1,
 //   paired_ratio_q3.
-//   hvp [--reps N] [--threads N] [--quick] [--data DIR] [--only mlp|dlstm] [--cpu-clock]
+//   hvp [--reps N] [--threads N] [--quick] [--data DIR] [--loss mlp|dlstm] [--cpu-clock]
 // --cpu-clock times each run by the thread's CPU time instead of the wall clock (one thread): on
 // a machine shared with other processes' work, a run that is descheduled then is not counted.
 #include "common.hpp"
@@ -123,24 +123,24 @@ void run_size(bench::options const &o, dc::index_t batch, dc::index_t n, dc::ind
 
 int main(int argc, char **argv) {
   auto const o = bench::parse(argc, argv, 21, 5);
-  std::string data = DUALCAST_DATA_DIR, only;
+  std::string data = DUALCAST_DATA_DIR, loss;
   for (std::size_t i = 0; i < o.rest.size(); ++i) {
     if (o.rest[i] == "--data" && i + 1 < o.rest.size())
       data = o.rest[i + 1];
-    if (o.rest[i] == "--only" && i + 1 < o.rest.size())
-      only = o.rest[i + 1];
+    if (o.rest[i] == "--loss" && i + 1 < o.rest.size())
+      loss = o.rest[i + 1];
     if (o.rest[i] == "--cpu-clock")
       timer = thread_cpu_ms;
   }
   std::printf("benchmark,variant,size,threads,median_ms,paired_ratio,paired_ratio_q1,"
               "paired_ratio_q3\n");
-  if (only.empty() || only == "mlp") {
+  if (loss.empty() || loss == "mlp") {
     run_size(o, 64, 32, 32);
     run_size(o, 256, 64, 64);
     if (!o.quick)
       run_size(o, 1024, 128, 128);
   }
-  if (only.empty() || only == "dlstm")
+  if (loss.empty() || loss == "dlstm")
     run_dlstm(o, data);
   return 0;
 }
