@@ -9,13 +9,16 @@
 // main weights (2l x 4b), the extra weights constant. Peers: bench/peers/hvp.py.
 // Output: CSV rows benchmark,variant,size,threads,median_ms,paired_ratio,paired_ratio_q1,
 //   paired_ratio_q3.
-//   hvp [--reps N] [--threads N] [--quick] [--data DIR]
+//   hvp [--reps N] [--threads N] [--quick] [--data DIR] [--loss mlp|dlstm] [--cpu-clock]
+// --cpu-clock times each run by the thread's CPU time instead of the wall clock (one thread): on
+// a machine shared with other processes' work, a run that is descheduled then is not counted.
 #include "common.hpp"
 #include "models/dlstm.hpp"
 
 #include <dualcast/autodiff.hpp>
 
 #include <cstdio>
+#include <ctime>
 #include <string>
 #include <vector>
 
@@ -41,6 +44,18 @@ template <class V> auto constant(V const &x, dc::tensor<double> const &t) {
       d.raw_data()[i] = D(t.data()[i]);
     return x.owner()->constant(d);
   }
+}
+
+bench::run_timer timer = bench::host_ms; // (--cpu-clock: thread_cpu_ms)
+double thread_cpu_ms(std::function<void()> const &run) {
+  auto now = [] {
+    timespec t{};
+    clock_gettime(CLOCK_THREAD_CPUTIME_ID, &t);
+    return 1e3 * double(t.tv_sec) + 1e-6 * double(t.tv_nsec);
+  };
+  double const t0 = now();
+  run();
+  return now() - t0;
 }
 
 // Prints the gradient's and H v's rows from their interleaved times t[0], t[1].
@@ -73,7 +88,7 @@ void run_dlstm(bench::options const &o, std::string const &data) {
       [&] { sink += dc::grad_and_hvp(loss, M, v).hvp.data()[0]; },
   };
   print_rows(o, "hvp_dlstm", "l" + std::to_string(p.l) + "_c" + std::to_string(p.c),
-             bench::interleaved(variants, o.reps));
+             bench::interleaved(variants, o.reps, timer));
   if (sink == 12345.678)
     std::printf("#\n");
 }
@@ -99,7 +114,7 @@ void run_size(bench::options const &o, dc::index_t batch, dc::index_t n, dc::ind
   };
   print_rows(o, "hvp_mlp",
              std::to_string(batch) + "x" + std::to_string(n) + "x" + std::to_string(h),
-             bench::interleaved(variants, o.reps));
+             bench::interleaved(variants, o.reps, timer));
   if (sink == 12345.678)
     std::printf("#\n");
 }
@@ -108,16 +123,24 @@ void run_size(bench::options const &o, dc::index_t batch, dc::index_t n, dc::ind
 
 int main(int argc, char **argv) {
   auto const o = bench::parse(argc, argv, 21, 5);
+  std::string data = DUALCAST_DATA_DIR, loss;
+  for (std::size_t i = 0; i < o.rest.size(); ++i) {
+    if (o.rest[i] == "--data" && i + 1 < o.rest.size())
+      data = o.rest[i + 1];
+    if (o.rest[i] == "--loss" && i + 1 < o.rest.size())
+      loss = o.rest[i + 1];
+    if (o.rest[i] == "--cpu-clock")
+      timer = thread_cpu_ms;
+  }
   std::printf("benchmark,variant,size,threads,median_ms,paired_ratio,paired_ratio_q1,"
               "paired_ratio_q3\n");
-  run_size(o, 64, 32, 32);
-  run_size(o, 256, 64, 64);
-  if (!o.quick)
-    run_size(o, 1024, 128, 128);
-  std::string data = DUALCAST_DATA_DIR;
-  for (std::size_t i = 0; i + 1 < o.rest.size(); ++i)
-    if (o.rest[i] == "--data")
-      data = o.rest[i + 1];
-  run_dlstm(o, data);
+  if (loss.empty() || loss == "mlp") {
+    run_size(o, 64, 32, 32);
+    run_size(o, 256, 64, 64);
+    if (!o.quick)
+      run_size(o, 1024, 128, 128);
+  }
+  if (loss.empty() || loss == "dlstm")
+    run_dlstm(o, data);
   return 0;
 }

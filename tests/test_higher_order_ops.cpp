@@ -174,3 +174,20 @@ TEST_CASE("hvp through a histogram: reduce_by_index with plus -- the others refu
   CHECK_THROWS_WITH_AS(dc::reduce_by_index(d, {0, 1, 0}, 2, dc::bin_op::max),
                        doctest::Contains("only bin_op::plus"), dc::tape_error);
 }
+
+TEST_CASE("fused nodes on duals: contiguous, strided and broadcast arguments, ranks 0 and 3") {
+  // The node's passes take their arrays from one scratch block and skip the aliasing check (the
+  // arrays are fresh); contiguous arguments of the call's shape run on pointers, others through
+  // the launch plan. Each kind here, with one variable passed twice.
+  T64 x = random_tensor({2, 3, 3}, 40), v = random_tensor({2, 3, 3}, 41);
+  T64 const b = random_tensor({3}, 42);
+  check_second_order(
+      [&](auto const &xv) {
+        auto a = dc::detail::as_var(dc::tanh(xv) * xv);                      // contiguous
+        auto p = dc::detail::as_var(dc::sin(dc::permute(a, {0, 2, 1})) * a); // strided
+        auto q = dc::detail::as_var(dc::exp(p * constant(xv, b) * 0.5));     // broadcast
+        auto s = dc::detail::as_var(dc::sum(q));                             // rank 0
+        return dc::cos(s) * s + dc::sum(p * q);
+      },
+      x, v);
+}

@@ -233,6 +233,72 @@ void vjp_flat(Ex const &ex, kernel<F, S> const &k, std::array<T const *, N> cons
   backend_map<S>(hook{}, ex, p, op);
 }
 
+// The tape's own calls on arrays it has just allocated for them (the fused node on duals,
+// ops/fused/dual_node.hpp): its outputs are fresh and distinct, so the aliasing check (a tenth of
+// that node's time, docs/higher-order.md) is skipped, and so are the shape checks (it computed
+// the call's shape, the outputs' shape, from the arguments). When every array is contiguous in
+// that shape the pass runs on pointers taken from the arguments directly (the views' copies into
+// arrays cost a node of the D-LSTM more than its arithmetic); the user's calls above keep every
+// check.
+template <class V> bool flat_in_shape(V const &v, shape const &s) {
+  if constexpr (is_view_v<V>)
+    return v.dims() == s && v.is_contiguous();
+  else
+    return true;
+}
+template <class Op, bool S, class Ex, class T, class Outs, class... A>
+void apply_fresh_run(Ex const &ex, Op const &op, Outs const &outs, A const &...args) {
+  constexpr std::size_t NO = std::tuple_size_v<Outs>;
+  shape const s = outs[0].dims();
+  bool flat = (flat_in_shape(args, s) && ...);
+  for (auto const &o : outs)
+    flat = flat && flat_in_shape(o, s);
+  if (flat) {
+    auto p = flat_params<T, Op::num_in, int(NO)>(s.size());
+    int i = 0;
+    auto arg = [&](auto const &x) {
+      if constexpr (is_view_v<std::remove_cvref_t<decltype(x)>>)
+        p.in[i].ptr = x.data(), p.in[i++].stride[0] = 1;
+    };
+    (arg(args), ...);
+    for (std::size_t o = 0; o < NO; ++o)
+      p.out[o].ptr = outs[o].data(), p.out[o].stride[0] = 1, p.add[o] = false;
+    backend_map<S>(hook{}, ex, p, op);
+    return;
+  }
+  auto plan = plan_with_args<T, Op::num_in, int(NO)>(s, collect_arrays<T>(args...));
+  std::array<bool, NO> const add{};
+  plan.add_outs(outs.data(), add.data(), NO);
+  backend_map<S>(hook{}, ex, plan.p, op);
+}
+// dualcast::apply's two forms below (values; values and partials) run so, with the same
+// compile-time checks of the kernel.
+template <class Ex, class F, bool S, class... O, class... A>
+void apply_fresh(Ex const &ex, kernel<F, S> const &k, pack<O...> const &outs, A const &...args) {
+  using T = typename common_element<O..., A...>::type;
+  using VT = view_element_t<T, O..., A...>;
+  if constexpr (call_fits<F, S, values_mode, T>(type_list<O..., A...>{}, type_list<A...>{})) {
+    values_op<F, call_layout<A...>, int(sizeof...(O))> op{{k.f, scalar_table<F>(args...)}};
+    apply_fresh_run<decltype(op), S, Ex, VT>(ex, op, views_of<VT>(outs), args...);
+  }
+}
+template <class Ex, class F, bool S, int C, int... I, class... O, class... P, class... A>
+void apply_fresh(Ex const &ex, kernel<F, S> const &k, active_set<C, I...>, pack<O...> const &outs,
+                 pack<P...> const &partials, A const &...args) {
+  using T = typename common_element<O..., A...>::type;
+  using VT = view_element_t<T, O..., P..., A...>;
+  using Active = active_set<C, I...>;
+  if constexpr (call_fits<F, S, chunked_mode<Active>, T>(type_list<O..., P..., A...>{},
+                                                         type_list<A...>{})) {
+    auto const all = std::apply(
+        [](auto const &...v) { return std::array<view<VT>, sizeof...(v)>{view<VT>(v)...}; },
+        std::tuple_cat(outs.items, partials.items));
+    partials_op<F, call_layout<A...>, int(sizeof...(O)), Active> op{
+        {k.f, scalar_table<F>(args...)}};
+    apply_fresh_run<decltype(op), S, Ex, VT>(ex, op, all, args...);
+  }
+}
+
 } // namespace detail
 
 // ---- values -----------------------------------------------------------------------------------

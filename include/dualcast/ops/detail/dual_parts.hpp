@@ -68,14 +68,16 @@ void set_dual_component(tensor<D> const &x, int c, tensor<real_part_t<D>> const 
       p.cview());
 }
 // Every part of x (the value, then partials 0 .. K-1) as contiguous plain tensors, in one pass
-// over x (the fused nodes need them all: one pass instead of one per part).
-template <class D> std::array<tensor<real_part_t<D>>, D::size + 1> dual_split(tensor<D> const &x) {
+// over x (the fused nodes need them all: one pass instead of one per part). take(s): a fresh
+// contiguous plain tensor of shape s for each part (default: its own allocation).
+template <class D, class Take>
+std::array<tensor<real_part_t<D>>, D::size + 1> dual_split(tensor<D> const &x, Take &&take) {
   using R = real_part_t<D>;
   dual_host_only("dualcast (a tape over duals)", x.dev());
   std::array<tensor<R>, D::size + 1> r;
   R *p[D::size + 1];
   for (int c = 0; c <= D::size; ++c) {
-    r[std::size_t(c)] = tensor<R>::empty(x.dims(), x.dev());
+    r[std::size_t(c)] = take(x.dims());
     p[c] = r[std::size_t(c)].raw_data();
   }
   index_t e = 0; // (each_element visits the elements in row-major order)
@@ -90,6 +92,23 @@ template <class D> std::array<tensor<real_part_t<D>>, D::size + 1> dual_split(te
       x.cview());
   return r;
 }
+template <class D> std::array<tensor<real_part_t<D>>, D::size + 1> dual_split(tensor<D> const &x) {
+  return dual_split(x, [&x](shape const &s) { return tensor<real_part_t<D>>::empty(s, x.dev()); });
+}
+// Plain tensors cut from one allocation, `arrays` rows of m elements (a node's scratch arrays:
+// one allocation instead of one each; they live as long as any of them does). take(s): the next
+// row as a contiguous tensor of shape s (at most m elements).
+template <class R> struct part_block {
+  tensor<R> block;
+  index_t used = 0, m;
+  part_block(index_t arrays, index_t m_) : block(tensor<R>::empty(shape{arrays, m_})), m(m_) {}
+  tensor<R> operator()(shape const &s) {
+    if (used >= block.extent(0) || s.size() > m)
+      throw tape_error("dualcast: a node's scratch block is too small (a bug)");
+    tensor<R> t = block.select(0, used++); // (cheaper than slice and reshape: no checks)
+    return s.rank == 1 && s.ext[0] == m ? t : t.slice(0, 0, s.size()).reshape(s);
+  }
+};
 // The dual tensor of shape s whose parts are parts (value, partials; each contiguous, shape s).
 template <class D>
 tensor<D> dual_join(shape const &s, std::array<tensor<real_part_t<D>>, D::size + 1> const &parts) {

@@ -81,19 +81,21 @@ template <class D, class P, class... A> struct dual_fused_call {
   // computes them (ops/fused/store_node.hpp), so that they have its bits: the partials
   // d y_k / d x_a by the plain SIMD pass on the inputs' values vals, contracted with the
   // cotangents' values gyv by its contraction kernel, summed over broadcast dimensions by the
-  // backend's reduction. One per array whose dims are given (need), in those dims.
-  template <std::size_t NO, bool S, class Ex, class F, class Seq, std::size_t NX_>
+  // backend's reduction. One per array whose dims are given (need), in those dims. take(s): a
+  // fresh plain tensor (part_block); its arrays are fresh, so the passes skip the aliasing check.
+  // Scratch: NO * (1 + NA) + 2 NA arrays of shape s at most.
+  template <std::size_t NO, bool S, class Ex, class F, class Seq, std::size_t NX_, class Take>
   static std::array<tensor<R>, NX_>
   plain_cotangent_values(Ex const &ex, F const &f, scalars const &sc, Seq seq,
                          std::array<tensor<R>, NX_> const &vals,
                          std::array<tensor<R>, NO> const &gyv, shape const &s,
-                         std::array<shape const *, NX_> const &need) {
+                         std::array<shape const *, NX_> const &need, Take &take) {
     std::array<tensor<R>, NO> yv;
     for (std::size_t o = 0; o < NO; ++o)
-      yv[o] = tensor<R>::empty(s);
+      yv[o] = take(s);
     std::array<tensor<R>, NO * std::size_t(NA)> pv;
     for (auto &t : pv)
-      t = tensor<R>::empty(s);
+      t = take(s);
     [&]<std::size_t... o, std::size_t... q, std::size_t... p>(
         std::index_sequence<o...>, std::index_sequence<q...>, std::index_sequence<p...>) {
       auto arg = [&]<std::size_t u>(std::integral_constant<std::size_t, u>) {
@@ -102,8 +104,8 @@ template <class D, class P, class... A> struct dual_fused_call {
         else
           return std::get<u>(sc);
       };
-      apply(ex, kernel<F, S>{f}, active_of<A...>{}, out(yv[o].raw_view()...),
-            out(pv[q].raw_view()...), arg(std::integral_constant<std::size_t, p>{})...);
+      apply_fresh(ex, kernel<F, S>{f}, active_of<A...>{}, out(yv[o].raw_view()...),
+                  out(pv[q].raw_view()...), arg(std::integral_constant<std::size_t, p>{})...);
     }
     (std::make_index_sequence<NO>{}, std::make_index_sequence<NO * std::size_t(NA)>{}, seq);
     std::array<tensor<R>, NX_> gx;
@@ -111,17 +113,17 @@ template <class D, class P, class... A> struct dual_fused_call {
       int const i = P::array_index[u], a = P::var_index[u];
       if (a < 0 || !need[std::size_t(i)])
         continue;
-      tensor<R> c = tensor<R>::empty(s);
+      tensor<R> c = take(s);
       [&]<std::size_t... k>(std::index_sequence<k...>) {
-        apply(ex, contract_kernel, out(c.raw_view()),
-              (k % 2 == 0 ? gyv[k / 2].cview()
-                          : pv[(k / 2) * std::size_t(NA) + std::size_t(a)].cview())...);
+        apply_fresh(ex, contract_kernel, out(c.raw_view()),
+                    (k % 2 == 0 ? gyv[k / 2].cview()
+                                : pv[(k / 2) * std::size_t(NA) + std::size_t(a)].cview())...);
       }
       (std::make_index_sequence<2 * NO>{});
       shape const &d = *need[std::size_t(i)];
       gx[std::size_t(i)] = c;
       if (!(d == s)) {
-        gx[std::size_t(i)] = tensor<R>::empty(d);
+        gx[std::size_t(i)] = take(d);
         backend_reduce(hook{}, ex, s, static_cast<R const *>(c.data()),
                        gx[std::size_t(i)].raw_view(), false);
       }
@@ -235,10 +237,10 @@ auto fused_duals(kernel<F, S> const &k, A const &...a) {
     std::array<tensor<R>, std::size_t(NX)> vals;
     std::array<tensor<R>, std::size_t(NX *K)> tv;
   };
-  auto split = [](auto const &xs) {
+  auto split = [](auto const &xs, part_block<R> &take) {
     parts r;
     for (int i = 0; i < NX; ++i) {
-      auto p = dual_split(xs[std::size_t(i)]);
+      auto p = dual_split(xs[std::size_t(i)], take);
       r.vals[std::size_t(i)] = std::move(p[0]);
       for (int k = 0; k < K; ++k)
         r.tv[std::size_t(k * NX + i)] = std::move(p[std::size_t(k + 1)]);
@@ -269,20 +271,23 @@ auto fused_duals(kernel<F, S> const &k, A const &...a) {
       ctx.save(xs[std::size_t(i)]);
     }
     shape const s = broadcast_shapes(name, static_cast<shape const *>(shapes), pos, NX);
-    parts const x = split(xs);
+    // Every plain array of the node's passes from one allocation: the arguments' parts (each at
+    // most s's size), the outputs' parts.
+    part_block<R> take(index_t(NX + int(NO)) * (K + 1), s.size());
+    parts const x = split(xs, take);
     // The parts of the outputs: y[o][0] the values by the plain kernel (the plain tape's SIMD
     // pass: its bits), y[o][1 + k] the tangents by tangent_fn.
     std::array<std::array<tensor<R>, std::size_t(K + 1)>, NO> y;
     for (auto &yo : y)
       for (auto &t : yo)
-        t = tensor<R>::empty(s);
+        t = take(s);
     [&]<std::size_t... o, std::size_t... j, std::size_t... t>(
         std::index_sequence<o...>, std::index_sequence<j...>, std::index_sequence<t...>) {
       with_args(x, [&](auto const &...arg) {
-        apply(ex, kernel<F, S>{f}, out(y[o][0].raw_view()...), arg...);
-        apply(ex, kernel<tangent_fn<F, P, K, false>, S>{{f}},
-              out(y[j / std::size_t(K)][1 + j % std::size_t(K)].raw_view()...), arg...,
-              x.tv[t].cview()...);
+        apply_fresh(ex, kernel<F, S>{f}, out(y[o][0].raw_view()...), arg...);
+        apply_fresh(ex, kernel<tangent_fn<F, P, K, false>, S>{{f}},
+                    out(y[j / std::size_t(K)][1 + j % std::size_t(K)].raw_view()...), arg...,
+                    x.tv[t].cview()...);
       });
     }
     (std::make_index_sequence<NO>{}, std::make_index_sequence<NO * std::size_t(K)>{},
@@ -306,30 +311,37 @@ auto fused_duals(kernel<F, S> const &k, A const &...a) {
         shapes[i] = xs[std::size_t(i)].dims(), pos[i] = i;
       }
       shape const s = broadcast_shapes(name, static_cast<shape const *>(shapes), pos, NX);
-      parts const x = split(xs);
+      constexpr std::size_t NH = NO * std::size_t(1 + K);
+      // Every plain array of the node's passes from one allocation (each at most s's size): the
+      // arguments' and output cotangents' parts, tangent_fn's outputs and partials, the plain
+      // cotangents' scratch, the cotangents' tangent parts.
+      constexpr index_t arrays = index_t((NX + int(NO)) * (K + 1)) + index_t(NH * (1 + NA)) +
+                                 index_t(NO) * (1 + NA) + 2 * NA + 2 * NA * K;
+      part_block<R> take(arrays, s.size());
+      parts const x = split(xs, take);
       // The output cotangents' parts: gv values, gt[o * K + k] tangents.
       std::array<tensor<R>, NO> gv;
       std::array<tensor<R>, NO * std::size_t(K)> gt;
       for (std::size_t o = 0; o < NO; ++o) {
-        auto p = dual_split(g.out(o));
+        auto p = dual_split(g.out(o), take);
         gv[o] = std::move(p[0]);
         for (int k = 0; k < K; ++k)
           gt[o * std::size_t(K) + std::size_t(k)] = std::move(p[std::size_t(k + 1)]);
       }
       // tangent_fn with the variables active: its outputs h_j (the values y_o, then the tangents
       // y_o.d[k] at NO + o * K + k) and their partials d h_j / d x_a at j * NA + a.
-      constexpr std::size_t NH = NO * std::size_t(1 + K);
       std::array<tensor<R>, NH> hv;
       std::array<tensor<R>, NH * std::size_t(NA)> hp;
       for (auto &t : hv)
-        t = tensor<R>::empty(s);
+        t = take(s);
       for (auto &t : hp)
-        t = tensor<R>::empty(s);
+        t = take(s);
       [&]<std::size_t... j, std::size_t... m, std::size_t... t>(
           std::index_sequence<j...>, std::index_sequence<m...>, std::index_sequence<t...>) {
         with_args(x, [&](auto const &...arg) {
-          apply(ex, kernel<tangent_fn<F, P, K, true>, S>{{f}}, active_of<A...>{},
-                out(hv[j].raw_view()...), out(hp[m].raw_view()...), arg..., x.tv[t].cview()...);
+          apply_fresh(ex, kernel<tangent_fn<F, P, K, true>, S>{{f}}, active_of<A...>{},
+                      out(hv[j].raw_view()...), out(hp[m].raw_view()...), arg...,
+                      x.tv[t].cview()...);
         });
       }
       (std::make_index_sequence<NH>{}, std::make_index_sequence<NH * std::size_t(NA)>{},
@@ -340,7 +352,7 @@ auto fused_duals(kernel<F, S> const &k, A const &...a) {
           need[std::size_t(i)] = &shapes[i];
       // The values of the input cotangents: the plain store node's.
       auto const vals =
-          C::template plain_cotangent_values<NO, S>(ex, f, sc, seq, x.vals, gv, s, need);
+          C::template plain_cotangent_values<NO, S>(ex, f, sc, seq, x.vals, gv, s, need, take);
       for (std::size_t u = 0; u < sizeof...(A); ++u) {
         int const i = P::array_index[u], a = P::var_index[u];
         if (a < 0 || !need[std::size_t(i)])
@@ -362,14 +374,14 @@ auto fused_duals(kernel<F, S> const &k, A const &...a) {
               return hp[(NO + ok) * std::size_t(NA) + std::size_t(a)];
             }
           };
-          tensor<R> c = tensor<R>::empty(s);
+          tensor<R> c = take(s);
           [&]<std::size_t... e>(std::index_sequence<e...>) {
-            apply(ex, contract_kernel, out(c.raw_view()), pair(e).cview()...);
+            apply_fresh(ex, contract_kernel, out(c.raw_view()), pair(e).cview()...);
           }
           (std::make_index_sequence<4 * NO>{});
           gx[std::size_t(k + 1)] = c;
           if (!(shapes[i] == s)) {
-            gx[std::size_t(k + 1)] = tensor<R>::empty(shapes[i]);
+            gx[std::size_t(k + 1)] = take(shapes[i]);
             backend_reduce(hook{}, ex, s, static_cast<R const *>(c.data()),
                            gx[std::size_t(k + 1)].raw_view(), false);
           }
