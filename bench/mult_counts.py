@@ -15,7 +15,7 @@ Three ways to get the input cotangents from the output cotangents:
   reverse sweep   the values forward, then the adjoints backward through the same graph: f(u) 1
                   (ubar += f'(u) ybar), u v 2 (ubar += v ybar, vbar += u ybar), a sum none
   sparse, seeds folded  sparse forward where a partial known to be the constant 1 (an input's
-                  own) costs no multiplication: the least any forward scheme can do
+                  own) costs no multiplication (x * 1 is exact: the compiler may fold it)
 The local derivatives f'(u) (e.g. s (1 - s) for the sigmoid) are the same in all of them and not
 counted; nor are additions. In the dense and sparse forward counts an input's own partial is the
 constant 1 (the seed), multiplied like any other partial, as the kernels do it at run time.
