@@ -43,6 +43,7 @@ function(dualcast_use_pch target)
     dualcast_precompile(dualcast_pch)
   endif()
   target_precompile_headers(${target} REUSE_FROM dualcast_pch)
+  dualcast_precompile_options(${target})
 endfunction()
 
 # dualcast_cuda_options(<target> [CHECK])
