@@ -563,8 +563,8 @@ def tape_compile_table():
     """Issue 33's per-translation-unit figures (compile_time_tape.csv): CPU seconds (user + sys)
     and peak compiler memory, the mean of each tree's repetitions, one column per tree in the
     order measured (a tree "X without Y" -- a variant that differs only in run-time code -- counts
-    as X; "X compiled" is tree X with dualcast::compiled, "X compiled+pch" with the tests'
-    precompiled header too)."""
+    as X; "X compiled" is tree X with dualcast::compiled, "X compiled+pch" with the precompiled
+    header of dualcast.hpp and autodiff.hpp too: dualcast_precompile, our tests' DUALCAST_PCH)."""
     rs = read_csv("compile_time_tape.csv")
     if rs is None:
         return ""
@@ -626,8 +626,10 @@ def tape_compile_table():
     return ("\n\n**Tape programs and test files** (`bench/results/compile_time_tape.csv`, written by "
             f"`bench/compile-tape`: g++ {', '.join(compilers)} with the release preset's flags, CPU "
             "seconds (user + sys, mean of the runs) and peak compiler memory per translation unit, "
-            "one column per tree; `compiled`: linking dualcast::compiled, `+pch`: with the tests' "
-            "precompiled header, whose own build and the component's are rows of their own; "
+            "one column per tree; `compiled`: linking dualcast::compiled, `+pch`: with the "
+            "precompiled header of `dualcast/dualcast.hpp` and `dualcast/autodiff.hpp` "
+            "(`dualcast_precompile`; before 2026-11-28 the tests' header with doctest), whose own "
+            "build and the component's are rows of their own; "
             "measured on a 2-core machine shared with other compiles, so compare within a row):"
             "\n\n" + table(["translation unit", "level"] + trees, body) + ptable)
 

@@ -21,6 +21,31 @@ function(dualcast_target_options target)
   endif()
 endfunction()
 
+# dualcast_use_pch(<target>)
+#   Where DUALCAST_PCH is on: <target>'s C++ sources use our one precompiled header (dualcast.hpp,
+#   autodiff.hpp; dualcast_precompile), built once by the object library dualcast_pch with the
+#   flags of every target that links dualcast::compiled and takes dualcast_target_options. So
+#   only for such targets; a source with other flags (-O0, -ffp-contract=off) is marked
+#   SKIP_PRECOMPILE_HEADERS.
+function(dualcast_use_pch target)
+  if(NOT DUALCAST_PCH)
+    return()
+  endif()
+  if(NOT TARGET dualcast_pch)
+    set(src "${PROJECT_BINARY_DIR}/dualcast_pch.cpp")
+    file(CONFIGURE OUTPUT "${src}" CONTENT "// the precompiled header's own object: empty\n")
+    add_library(dualcast_pch OBJECT "${src}")
+    # (dualcast::compiled's usage requirements without its build: the header is built beside
+    # the component's two long compiles, not after them)
+    target_link_libraries(dualcast_pch PRIVATE dualcast::dualcast)
+    target_compile_definitions(dualcast_pch PRIVATE DUALCAST_COMPILED)
+    dualcast_target_options(dualcast_pch)
+    dualcast_precompile(dualcast_pch)
+  endif()
+  target_precompile_headers(${target} REUSE_FROM dualcast_pch)
+  dualcast_precompile_options(${target})
+endfunction()
+
 # dualcast_cuda_options(<target> [CHECK])
 # Our nvcc settings: sm_80 and sm_90 (DUALCAST_CUDA_ARCHITECTURES; a kernel check, CHECK,
 # DUALCAST_CUDA_CHECK_ARCHITECTURES), warnings as errors, the ptxas resource report.
