@@ -11,6 +11,8 @@ interleaved repetitions, medians.
                        (bench/lstm_cell.cpp's fused_vjp; bench/interop/torch_cpp_lstm.cpp),
                        timed in C++
   torch_eager          the same math in torch operations, autograd.backward
+  torch_compile        the same function compiled by torch.compile (torch >= 2: Inductor's
+                       generated C++ forward and backward; its compile time on stderr, apart)
 The per-call overhead is dualcast_torch_op - cpp_fused_vjp at 8 x 8 and 256 x 256 (printed on
 stderr). At large sizes torch's CPU allocator hands each call fresh pages when glibc returns freed
 memory to the system (page faults in every output and gradient, for the torch variants only):
@@ -40,6 +42,8 @@ def main():
     ap.add_argument("--reps", type=int, default=31)
     ap.add_argument("--quick", action="store_true")
     ap.add_argument("--no-header", action="store_true")
+    ap.add_argument("--no-compile", action="store_true",
+                    help="leave out torch.compile (torch >= 2 only; compiling takes a minute)")
     a = ap.parse_args()
     cpus = sorted(os.sched_getaffinity(0))
     os.sched_setaffinity(0, cpus[: max(1, a.threads)])
@@ -49,6 +53,14 @@ def main():
     import dualcast.torch as dct
 
     torch.set_num_threads(a.threads)
+    compiled_cell = None
+    if hasattr(torch, "compile") and not a.no_compile:
+        def cell(i, f, g, o, c):
+            c2 = torch.sigmoid(f) * c + torch.sigmoid(i) * torch.tanh(g)
+            return torch.sigmoid(o) * torch.tanh(c2), c2
+
+        # dynamic=False: one specialised kernel per size, as a user's fixed-size model gets
+        compiled_cell = torch.compile(cell, dynamic=False)
     torch.ops.load_library(a.cpp_lib)
     # 8 x 8: the per-call overhead alone (the kernels' work is negligible there)
     sizes = [(8, 8), (256, 256)] if a.quick else [(8, 8), (256, 256), (1024, 1024), (4096, 1024)]
@@ -96,6 +108,21 @@ def main():
 
         variants = {"dualcast_torch_op": op, "dualcast_torch_raw": raw, "cpp_fused_vjp": cpp,
                     "torch_eager": eager}
+        if compiled_cell is not None:
+            # torch.compile (Inductor's generated C++ for the forward and the backward); its
+            # compile is warm-up, timed apart on stderr
+            def compiled():
+                for x in xs:
+                    x.grad = None
+                torch.autograd.backward(list(compiled_cell(*xs)), [hbar, cbar])
+
+            t0 = time.perf_counter()
+            compiled()
+            print("%dx%d: torch.compile's first call (compiling) %.1f s"
+                  % (b, h, time.perf_counter() - t0), file=sys.stderr)
+            for r, x in zip(ref, xs):
+                torch.testing.assert_close(r, x.grad, rtol=1e-4, atol=1e-5)
+            variants["torch_compile"] = compiled
         # small sizes: several calls per sample, so that the clock's resolution does not matter
         inner = max(1, min(200, int(2e5 // (b * h))))
         times = {k: [] for k in variants}
@@ -119,11 +146,13 @@ def main():
         # paired ratios (same repetition), medians
         def ratio(x, y):
             return statistics.median(p / q for p, q in zip(times[x], times[y]))
-        print("%dx%d: op/cpp %.3f, eager/op %.2f, op - cpp %.1f us, raw - cpp %.1f us"
+        print("%dx%d: op/cpp %.3f, eager/op %.2f, op - cpp %.1f us, raw - cpp %.1f us%s"
               % (b, h, ratio("dualcast_torch_op", "cpp_fused_vjp"),
                  ratio("torch_eager", "dualcast_torch_op"),
                  (med["dualcast_torch_op"] - med["cpp_fused_vjp"]) * 1e6,
-                 (med["dualcast_torch_raw"] - med["cpp_fused_vjp"]) * 1e6), file=sys.stderr)
+                 (med["dualcast_torch_raw"] - med["cpp_fused_vjp"]) * 1e6,
+                 ", torch_compile/op %.2f" % ratio("torch_compile", "dualcast_torch_op")
+                 if "torch_compile" in times else ""), file=sys.stderr)
         sys.stdout.flush()
 
 

@@ -19,8 +19,9 @@ Double backward (create_graph=True, then differentiating the gradient) raises a 
 the second backward: the backward is a fused kernel of its own, not differentiable again (the
 gradients computed with create_graph=True carry a node that raises, so a second derivative never
 silently misses this operation).
-torch.compile: torch 1.13 has none; the operators' meta implementation (shapes only) is what
-torch >= 2's fake tensors use (not tested here).
+torch.compile (torch >= 2.4): the operators trace as graph nodes (their Meta kernels give fake
+tensors the shapes; torch.library.opcheck passes), fullgraph=True included; the compiled
+program calls the same fused kernels. torch 1.13 has no torch.compile.
 """
 
 import ctypes
@@ -128,19 +129,29 @@ def _cells_path():
     return None
 
 
-_cells = None
+def _load_cells():
+    path = _cells_path()
+    if path is None:
+        raise RuntimeError(
+            "dualcast.torch: the cells library (_torch_cells) was not built: reinstall with "
+            "torch installed (pip install --no-build-isolation ./python), or set "
+            "DUALCAST_TORCH_CELLS to the built library")
+    return load_library(path)
+
+
+# Loaded at import where it exists, so that the first call of a cell inside torch.compile finds
+# the operators registered (loading a library is not traceable: a graph break); an error is
+# raised at the first use instead, so that user kernels work without the cells.
+try:
+    _cells = _load_cells()
+except (OSError, RuntimeError):
+    _cells = None
 
 
 def _cell(name):
     global _cells
     if _cells is None:
-        path = _cells_path()
-        if path is None:
-            raise RuntimeError(
-                "dualcast.torch: the cells library (_torch_cells) was not built: reinstall with "
-                "torch installed (pip install --no-build-isolation ./python), or set "
-                "DUALCAST_TORCH_CELLS to the built library")
-        _cells = load_library(path)
+        _cells = _load_cells()
     return getattr(_cells, name)
 
 

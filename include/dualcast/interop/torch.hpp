@@ -27,8 +27,9 @@
 // the outputs have the broadcast shape. Wrong dtype (float and double only, all arguments alike),
 // layout (sparse, mkldnn), device (CPU; CUDA where the library has the kernel's CUDA half; all
 // arguments on one device), rank (at most dualcast::max_rank) or argument count is a
-// c10::Error naming the operator and the argument (a RuntimeError in Python). On the meta device
-// the operators compute the outputs' shapes only (what fake tensors need).
+// c10::Error naming the operator and the argument (a RuntimeError in Python). Their Meta kernels
+// compute the outputs' shapes only, which is what meta tensors and torch.compile's fake tensors
+// need (torch.library.opcheck passes on torch >= 2.4).
 //
 // CPU: dualcast::cpu with torch's thread count (torch.set_num_threads). CUDA: the kernel's CUDA
 // half, DUALCAST_TORCH_CUDA_KERNEL in a .cu file of the same library (interop/torch_cuda.cuh,
@@ -47,8 +48,10 @@
 
 #include <ATen/Parallel.h>
 #include <ATen/core/Tensor.h>
+#include <ATen/core/dispatch/Dispatcher.h>
 #include <ATen/ops/empty.h>
 #include <ATen/ops/zeros.h>
+#include <ATen/ops/zeros_like.h>
 #include <c10/core/GradMode.h>
 #include <torch/csrc/autograd/custom_function.h>
 #include <torch/library.h>
@@ -59,10 +62,12 @@
 #include <c10/cuda/CUDAStream.h>
 #endif
 
+#include <algorithm>
 #include <array>
 #include <bit>
 #include <cstdint>
 #include <memory>
+#include <mutex>
 #include <string>
 #include <type_traits>
 #include <utility>
@@ -151,6 +156,15 @@ template <class T> view<T> view_of(at::Tensor const &t) {
   return view<T>(static_cast<T *>(t.data_ptr()), s, st);
 }
 
+// The sizes alone: what fake tensors (torch.compile's tracing) have, without data.
+inline shape shape_of(at::Tensor const &t) {
+  shape s;
+  s.rank = int(t.dim());
+  for (int d = 0; d < s.rank; ++d)
+    s.ext[d] = t.size(d);
+  return s;
+}
+
 inline std::vector<std::int64_t> sizes_of(shape const &s) {
   return std::vector<std::int64_t>(s.ext, s.ext + s.rank);
 }
@@ -193,9 +207,11 @@ template <class Body> auto with_errors(torch_op_info const &info, Body &&body) {
   }
 }
 
+// shapes_only: the Meta kernel (meta tensors, and torch.compile's fake tensors, whose data
+// cannot be touched): the outputs are allocated, nothing is read or computed.
 template <int NI, int NO, class F, bool S>
 std::vector<at::Tensor> forward(torch_op_info const &info, kernel<F, S> const &k,
-                                at::TensorList args) {
+                                at::TensorList args, bool shapes_only = false) {
   TORCH_CHECK(int(args.size()) == NI, op_prefix(info), "takes ", NI, " arguments (", info.opts.args,
               "), got ", args.size());
   auto dtype = check_arguments(info, args, "argument");
@@ -207,19 +223,20 @@ std::vector<at::Tensor> forward(torch_op_info const &info, kernel<F, S> const &k
       std::array<shape, NI> shapes;
       int pos[NI];
       for (int a = 0; a < NI; ++a) {
-        in[std::size_t(a)] = view_of<T const>(args[std::size_t(a)]);
-        shapes[std::size_t(a)] = in[std::size_t(a)].dims();
+        shapes[std::size_t(a)] = shape_of(args[std::size_t(a)]);
         pos[a] = a;
       }
       shape const *sp = shapes.data();
       shape s = broadcast_shapes("the shapes", sp, pos, NI);
       std::array<view<T>, NO> out;
-      for (int o = 0; o < NO; ++o) {
+      for (int o = 0; o < NO; ++o)
         outs.push_back(at::empty(sizes_of(s), args[0].options()));
-        out[std::size_t(o)] = view_of<T>(outs.back());
-      }
-      if (args[0].is_meta())
-        return; // shapes only (torch's fake tensors, torch.compile's tracing)
+      if (shapes_only || args[0].is_meta())
+        return;
+      for (int a = 0; a < NI; ++a)
+        in[std::size_t(a)] = view_of<T const>(args[std::size_t(a)]);
+      for (int o = 0; o < NO; ++o)
+        out[std::size_t(o)] = view_of<T>(outs[std::size_t(o)]);
       on_device<T>(
           info, args[0], [&](auto const &ex) { run_apply<T>(ex, k, in.data(), out.data()); },
           [&](cuda_calls_of<T> const &c, void *stream) { c.apply(stream, in.data(), out.data()); });
@@ -234,8 +251,8 @@ std::vector<at::Tensor> forward(torch_op_info const &info, kernel<F, S> const &k
 
 template <int NI, int NO, unsigned ND, class F, bool S>
 std::vector<at::Tensor> backward(torch_op_info const &info, kernel<F, S> const &k,
-                                 at::TensorList args, at::TensorList cotangents,
-                                 std::int64_t mask) {
+                                 at::TensorList args, at::TensorList cotangents, std::int64_t mask,
+                                 bool shapes_only = false) {
   TORCH_CHECK(int(args.size()) == NI, op_prefix(info), "vjp takes ", NI, " arguments (",
               info.opts.args, "), got ", args.size());
   TORCH_CHECK(int(cotangents.size()) == NO, op_prefix(info), "vjp takes ", NO,
@@ -255,28 +272,42 @@ std::vector<at::Tensor> backward(torch_op_info const &info, kernel<F, S> const &
     if ((mask >> diff[std::size_t(j)]) & 1)
       sub |= 1u << j;
   std::vector<at::Tensor> grads(NI);
+  // A gradient not asked for is an empty tensor (shape [0]), not an undefined one: torch.compile's
+  // tracing cannot hold None in a Tensor[] (the autograd kernel turns them back into no gradient).
+  auto fill_unasked = [&] {
+    for (auto &g : grads)
+      if (!g.defined())
+        g = at::empty({0}, args[0].options());
+    return grads;
+  };
   if (sub == 0u)
-    return grads; // nothing asked: undefined tensors (None in Python)
+    return fill_unasked();
   return with_errors(info, [&] {
     auto run = [&](auto zero) {
       using T = decltype(zero);
       std::array<view<T const>, NI> in;
       std::array<view<T>, NI> xbar;
       std::array<view<T const>, NO> ybar;
-      for (int a = 0; a < NI; ++a)
-        in[std::size_t(a)] = view_of<T const>(args[std::size_t(a)]);
-      for (int o = 0; o < NO; ++o)
-        ybar[std::size_t(o)] = view_of<T const>(cotangents[std::size_t(o)]);
       unsigned run_sub = effective_mask<NDiff>(sub);
       for (int j = 0; j < NDiff; ++j)
         if ((run_sub >> j) & 1u) {
           // (where all-active is the fallback, the cotangents not asked for go to scratch)
           std::size_t a = std::size_t(diff[std::size_t(j)]);
           grads[a] = at::empty(args[a].sizes(), args[a].options());
-          xbar[a] = view_of<T>(grads[a]);
         }
-      if (args[0].is_meta())
-        return; // shapes only
+      if (shapes_only || args[0].is_meta()) {
+        for (int j = 0; j < NDiff; ++j)
+          if (!((sub >> j) & 1u))
+            grads[std::size_t(diff[std::size_t(j)])] = at::Tensor();
+        return;
+      }
+      for (int a = 0; a < NI; ++a) {
+        in[std::size_t(a)] = view_of<T const>(args[std::size_t(a)]);
+        if (grads[std::size_t(a)].defined())
+          xbar[std::size_t(a)] = view_of<T>(grads[std::size_t(a)]);
+      }
+      for (int o = 0; o < NO; ++o)
+        ybar[std::size_t(o)] = view_of<T const>(cotangents[std::size_t(o)]);
       on_device<T>(
           info, args[0],
           [&](auto const &ex) {
@@ -293,15 +324,45 @@ std::vector<at::Tensor> backward(torch_op_info const &info, kernel<F, S> const &
       run(0.f);
     else
       run(0.0);
-    return grads;
+    return fill_unasked();
   });
 }
 
 // What the autograd node needs at backward: the operator and its kernel (one per registration,
 // alive as long as the library).
+using forward_op_signature = std::vector<at::Tensor>(at::TensorList);
+using vjp_op_signature = std::vector<at::Tensor>(at::TensorList, at::TensorList, std::int64_t);
+
 template <class F, bool S> struct torch_op {
+  torch_op(torch_op_info i, kernel<F, S> const &kk) : info(std::move(i)), k(kk) {}
   torch_op_info info;
   kernel<F, S> k;
+
+  // The autograd kernels call the operators again through torch's dispatcher, below autograd:
+  // so whatever sits between (torch.compile's fake tensors and tracing, functionalization, the
+  // profiler) sees the operator itself, never our kernel touching its tensors' data. (Found at
+  // the first call: the schemas exist once the library's registration has run.)
+  std::vector<at::Tensor> call_forward(at::TensorList args) const {
+    find_handles();
+    return forward_handle->call(args);
+  }
+  std::vector<at::Tensor> call_vjp(at::TensorList args, at::TensorList cot,
+                                   std::int64_t mask) const {
+    find_handles();
+    return vjp_handle->call(args, cot, mask);
+  }
+
+private:
+  void find_handles() const {
+    std::call_once(found, [this] {
+      auto &d = c10::Dispatcher::singleton();
+      forward_handle = d.findSchemaOrThrow(info.name.c_str(), "").typed<forward_op_signature>();
+      vjp_handle = d.findSchemaOrThrow((info.name + "_vjp").c_str(), "").typed<vjp_op_signature>();
+    });
+  }
+  mutable std::once_flag found;
+  mutable c10::optional<c10::TypedOperatorHandle<forward_op_signature>> forward_handle;
+  mutable c10::optional<c10::TypedOperatorHandle<vjp_op_signature>> vjp_handle;
 };
 
 // A gradient taken with create_graph=True: differentiating it again raises. (Returned as it is,
@@ -333,10 +394,11 @@ struct torch_function : torch::autograd::Function<torch_function<NI, NO, ND, F, 
     ctx->saved_data["op"] = static_cast<std::int64_t>(reinterpret_cast<std::intptr_t>(op));
     ctx->save_for_backward(args.vec());
     at::AutoDispatchBelowADInplaceOrView below;
-    return forward_impl(op, args);
+    return op->call_forward(args);
   }
-  static std::vector<at::Tensor> forward_impl(op_t const *op, at::TensorList args) {
-    return detail::forward<NI, NO>(op->info, op->k, args);
+  static std::vector<at::Tensor> forward_impl(op_t const *op, at::TensorList args,
+                                              bool shapes_only = false) {
+    return detail::forward<NI, NO>(op->info, op->k, args, shapes_only);
   }
   static torch::autograd::variable_list backward(torch::autograd::AutogradContext *ctx,
                                                  torch::autograd::variable_list cot) {
@@ -351,10 +413,20 @@ struct torch_function : torch::autograd::Function<torch_function<NI, NO, ND, F, 
                                        1); // (the first: op, not a tensor)
     if (mask == 0)
       return res;
+    // An output nobody used has no cotangent where autograd does not materialise it (AOT
+    // autograd's traced backward): zeros of the outputs' common shape, so that the vjp operator's
+    // Tensor[] holds tensors only.
+    auto used =
+        std::find_if(cot.begin(), cot.end(), [](at::Tensor const &t) { return t.defined(); });
+    if (used == cot.end())
+      return res;
+    for (auto &t : cot)
+      if (!t.defined())
+        t = at::zeros_like(*used);
     std::vector<at::Tensor> g;
     {
       at::AutoDispatchBelowADInplaceOrView below;
-      g = detail::backward<NI, NO, ND>(op->info, op->k, args, cot, mask);
+      g = op->call_vjp(args, cot, mask);
     }
     // create_graph=True: the gradients must not look constant to autograd. (The anchors go in as
     // a TensorList: a std::vector would not count as variables.)
@@ -367,6 +439,8 @@ struct torch_function : torch::autograd::Function<torch_function<NI, NO, ND, F, 
     }
     for (int a = 0; a < NI; ++a) {
       auto &r = g[std::size_t(a)];
+      if (!((mask >> a) & 1))
+        continue; // (its entry is the vjp operator's empty placeholder)
       res[std::size_t(a) + 1] =
           anchors.empty() || !r.defined()
               ? r
@@ -398,13 +472,12 @@ void register_torch_kernel(torch::Library &m, char const *ns, char const *name,
   static_assert(NO >= 1, "DUALCAST_TORCH_KERNEL: see the kernel's error above");
   torch_op_info info{std::string(ns) + "::" + name, opts, NI, NO};
   // (held by the registration's closures and the autograd nodes: as long as the library)
-  auto op = std::make_shared<torch_op<F, S> const>(torch_op<F, S>{info, k});
+  auto op = std::make_shared<torch_op<F, S> const>(info, k);
   using fn = torch_function<NI, NO, ND, F, S>;
   std::string vjp_name = std::string(name) + "_vjp";
   m.def((std::string(name) + "(Tensor[] args) -> Tensor[]").c_str());
   m.def((vjp_name + "(Tensor[] args, Tensor[] cotangents, int mask) -> Tensor[]").c_str());
-  // One implementation for every backend (it picks the executor by the arguments' device;
-  // on the meta device it gives the shapes) ...
+  // One implementation for every backend (it picks the executor by the arguments' device) ...
   m.impl(name,
          torch::dispatch(c10::DispatchKey::CompositeExplicitAutograd,
                          [op](at::TensorList args) { return fn::forward_impl(op.get(), args); }));
@@ -412,6 +485,16 @@ void register_torch_kernel(torch::Library &m, char const *ns, char const *name,
          torch::dispatch(c10::DispatchKey::CompositeExplicitAutograd,
                          [op](at::TensorList args, at::TensorList cot, std::int64_t mask) {
                            return backward<NI, NO, ND>(op->info, op->k, args, cot, mask);
+                         }));
+  // ... but the Meta kernels only allocate: torch.compile traces with fake tensors (the Meta
+  // key, and a device that is not meta) whose data must not be read ...
+  m.impl(name, torch::dispatch(c10::DispatchKey::Meta, [op](at::TensorList args) {
+           return fn::forward_impl(op.get(), args, true);
+         }));
+  m.impl(vjp_name.c_str(),
+         torch::dispatch(c10::DispatchKey::Meta,
+                         [op](at::TensorList args, at::TensorList cot, std::int64_t mask) {
+                           return backward<NI, NO, ND>(op->info, op->k, args, cot, mask, true);
                          }));
   // ... and the autograd kernels: the forward records the node above, the vjp is refused where
   // it would be recorded.
@@ -423,7 +506,7 @@ void register_torch_kernel(torch::Library &m, char const *ns, char const *name,
                            refuse_recording(op->info, args);
                            refuse_recording(op->info, cot);
                            at::AutoDispatchBelowADInplaceOrView below;
-                           return backward<NI, NO, ND>(op->info, op->k, args, cot, mask);
+                           return op->call_vjp(args, cot, mask);
                          }));
   auto clean = [](char const *s) {
     std::string r = s;
