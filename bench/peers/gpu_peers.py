@@ -4,10 +4,16 @@
   hmlstm      the HM-LSTM update n x n, values and the four Jacobian diagonals (a VJP of ones over
               the where-selected branches, as the CPU peers do), masks n x 1 / 1 x n / n x n
   lstm_step   gates = x @ Wx + h @ Wh + b, the cell, backward into Wx, Wh, b, h, c
-Variants: torch_eager (PyTorch eager + autograd, timed with CUDA events) and jax_jit (one jit of
-forward and vjp, timed to block_until_ready). gb_per_s counts the bytes a fused kernel must move
-(the C++ benchmark's count), not what the framework moves.
+Variants: torch_eager (PyTorch eager + autograd, timed with CUDA events), torch_compile and
+torch_compile_max_autotune (the same forward compiled by torch.compile, mode "default" /
+"max-autotune", backward by autograd through the compiled graph: Inductor's generated forward
+and backward kernels; torch >= 2 only; the first call compiles and is timed apart, in the note
+column as compile_s) and jax_jit (one jit of forward and vjp, timed to block_until_ready).
+gb_per_s counts the bytes a fused kernel must move (the C++ benchmark's count), not what the
+framework moves.
   gpu_peers.py --framework torch|jax [--reps N] [--quick] [--no-header]
+               [--compile none|default|max-autotune|all] [--device cuda|cpu]
+(--device cpu runs the torch variants on the CPU, to try this script where there is no GPU.)
 """
 import argparse
 import os
@@ -25,20 +31,60 @@ def row(bench, variant, size, ms, nbytes, note=""):
 
 
 def timed_torch(torch, fns, reps):
-    """Medians (ms) of each function, interleaved, with CUDA events after one warm-up each."""
+    """Medians (ms) of each function, interleaved, with CUDA events after one warm-up each (on
+    the CPU: the wall clock)."""
+    cuda = torch.cuda.is_available() and torch.cuda.is_initialized()
     for f in fns:
         f()
-    torch.cuda.synchronize()
+    if cuda:
+        torch.cuda.synchronize()
     times = [[] for _ in fns]
     for _ in range(reps):
         for k, f in enumerate(fns):
-            a, b = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-            a.record()
-            f()
-            b.record()
-            b.synchronize()
-            times[k].append(a.elapsed_time(b))
+            if cuda:
+                a, b = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+                a.record()
+                f()
+                b.record()
+                b.synchronize()
+                times[k].append(a.elapsed_time(b))
+            else:
+                t0 = time.perf_counter()
+                f()
+                times[k].append((time.perf_counter() - t0) * 1e3)
     return [statistics.median(t) for t in times]
+
+
+def torch_variants(torch, args, fwd):
+    """(name, forward, compile seconds) per variant asked for: eager, then torch.compile's
+    modes. The compiled ones are compiled here, by a first call of run_with(forward)."""
+    out = [("torch_eager", fwd)]
+    modes = {"none": [], "default": ["default"], "max-autotune": ["max-autotune"],
+             "all": ["default", "max-autotune"]}[args.compile]
+    if modes and not hasattr(torch, "compile"):
+        print(f"torch {torch.__version__} has no torch.compile: its variants left out",
+              file=sys.stderr)
+        modes = []
+    for mode in modes:
+        name = "torch_compile" if mode == "default" else "torch_compile_max_autotune"
+        out.append((name, torch.compile(fwd, mode=mode, dynamic=False)))
+    return out
+
+
+def run_variants(torch, args, bench, size, nbytes, note, fwd, run_with):
+    """Times run_with(forward) for every variant, interleaved; one CSV row each."""
+    variants = torch_variants(torch, args, fwd)
+    notes = []
+    for name, f in variants:
+        t0 = time.perf_counter()
+        run_with(f)
+        if torch.cuda.is_available() and torch.cuda.is_initialized():
+            torch.cuda.synchronize()
+        secs = time.perf_counter() - t0
+        notes.append(f"compile_s={secs:.1f}" if name != "torch_eager" else "")
+    times = timed_torch(torch, [lambda f=f: run_with(f) for _, f in variants], args.reps)
+    for (name, _), ms, extra in zip(variants, times, notes):
+        row(bench, name, size, ms, nbytes, " ".join(x for x in (note, extra) if x))
 
 
 def timed_jax(jax, fns, reps):
@@ -56,7 +102,7 @@ def timed_jax(jax, fns, reps):
 def torch_main(args, batches, hm_sizes, step_sizes):
     import torch
 
-    dev = torch.device("cuda")
+    dev = torch.device(args.device)
     gen = torch.Generator(device=dev).manual_seed(42)
 
     def rnd(*shape, scale=2.0, grad=False):
@@ -68,16 +114,17 @@ def torch_main(args, batches, hm_sizes, step_sizes):
         xs = [rnd(b, h, grad=True) for _ in range(5)]
         hbar, c2bar = rnd(b, h), rnd(b, h)
 
-        def run():
+        def cell(i, f, g, o, c):
+            c2 = torch.sigmoid(f) * c + torch.sigmoid(i) * torch.tanh(g)
+            return torch.sigmoid(o) * torch.tanh(c2), c2
+
+        def run(fwd):
             for x in xs:
                 x.grad = None
-            i, f, g, o, c = xs
-            c2 = torch.sigmoid(f) * c + torch.sigmoid(i) * torch.tanh(g)
-            hh = torch.sigmoid(o) * torch.tanh(c2)
+            hh, c2 = fwd(*xs)
             torch.autograd.backward([hh, c2], [hbar, c2bar])
 
-        (ms,) = timed_torch(torch, [run], args.reps)
-        row("lstm_cell", "torch_eager", f"{b}x{h}", ms, 19 * 4 * b * h)
+        run_variants(torch, args, "lstm_cell", f"{b}x{h}", 19 * 4 * b * h, "", cell, run)
         del xs, hbar, c2bar
     for n in hm_sizes:
         for layout in LAYOUTS:
@@ -88,18 +135,18 @@ def torch_main(args, batches, hm_sizes, step_sizes):
             ones = torch.ones(n, n, device=dev)
             flush_mask, copy_mask = z == 1, (z == 0) & (zb == 0)
 
-            def run():
-                for x in xs:
-                    x.grad = None
-                c, f, i, g = xs
+            def hm(c, f, i, g, flush_mask, copy_mask):
                 flush = torch.sigmoid(i) * torch.tanh(g)
                 update = torch.sigmoid(f) * c + flush
-                y = torch.where(flush_mask, flush, torch.where(copy_mask, c, update))
-                y.backward(ones)
+                return torch.where(flush_mask, flush, torch.where(copy_mask, c, update))
 
-            (ms,) = timed_torch(torch, [run], args.reps)
-            row("hmlstm", "torch_eager", str(n), ms, 36 * n * n + (8 * n * n if layout == "n_x_n" else 0),
-                layout)
+            def run(fwd, flush_mask=flush_mask, copy_mask=copy_mask):
+                for x in xs:
+                    x.grad = None
+                fwd(*xs, flush_mask, copy_mask).backward(ones)
+
+            run_variants(torch, args, "hmlstm", str(n),
+                         36 * n * n + (8 * n * n if layout == "n_x_n" else 0), layout, hm, run)
     for bb, ii, hh in step_sizes:
         x = rnd(bb, ii, scale=1.0)
         hs = rnd(bb, hh, scale=1.0, grad=True)
@@ -110,18 +157,20 @@ def torch_main(args, batches, hm_sizes, step_sizes):
         dh, dc2 = rnd(bb, hh, scale=1.0), rnd(bb, hh, scale=1.0)
         params = [hs, c, wx, wh, bias]
 
-        def run():
-            for p in params:
-                p.grad = None
+        def step(x, hs, c, wx, wh, bias):
             gates = x @ wx + hs @ wh + bias
             i, f, g, o = gates.chunk(4, dim=1)
             c2 = torch.sigmoid(f) * c + torch.sigmoid(i) * torch.tanh(g)
-            h2 = torch.sigmoid(o) * torch.tanh(c2)
+            return torch.sigmoid(o) * torch.tanh(c2), c2
+
+        def run(fwd, x=x, params=params, dh=dh, dc2=dc2):
+            for p in params:
+                p.grad = None
+            h2, c2 = fwd(x, *params)
             torch.autograd.backward([h2, c2], [dh, dc2])
 
-        (ms,) = timed_torch(torch, [run], args.reps)
-        row("lstm_step", "torch_eager", f"{bb}x{ii}x{hh}", ms, 0,
-            f"tf32={torch.backends.cuda.matmul.allow_tf32}")
+        run_variants(torch, args, "lstm_step", f"{bb}x{ii}x{hh}", 0,
+                     f"tf32={torch.backends.cuda.matmul.allow_tf32}", step, run)
 
 
 def jax_main(args, batches, hm_sizes, step_sizes):
@@ -198,6 +247,10 @@ def main():
     ap.add_argument("--reps", type=int, default=31)
     ap.add_argument("--quick", action="store_true")
     ap.add_argument("--no-header", action="store_true")
+    ap.add_argument("--compile", choices=["none", "default", "max-autotune", "all"],
+                    default="none", help="torch.compile variants beside eager (torch >= 2)")
+    ap.add_argument("--device", choices=["cuda", "cpu"], default="cuda",
+                    help="where the torch variants run (cpu: to try the script without a GPU)")
     ap.add_argument("--only", choices=["lstm_cell", "hmlstm", "lstm_step"],
                     help="run this benchmark only (JAX's compilations of all of them took over "
                          "150 s)")
