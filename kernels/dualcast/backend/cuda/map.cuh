@@ -264,16 +264,32 @@ DUALCAST_GLOBAL void __launch_bounds__(max_block)
       const bool whole = (v + 1) * lanes <= total;
       const int present = whole ? lanes : int(total - v * lanes);
       V vin[NI > 0 ? NI : 1], vout[NO];
-      // (unrolled: with the 16-bit branches the loops over operands were not, and vin / vout
-      // went to a 112-byte stack frame in the LSTM cell's values kernel)
-#pragma unroll
-      for (int k = 0; k < NI; ++k) {
+      auto load_operand = [&](int k) {
         if (whole) {
           vin[k] = load_vector<Float16, V>(p.in[k], v);
         } else {
           for (int l = 0; l < lanes; ++l)
             set_lane(vin[k], l, l < present ? load_element<Float16>(p.in[k], v * lanes + l) : T(0));
         }
+      };
+      auto store_operand = [&](int k) {
+        if (whole) {
+          store_vector<Float16>(p.out[k], v, p.add[k], vout[k]);
+        } else {
+          for (int l = 0; l < present; ++l)
+            store_element<Float16>(p.out[k], v * lanes + l, p.add[k], lane_of(vout[k], l));
+        }
+      };
+      // The loops over operands are unrolled in 16-bit kernels only: with the 16-bit branches
+      // nvcc left them rolled and vin / vout went to a 112-byte stack frame (the LSTM cell's values
+      // kernel); unrolled in the native kernels, double ones spilled (bench/gpu_cells.cu).
+      if constexpr (Float16) {
+#pragma unroll
+        for (int k = 0; k < NI; ++k)
+          load_operand(k);
+      } else {
+        for (int k = 0; k < NI; ++k)
+          load_operand(k);
       }
       auto one_lane = [&](int l) {
         for (int k = 0; k < NI; ++k)
@@ -295,14 +311,13 @@ DUALCAST_GLOBAL void __launch_bounds__(max_block)
         for (int l = 0; l < lanes; ++l)
           one_lane(l);
       }
+      if constexpr (Float16) {
 #pragma unroll
-      for (int k = 0; k < NO; ++k) {
-        if (whole) {
-          store_vector<Float16>(p.out[k], v, p.add[k], vout[k]);
-        } else {
-          for (int l = 0; l < present; ++l)
-            store_element<Float16>(p.out[k], v * lanes + l, p.add[k], lane_of(vout[k], l));
-        }
+        for (int k = 0; k < NO; ++k)
+          store_operand(k);
+      } else {
+        for (int k = 0; k < NO; ++k)
+          store_operand(k);
       }
     }
   }
