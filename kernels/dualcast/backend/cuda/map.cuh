@@ -264,33 +264,28 @@ DUALCAST_GLOBAL void __launch_bounds__(max_block)
       const bool whole = (v + 1) * lanes <= total;
       const int present = whole ? lanes : int(total - v * lanes);
       V vin[NI > 0 ? NI : 1], vout[NO];
-      auto load_operand = [&](int k) {
-        if (whole) {
-          vin[k] = load_vector<Float16, V>(p.in[k], v);
-        } else {
-          for (int l = 0; l < lanes; ++l)
-            set_lane(vin[k], l, l < present ? load_element<Float16>(p.in[k], v * lanes + l) : T(0));
-        }
-      };
-      auto store_operand = [&](int k) {
-        if (whole) {
-          store_vector<Float16>(p.out[k], v, p.add[k], vout[k]);
-        } else {
-          for (int l = 0; l < present; ++l)
-            store_element<Float16>(p.out[k], v * lanes + l, p.add[k], lane_of(vout[k], l));
-        }
-      };
       // The loops over operands are unrolled in 16-bit kernels only: with the 16-bit branches
       // nvcc left them rolled and vin / vout went to a 112-byte stack frame (the LSTM cell's values
-      // kernel); unrolled in the native kernels, double ones spilled (bench/gpu_cells.cu).
+      // kernel); unrolled in the native kernels, double ones spilled (bench/gpu_cells.cu). (The
+      // same loop twice: a lambda holding it reads vout before nvcc sees it set, warning 549.)
+#define DUALCAST_LOAD_OPERAND(k)                                                                   \
+  if (whole) {                                                                                     \
+    vin[k] = load_vector<Float16, V>(p.in[k], v);                                                  \
+  } else {                                                                                         \
+    for (int l = 0; l < lanes; ++l)                                                                \
+      set_lane(vin[k], l, l < present ? load_element<Float16>(p.in[k], v * lanes + l) : T(0));     \
+  }
       if constexpr (Float16) {
 #pragma unroll
-        for (int k = 0; k < NI; ++k)
-          load_operand(k);
+        for (int k = 0; k < NI; ++k) {
+          DUALCAST_LOAD_OPERAND(k)
+        }
       } else {
-        for (int k = 0; k < NI; ++k)
-          load_operand(k);
+        for (int k = 0; k < NI; ++k) {
+          DUALCAST_LOAD_OPERAND(k)
+        }
       }
+#undef DUALCAST_LOAD_OPERAND
       auto one_lane = [&](int l) {
         for (int k = 0; k < NI; ++k)
           in[k] = lane_of(vin[k], l);
@@ -311,14 +306,24 @@ DUALCAST_GLOBAL void __launch_bounds__(max_block)
         for (int l = 0; l < lanes; ++l)
           one_lane(l);
       }
+#define DUALCAST_STORE_OPERAND(k)                                                                  \
+  if (whole) {                                                                                     \
+    store_vector<Float16>(p.out[k], v, p.add[k], vout[k]);                                         \
+  } else {                                                                                         \
+    for (int l = 0; l < present; ++l)                                                              \
+      store_element<Float16>(p.out[k], v * lanes + l, p.add[k], lane_of(vout[k], l));              \
+  }
       if constexpr (Float16) {
 #pragma unroll
-        for (int k = 0; k < NO; ++k)
-          store_operand(k);
+        for (int k = 0; k < NO; ++k) {
+          DUALCAST_STORE_OPERAND(k)
+        }
       } else {
-        for (int k = 0; k < NO; ++k)
-          store_operand(k);
+        for (int k = 0; k < NO; ++k) {
+          DUALCAST_STORE_OPERAND(k)
+        }
       }
+#undef DUALCAST_STORE_OPERAND
     }
   }
 }
