@@ -264,28 +264,31 @@ DUALCAST_GLOBAL void __launch_bounds__(max_block)
       const bool whole = (v + 1) * lanes <= total;
       const int present = whole ? lanes : int(total - v * lanes);
       V vin[NI > 0 ? NI : 1], vout[NO];
-      // The loops over operands are unrolled in 16-bit kernels only: with the 16-bit branches
-      // nvcc left them rolled and vin / vout went to a 112-byte stack frame (the LSTM cell's values
-      // kernel); unrolled in the native kernels, double ones spilled (bench/gpu_cells.cu). (The
-      // same loop twice: a lambda holding it reads vout before nvcc sees it set, warning 549.)
-#define DUALCAST_LOAD_OPERAND(k)                                                                   \
-  if (whole) {                                                                                     \
-    vin[k] = load_vector<Float16, V>(p.in[k], v);                                                  \
-  } else {                                                                                         \
-    for (int l = 0; l < lanes; ++l)                                                                \
-      set_lane(vin[k], l, l < present ? load_element<Float16>(p.in[k], v * lanes + l) : T(0));     \
-  }
-      if constexpr (Float16) {
-#pragma unroll
+      // The native kernels' loads and stores are the code they had before 16-bit operands (any
+      // other form made ptxas spill double kernels of tests/cuda/tape_cases_gpu.cu); the 16-bit
+      // kernels' loops over operands are unrolled (rolled, vin / vout went to a 112-byte stack
+      // frame in the LSTM cell's values kernel).
+      if constexpr (!Float16) {
         for (int k = 0; k < NI; ++k) {
-          DUALCAST_LOAD_OPERAND(k)
+          if (whole) {
+            vin[k] = reinterpret_cast<V const *>(p.in[k].ptr)[v];
+          } else {
+            for (int l = 0; l < lanes; ++l)
+              set_lane(vin[k], l, l < present ? p.in[k].ptr[v * lanes + l] : T(0));
+          }
         }
       } else {
+#pragma unroll
         for (int k = 0; k < NI; ++k) {
-          DUALCAST_LOAD_OPERAND(k)
+          if (whole) {
+            vin[k] = load_vector<Float16, V>(p.in[k], v);
+          } else {
+            for (int l = 0; l < lanes; ++l)
+              set_lane(vin[k], l,
+                       l < present ? load_element<Float16>(p.in[k], v * lanes + l) : T(0));
+          }
         }
       }
-#undef DUALCAST_LOAD_OPERAND
       auto one_lane = [&](int l) {
         for (int k = 0; k < NI; ++k)
           in[k] = lane_of(vin[k], l);
@@ -306,24 +309,35 @@ DUALCAST_GLOBAL void __launch_bounds__(max_block)
         for (int l = 0; l < lanes; ++l)
           one_lane(l);
       }
-#define DUALCAST_STORE_OPERAND(k)                                                                  \
-  if (whole) {                                                                                     \
-    store_vector<Float16>(p.out[k], v, p.add[k], vout[k]);                                         \
-  } else {                                                                                         \
-    for (int l = 0; l < present; ++l)                                                              \
-      store_element<Float16>(p.out[k], v * lanes + l, p.add[k], lane_of(vout[k], l));              \
-  }
-      if constexpr (Float16) {
-#pragma unroll
+      if constexpr (!Float16) {
         for (int k = 0; k < NO; ++k) {
-          DUALCAST_STORE_OPERAND(k)
+          if (whole) {
+            V *o = reinterpret_cast<V *>(p.out[k].ptr) + v;
+            if (p.add[k]) {
+              V old = *o;
+              for (int l = 0; l < lanes; ++l)
+                set_lane(vout[k], l, lane_of(old, l) + lane_of(vout[k], l));
+            }
+            *o = vout[k];
+          } else {
+            for (int l = 0; l < present; ++l) {
+              T *o = p.out[k].ptr + v * lanes + l;
+              T const r = lane_of(vout[k], l);
+              *o = p.add[k] ? *o + r : r;
+            }
+          }
         }
       } else {
+#pragma unroll
         for (int k = 0; k < NO; ++k) {
-          DUALCAST_STORE_OPERAND(k)
+          if (whole) {
+            store_vector<Float16>(p.out[k], v, p.add[k], vout[k]);
+          } else {
+            for (int l = 0; l < present; ++l)
+              store_element<Float16>(p.out[k], v * lanes + l, p.add[k], lane_of(vout[k], l));
+          }
         }
       }
-#undef DUALCAST_STORE_OPERAND
     }
   }
 }
