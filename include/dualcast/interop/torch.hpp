@@ -231,7 +231,7 @@ std::vector<at::Tensor> forward(torch_op_info const &info, kernel<F, S> const &k
       std::array<view<T>, NO> out;
       for (int o = 0; o < NO; ++o)
         outs.push_back(at::empty(sizes_of(s), args[0].options()));
-      if (shapes_only || args[0].is_meta())
+      if (shapes_only)
         return;
       for (int a = 0; a < NI; ++a)
         in[std::size_t(a)] = view_of<T const>(args[std::size_t(a)]);
@@ -295,7 +295,7 @@ std::vector<at::Tensor> backward(torch_op_info const &info, kernel<F, S> const &
           std::size_t a = std::size_t(diff[std::size_t(j)]);
           grads[a] = at::empty(args[a].sizes(), args[a].options());
         }
-      if (shapes_only || args[0].is_meta()) {
+      if (shapes_only) {
         for (int j = 0; j < NDiff; ++j)
           if (!((sub >> j) & 1u))
             grads[std::size_t(diff[std::size_t(j)])] = at::Tensor();
