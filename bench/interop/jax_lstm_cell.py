@@ -13,6 +13,8 @@ Variants (each: the values, then the five input cotangents for given output cota
   jax_dispatch_floor  jit of a function of the same 7 arguments returning one element: JAX's own
                     cost of one jitted call from Python, the floor under any operation's per-call
                     overhead (returning the arguments themselves would copy them)
+  jax_dualcast_forward  jit of dualcast.jax.lstm_cell alone (one XLA FFI call, the values): one
+                    call of the operation from Python, at the two small sizes only
   jax_op_overhead   (not a run) the median over repetitions of jax_dualcast_op - cpp_fused_vjp of
                     the same repetition: what calling through JAX adds per call
 With --keep-freed-memory (variants suffixed _keepmem) glibc keeps freed blocks up to 32 MiB in
@@ -110,6 +112,7 @@ def main():
     if not args.no_header:
         print("benchmark,variant,size,threads,median_ms,melem_per_s,gb_per_s,added_mib")
     ffi_run, jnp_run = fwd_bwd(dj.lstm_cell), fwd_bwd(cell_jnp)
+    ffi_forward = jax.jit(dj.lstm_cell)
     for b, h in sizes:
         n = b * h
         rng = np.random.default_rng(42)
@@ -123,6 +126,8 @@ def main():
             "jax_jit": lambda: jax.block_until_ready(jnp_run(xs, cots)),
             "jax_dispatch_floor": lambda: jax.block_until_ready(floor(xs, cots)),
         }
+        if n <= 65536:
+            runs["jax_dualcast_forward"] = lambda: jax.block_until_ready(ffi_forward(*xs))
         # The same numbers from the op and from C++ (a benchmark of a wrong result is no result).
         (oh, oc2), grads = ffi_run(xs, cots)
         cpp()
@@ -151,7 +156,10 @@ def main():
         jit_op = statistics.median(j / a for a, j in zip(times["jax_dualcast_op"],
                                                          times["jax_jit"]))
         print(f"# {b}x{h}, {args.threads} threads{suffix}: op / C++ {op_cpp:.3f} (target <= 1.15), "
-              f"jax_jit / op {jit_op:.2f} (target >= 5), overhead {diff * 1e3:.1f} us",
+              f"jax_jit / op {jit_op:.2f} (target >= 5), overhead {diff * 1e3:.1f} us"
+              + (f", forward alone {statistics.median(times['jax_dualcast_forward']) * 1e3:.1f} us"
+                 f" (dispatch floor {statistics.median(times['jax_dispatch_floor']) * 1e3:.1f} us)"
+                 if "jax_dualcast_forward" in times else ""),
               file=sys.stderr)
         sys.stdout.flush()
 

@@ -11,10 +11,17 @@ interleaved repetitions, medians.
                        (bench/lstm_cell.cpp's fused_vjp; bench/interop/torch_cpp_lstm.cpp),
                        timed in C++
   torch_eager          the same math in torch operations, autograd.backward
+  torch_autograd_floor one built-in differentiable operation over the same five inputs
+                       (torch.cat) and autograd.backward into their five gradients: what torch
+                       charges per call for a forward + backward with five leaves, its own
+                       operations included -- the floor under an operation's per-call overhead
   torch_compile        the same function compiled by torch.compile (torch >= 2: Inductor's
                        generated C++ forward and backward; its compile time on stderr, apart)
 The per-call overhead is dualcast_torch_op - cpp_fused_vjp at 8 x 8 and 256 x 256 (printed on
-stderr). At large sizes torch's CPU allocator hands each call fresh pages when glibc returns freed
+stderr), beside torch_autograd_floor. --cpu-clock times every variant by the calling thread's
+CPU time (time.thread_time; torch runs a CPU backward on the calling thread), cpp_fused_vjp
+included (then with its torch.ops call from Python): on a shared machine the wall clock of an
+8 x 8 call mostly measures the other processes. At large sizes torch's CPU allocator hands each call fresh pages when glibc returns freed
 memory to the system (page faults in every output and gradient, for the torch variants only):
 MALLOC_TRIM_THRESHOLD_ / MALLOC_MMAP_THRESHOLD_ (glibc tunables) show how much.
 nn.LSTMCell is not measured: on the CPU it has no separate cell part (its gates come from its own
@@ -42,6 +49,10 @@ def main():
     ap.add_argument("--reps", type=int, default=31)
     ap.add_argument("--quick", action="store_true")
     ap.add_argument("--no-header", action="store_true")
+    ap.add_argument("--cpu-clock", action="store_true",
+                    help="time by the thread's CPU time (with --threads 1), see above")
+    ap.add_argument("--sizes", default=None,
+                    help="comma-separated BxH (default 8x8,256x256,1024x1024,4096x1024)")
     ap.add_argument("--no-compile", action="store_true",
                     help="leave out torch.compile (torch >= 2 only; compiling takes a minute)")
     a = ap.parse_args()
@@ -64,6 +75,9 @@ def main():
     torch.ops.load_library(a.cpp_lib)
     # 8 x 8: the per-call overhead alone (the kernels' work is negligible there)
     sizes = [(8, 8), (256, 256)] if a.quick else [(8, 8), (256, 256), (1024, 1024), (4096, 1024)]
+    if a.sizes:
+        sizes = [tuple(int(v) for v in s.split("x")) for s in a.sizes.split(",")]
+    clock = time.thread_time if a.cpu_clock else time.perf_counter
     reps = 5 if a.quick else a.reps
     if not a.no_header:
         print("benchmark,variant,size,threads,median_ms,melem_per_s,gb_per_s,added_mib")
@@ -106,8 +120,18 @@ def main():
         for r, x in zip(ref, xs):
             torch.testing.assert_close(r, x.grad, rtol=1e-4, atol=1e-5)
 
+        catbar = torch.cat([hbar] * 5)
+
+        def floor():
+            for x in xs:
+                x.grad = None
+            torch.autograd.backward([torch.cat(xs)], [catbar])
+
         variants = {"dualcast_torch_op": op, "dualcast_torch_raw": raw, "cpp_fused_vjp": cpp,
-                    "torch_eager": eager}
+                    "torch_eager": eager, "torch_autograd_floor": floor}
+        if b * h <= 256 * 256:
+            variants["dualcast_torch_forward"] = lambda: dct.lstm_cell(*xs)
+            variants["torch_forward_floor"] = lambda: torch.cat(xs)
         if compiled_cell is not None:
             # torch.compile (Inductor's generated C++ for the forward and the backward); its
             # compile is warm-up, timed apart on stderr
@@ -131,13 +155,13 @@ def main():
         cpp_times.clear()
         for _ in range(reps):
             for name, fn in variants.items():
-                t0 = time.perf_counter()
+                t0 = clock()
                 for _ in range(inner):
                     fn()
-                times[name].append((time.perf_counter() - t0) / inner)
-        # cpp_fused_vjp: its own C++ clock (without the operator's Python call)
-        times["cpp_fused_vjp"] = [sum(cpp_times[k * inner:(k + 1) * inner]) / inner
-                                  for k in range(reps)]
+                times[name].append((clock() - t0) / inner)
+        if not a.cpu_clock:  # cpp_fused_vjp: its own C++ clock (without the Python call)
+            times["cpp_fused_vjp"] = [sum(cpp_times[k * inner:(k + 1) * inner]) / inner
+                                      for k in range(reps)]
         med = {k: statistics.median(v) for k, v in times.items()}
         n = b * h
         for name, t in med.items():
@@ -146,13 +170,21 @@ def main():
         # paired ratios (same repetition), medians
         def ratio(x, y):
             return statistics.median(p / q for p, q in zip(times[x], times[y]))
-        print("%dx%d: op/cpp %.3f, eager/op %.2f, op - cpp %.1f us, raw - cpp %.1f us%s"
+        print("%dx%d: op/cpp %.3f, eager/op %.2f, op - cpp %.1f us, raw - cpp %.1f us, "
+              "autograd floor %.1f us, op - cpp - floor %.1f us%s"
               % (b, h, ratio("dualcast_torch_op", "cpp_fused_vjp"),
                  ratio("torch_eager", "dualcast_torch_op"),
                  (med["dualcast_torch_op"] - med["cpp_fused_vjp"]) * 1e6,
                  (med["dualcast_torch_raw"] - med["cpp_fused_vjp"]) * 1e6,
+                 med["torch_autograd_floor"] * 1e6,
+                 (med["dualcast_torch_op"] - med["cpp_fused_vjp"]
+                  - med["torch_autograd_floor"]) * 1e6,
                  ", torch_compile/op %.2f" % ratio("torch_compile", "dualcast_torch_op")
                  if "torch_compile" in times else ""), file=sys.stderr)
+        if "dualcast_torch_forward" in med:
+            print("%dx%d: forward alone %.1f us (torch.cat of the five inputs %.1f us)"
+                  % (b, h, med["dualcast_torch_forward"] * 1e6,
+                     med["torch_forward_floor"] * 1e6), file=sys.stderr)
         sys.stdout.flush()
 
 

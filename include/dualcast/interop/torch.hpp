@@ -69,6 +69,7 @@
 #include <memory>
 #include <mutex>
 #include <string>
+#include <string_view>
 #include <type_traits>
 #include <utility>
 #include <vector>
@@ -120,27 +121,31 @@ inline std::string op_prefix(torch_op_info const &info) {
 inline c10::ScalarType check_arguments(torch_op_info const &info, at::TensorList args,
                                        char const *role) {
   TORCH_CHECK(!args.empty(), op_prefix(info), "no ", role, "s");
+  bool const is_argument = std::string_view(role) == "argument";
   for (std::size_t a = 0; a < args.size(); ++a) {
     at::Tensor const &t = args[a];
-    std::string what = std::string(role) == "argument"
-                           ? argument_name(info.opts, int(a))
-                           : std::string(role) + " " + std::to_string(a);
-    TORCH_CHECK(t.defined(), op_prefix(info), what, " is an undefined tensor");
-    TORCH_CHECK(t.layout() == c10::kStrided, op_prefix(info), what, " has layout ", t.layout(),
+    // The argument's name, built only for a message: TORCH_CHECK evaluates its message
+    // arguments only when the check fails, and a call that passes stays free of allocations.
+    auto what = [&] {
+      return is_argument ? argument_name(info.opts, int(a))
+                         : std::string(role) + " " + std::to_string(a);
+    };
+    TORCH_CHECK(t.defined(), op_prefix(info), what(), " is an undefined tensor");
+    TORCH_CHECK(t.layout() == c10::kStrided, op_prefix(info), what(), " has layout ", t.layout(),
                 "; dualcast views only strided (dense) tensors");
     TORCH_CHECK(t.scalar_type() == c10::kFloat || t.scalar_type() == c10::kDouble, op_prefix(info),
-                what, " has dtype ", t.scalar_type(), "; dualcast kernels take float32 or float64");
-    TORCH_CHECK(t.scalar_type() == args[0].scalar_type(), op_prefix(info), what, " has dtype ",
+                what(), " has dtype ", t.scalar_type(), "; dualcast kernels take float32 or float64");
+    TORCH_CHECK(t.scalar_type() == args[0].scalar_type(), op_prefix(info), what(), " has dtype ",
                 t.scalar_type(), " but ", role, " 0 has ", args[0].scalar_type(),
                 " (convert them to one dtype)");
-    TORCH_CHECK(t.device() == args[0].device(), op_prefix(info), what, " is on ", t.device(),
+    TORCH_CHECK(t.device() == args[0].device(), op_prefix(info), what(), " is on ", t.device(),
                 " but ", role, " 0 is on ", args[0].device());
-    TORCH_CHECK(t.dim() <= max_rank, op_prefix(info), what, " has ", t.dim(),
+    TORCH_CHECK(t.dim() <= max_rank, op_prefix(info), what(), " has ", t.dim(),
                 " dimensions; dualcast arrays have at most ", max_rank);
-    TORCH_CHECK(!t.is_conj() && !t.is_neg(), op_prefix(info), what,
+    TORCH_CHECK(!t.is_conj() && !t.is_neg(), op_prefix(info), what(),
                 " has a lazy conjugate or negation bit");
     for (int d = 0; d < t.dim(); ++d)
-      TORCH_CHECK(t.stride(d) >= 0, op_prefix(info), what, " has a negative stride");
+      TORCH_CHECK(t.stride(d) >= 0, op_prefix(info), what(), " has a negative stride");
   }
   return args[0].scalar_type();
 }
