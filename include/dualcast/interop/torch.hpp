@@ -134,7 +134,8 @@ inline c10::ScalarType check_arguments(torch_op_info const &info, at::TensorList
     TORCH_CHECK(t.layout() == c10::kStrided, op_prefix(info), what(), " has layout ", t.layout(),
                 "; dualcast views only strided (dense) tensors");
     TORCH_CHECK(t.scalar_type() == c10::kFloat || t.scalar_type() == c10::kDouble, op_prefix(info),
-                what(), " has dtype ", t.scalar_type(), "; dualcast kernels take float32 or float64");
+                what(), " has dtype ", t.scalar_type(),
+                "; dualcast kernels take float32 or float64");
     TORCH_CHECK(t.scalar_type() == args[0].scalar_type(), op_prefix(info), what(), " has dtype ",
                 t.scalar_type(), " but ", role, " 0 has ", args[0].scalar_type(),
                 " (convert them to one dtype)");
