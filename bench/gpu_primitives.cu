@@ -10,6 +10,9 @@
 // stream-ordered pool and any host work included), interleaved, medians. gb_per_s: the bytes the
 // primal must read and write (4 per element read, 4 per element written for a scan) over its
 // time, beside the device copy's bandwidth in the same run.
+// Also the `plus` histogram with its indices already in device memory (int64, int32) against a
+// device copy moving its 12 bytes per row (issue 40's target: within 2x), and against the host
+// vector (copied every call).
 // Also the stencils (2-D 4096^2, 3-D 256^3; the adjoint a gather) and conv2d (8 x 32 x 64 x 64,
 // 3 x 3 x 32 x 32): gradient / primal, no published figure beside them (size: elements).
 // Output: CSV benchmark,variant,size,median_ms,paired_ratio,target,met,gb_per_s
@@ -22,6 +25,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdint>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
@@ -100,6 +104,7 @@ void grad_over_primal(dc::index_t n, int reps) {
   std::mt19937 g(3);
   for (auto &k : idx)
     k = std::uniform_int_distribution<dc::index_t>(0, bins - 1)(g);
+  auto const idx_dev = dc::tensor<std::int64_t>::from({n}, idx).to(dc::device::cuda(0));
   F32 const seed_n = random_tensor(n, 4, -1.f, 1.f), seed_bins = random_tensor(bins, 5, -1, 1);
   std::vector<primitive> const prims = {
       {"reduce_plus", 1.0, 4, [](V32 const &v) { return dc::sum(v); }},
@@ -114,6 +119,11 @@ void grad_over_primal(dc::index_t n, int reps) {
        [&a](V32 const &v) { return dc::linear_recurrence(v.owner()->constant(a), v, 0); }},
       {"histogram_plus", 1.9, 12,
        [&idx](V32 const &v) { return dc::reduce_by_index(v, idx, bins, dc::bin_op::plus); }},
+      // the same indices in device memory (int64: read in place), uploaded once beforehand
+      {"histogram_plus_device_idx", 1.9, 12,
+       [&idx_dev](V32 const &v) {
+         return dc::reduce_by_index(v, idx_dev, bins, dc::bin_op::plus);
+       }},
   };
   for (auto const &p : prims) {
     F32 const &in = std::string(p.name).find("times") != std::string::npos ? xp : x;
@@ -224,6 +234,44 @@ void copy_bandwidth(dc::index_t n, int reps) {
   std::printf("copy,device_to_device,%lld,%.4f,,,,%.0f\n", static_cast<long long>(n), ms, gbs);
 }
 
+// Issue 40's target: the `plus` histogram of n rows into 1000 bins with int64 indices already on
+// the device within 2x of the time its bytes (4 per value + 8 per index read) take at the copy
+// bandwidth -- a device-to-device copy moving as many bytes (6n read, 6n written), interleaved
+// with it; beside it the int32 indices (widened on the device first) and the host vector.
+void histogram_device_indices(dc::index_t n, int reps) {
+  dc::index_t const bins = 1000;
+  std::vector<dc::index_t> idx(static_cast<std::size_t>(n));
+  std::mt19937 g(3);
+  for (auto &k : idx)
+    k = std::uniform_int_distribution<dc::index_t>(0, bins - 1)(g);
+  std::vector<std::int32_t> const idx32(idx.begin(), idx.end());
+  auto const d64 = dc::tensor<std::int64_t>::from({n}, idx).to(dc::device::cuda(0));
+  auto const d32 = dc::tensor<std::int32_t>::from({n}, idx32).to(dc::device::cuda(0));
+  F32 const x = random_tensor(n, 1, 0.5f, 1.5f);
+  std::size_t const half = std::size_t(n) * 6; // bytes copied: 6n read + 6n written
+  char *src = nullptr, *dst = nullptr;
+  check(cudaMalloc(&src, half), "malloc"), check(cudaMalloc(&dst, half), "malloc");
+  check(cudaMemset(src, 0, half), "memset");
+  auto hist = [&](auto const &indices) {
+    return [&x, &indices] { (void)dc::reduce_by_index(x, indices, bins, dc::bin_op::plus); };
+  };
+  auto t = interleaved(
+      {[&] { check(cudaMemcpyAsync(dst, src, half, cudaMemcpyDeviceToDevice), "copy"); }, hist(d64),
+       hist(d32), hist(idx)},
+      reps);
+  cudaFree(src), cudaFree(dst);
+  char const *names[] = {"copy_12_bytes_per_row", "histogram_plus_device_int64",
+                         "histogram_plus_device_int32", "histogram_plus_host_vector"};
+  for (int v = 0; v < 4; ++v) {
+    double const ratio = paired_ratio(t[std::size_t(v)], t[0]);
+    std::printf("histogram_bytes_over_copy,%s,%lld,%.4f,%.2f,%s,%s,%.0f\n", names[v],
+                static_cast<long long>(n), median(t[std::size_t(v)]), ratio, v == 1 ? "<= 2" : "",
+                v == 1 ? (ratio <= 2 ? "yes" : "no") : "",
+                12.0 * double(n) / (median(t[std::size_t(v)]) * 1e6));
+  }
+  std::fflush(stdout);
+}
+
 } // namespace
 
 int main(int argc, char **argv) {
@@ -247,5 +295,6 @@ int main(int argc, char **argv) {
   std::printf("benchmark,variant,size,median_ms,paired_ratio,target,met,gb_per_s\n");
   copy_bandwidth(n, reps);
   grad_over_primal(n, reps);
+  histogram_device_indices(n, reps);
   stencils_and_conv(reps, n < 10'000'000);
 }

@@ -13,6 +13,7 @@ std::string dualcast_gpu_tape_mlp_case();
 std::string dualcast_gpu_tape_ops_case();
 std::string dualcast_gpu_tape_primitives_case();
 std::string dualcast_gpu_tape_torch_ops_case();
+std::string dualcast_gpu_tape_index_tensors_case();
 std::string dualcast_gpu_kernel_law_float();
 std::string dualcast_gpu_kernel_law_double();
 std::string dualcast_gpu_tape_law();
@@ -76,6 +77,12 @@ TEST_CASE("tape case on the CUDA backend: PyTorch-style operations") {
   if (skip_without_gpu())
     return;
   CHECK(dualcast_gpu_tape_torch_ops_case() == "");
+}
+// The index operations reading integer index tensors made on the device (no host copy per call).
+TEST_CASE("tape case on the CUDA backend: index operations with integer index tensors") {
+  if (skip_without_gpu())
+    return;
+  CHECK(dualcast_gpu_tape_index_tensors_case() == "");
 }
 
 // CPU == GPU: the same inputs through both backends, compared directly (tests/cases/kernel_law.hpp

@@ -22,6 +22,9 @@ TEST_CASE("tape case on the CPU backend: parallel primitives and a divergent fus
 TEST_CASE("tape case on the CPU backend: PyTorch-style operations") {
   CHECK(torch_ops_case(dc::device::host()) == "");
 }
+TEST_CASE("tape case on the CPU backend: index operations with integer index tensors") {
+  CHECK(index_tensors_case(dc::device::host()) == "");
+}
 // The CPU == GPU law's tape side on the host: a 1-thread and a 2-thread executor give the same
 // bits in every case and mode (on a GPU, tests/cuda/tape_cases_gpu.cu compares the host to CUDA).
 TEST_CASE("tape law on the CPU backend: 1 thread == 2 threads, bit for bit") {

@@ -9,6 +9,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdint>
 #include <cstring>
 #include <functional>
 #include <limits>
@@ -321,6 +322,51 @@ inline tape_problem torch_ops_problem() {
 }
 inline std::string torch_ops_case(dc::device d) { return check_tape_case(torch_ops_problem(), d); }
 
+// The index operations with integer index tensors made on the device (tensor<std::int32_t> /
+// <std::int64_t>, uploaded once or produced there by argmax): index_select, gather at argmax's
+// positions, index_add, scatter_add, scatter (duplicates: the last wins), reduce_by_index (plus
+// privatized and sorted, max) -- the kernels read the indices from the device's memory.
+inline tape_problem index_tensors_problem() {
+  tape_fn f = [](std::vector<var64> const &v) {
+    var64 const &x = v[0], &w = v[1]; // (3, 4), (2, 75)
+    auto dev = x.value().dev();
+    using i32 = dc::tensor<std::int32_t>;
+    using i64 = dc::tensor<std::int64_t>;
+    std::vector<std::int32_t> colliding;
+    for (std::int32_t k = 0; k < 80; ++k)
+      colliding.push_back((k * k + 3) % 75 - (k % 3 == 0 ? 75 : 0)); // some counted from the end
+    std::vector<std::int64_t> scatter_at;
+    for (std::int64_t k = 0; k < 80; ++k)
+      scatter_at.push_back((k * 7) % 33);
+    std::vector<std::int32_t> bins(75);
+    for (std::size_t k = 0; k < bins.size(); ++k)
+      bins[k] = std::int32_t((k * 5) % 4) - (k == 7 ? 2 : 0); // 3 bins, some rows outside
+    var64 parts[] = {
+        dc::index_select(w, 1, i32::from({80}, colliding).to(dev)),
+        dc::gather(x, 1, dc::argmax<std::int64_t>(x, 1, true)),
+        dc::gather(w, 0, dc::argmin<std::int32_t>(w, 0, true)),
+        dc::index_add(x, 1, i64::from({3}, {2, 0, -2}).to(dev), dc::slice(x, 1, 0, 3) * 0.5),
+        dc::scatter_add(x, 0, i32::from({1, 4}, {2, 0, 1, 2}).to(dev), dc::slice(x, 0, 1, 2)),
+        dc::scatter(w, 1, i64::from({2, 40}, scatter_at).to(dev).slice(0, 0, 2),
+                    dc::slice(w, 1, 10, 50) * 0.5),
+        dc::reduce_by_index(dc::transpose(w, 0, 1), i32::from({75}, bins).to(dev), 3,
+                            dc::bin_op::plus),
+        dc::reduce_by_index(dc::transpose(w, 0, 1), i32::from({75}, bins).to(dev), 3,
+                            dc::bin_op::max),
+    };
+    var64 total = weigh(parts[0]);
+    for (std::size_t i = 1; i < std::size(parts); ++i)
+      total = total + weigh(parts[i]);
+    return total;
+  };
+  return {"index operations with integer index tensors on the device",
+          f,
+          {random_host({3, 4}, 45), random_host({2, 75}, 46)}};
+}
+inline std::string index_tensors_case(dc::device d) {
+  return check_tape_case(index_tensors_problem(), d);
+}
+
 // Problems run on the host with a 1-thread executor and on device d with a 2-thread one (for the
 // host tensors), mode by mode (fused store, fused recompute, unfused), the losses and gradients
 // compared: bit for bit when `rel` is 0, else within rel times max(|a|, |b|, 1).
@@ -356,7 +402,7 @@ inline std::string same_on(std::vector<tape_problem> const &problems, dc::device
 // CPU's.
 inline std::string tape_law(dc::device d, int ulps) {
   return same_on({lstm_step_problem(), mlp_problem(), ops_problem(), primitives_problem(),
-                  torch_ops_problem()},
+                  torch_ops_problem(), index_tensors_problem()},
                  d, ulps * std::numeric_limits<double>::epsilon());
 }
 

@@ -27,6 +27,9 @@ std::string dualcast_gpu_tape_primitives_case() {
 std::string dualcast_gpu_tape_torch_ops_case() {
   return dualcast_tests::torch_ops_case(dualcast::device::cuda(0));
 }
+std::string dualcast_gpu_tape_index_tensors_case() {
+  return dualcast_tests::index_tensors_case(dualcast::device::cuda(0));
+}
 // CPU == GPU, the tape's side: every case on host tensors and on CUDA tensors, within 256 ulp of
 // double (GPU reductions add in another order; see tests/cases/tape_cases.hpp).
 std::string dualcast_gpu_tape_law() {

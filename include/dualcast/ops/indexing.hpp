@@ -8,9 +8,10 @@
 //   masked_select(x, mask)              // the elements where mask != 0, 1-D
 // Negative indices count from the end (-1: the last), like PyTorch; an index outside
 // [-extent, extent) throws dualcast::index_error naming the index and the bound.
-// Both run on the operand's device (the indices are copied there); the adjoints are
-// scatter-adds without atomics (index_lines below). On a tape over duals (host only) each
-// operation runs on the value and on each partial apart: all are linear.
+// The indices are integer tensors (tensor<std::int32_t> / <std::int64_t>) on the operand's
+// device, which stay there, or host conveniences (std::vector<index_t>, index_array) copied
+// there; the adjoints are scatter-adds without atomics (index_lines below). On a tape over duals
+// (host only) each operation runs on the value and on each partial apart: all are linear.
 #pragma once
 
 #include <dualcast/ops/detail/dual_parts.hpp>
@@ -132,22 +133,105 @@ template <class T, bool Scatter> struct index_lines {
   }
 };
 
-// The indices in a block of the device's memory (in the ABI namespace: the copy differs between
-// nvcc and host-compiler translation units, tensor/detail/device_dispatch.hpp).
+// The indices as a 1-D tensor on d (in the ABI namespace: the copy differs between nvcc and
+// host-compiler translation units, tensor/detail/device_dispatch.hpp).
 inline namespace DUALCAST_TAPE_ABI {
-inline std::shared_ptr<storage> upload_indices(char const *op, std::vector<index_t> const &v,
-                                               device const &d) {
-  auto st = storage::allocate(v.size() * sizeof(index_t), d, default_resource(d));
-  copy_bytes(op, st->data(), d, v.data(), device::host(), v.size() * sizeof(index_t));
-  return st;
+inline tensor<index_t> upload_indices(char const *op, std::vector<index_t> const &v,
+                                      device const &d) {
+  auto t = tensor<index_t>::empty(shape{index_t(v.size())}, d);
+  copy_bytes(op, t.raw_data(), d, v.data(), device::host(), v.size() * sizeof(index_t));
+  return t;
 }
 } // namespace DUALCAST_TAPE_ABI
+
+// Integer tensors as indices: I must be std::int32_t or std::int64_t (a float tensor is refused
+// at compile time), on the operand's device.
+template <class I>
+void require_index_tensor(char const *op, tensor<I> const &idx, device const &d) {
+  static_assert(is_index_element_v<I>,
+                "dualcast: indices are a tensor<std::int32_t> or tensor<std::int64_t> (or a "
+                "std::vector<index_t>), not a tensor of floating-point values");
+  if (!idx.defined())
+    throw error(std::string(op) + ": the index tensor is undefined");
+  if (!(idx.dev() == d))
+    throw device_error(std::string(op) + ": indices on " + to_string(idx.dev()) +
+                       " but the operand on " + to_string(d) +
+                       " (move them with tensor::to; indices are not copied between devices)");
+}
+
+// dst[i] = src[i] as index_t, negative counted from the end of [-bound, bound); *bad = 1 where
+// one is out of range (all writers store the same value). The device-side check: its flag is the
+// one value copied back.
+template <class I> struct normalize_indices {
+  I const *src;
+  index_t *dst, *bad;
+  index_t bound;
+  DUALCAST_HD void operator()(index_t i) const {
+    index_t const v = index_t(src[i]);
+    if (v < -bound || v >= bound) {
+      *bad = 1;
+      dst[i] = 0;
+    } else {
+      dst[i] = v < 0 ? v + bound : v;
+    }
+  }
+};
+// dst[i] = src[i] as index_t, unchecked (reduce_by_index ignores out-of-range indices).
+template <class I> struct widen_indices {
+  I const *src;
+  index_t *dst;
+  DUALCAST_HD void operator()(index_t i) const { dst[i] = index_t(src[i]); }
+};
+
+// The indices of idx (any shape, on its device), checked against [-bound, bound) and normalised,
+// as a contiguous index_t tensor of idx's shape on the same device. Host indices are checked on
+// the host (the first bad one named, as checked_indices does); device indices by a pass on the
+// device that raises a flag, copied back (one value); only when it is raised are the indices
+// copied to the host to name the first bad one with the same message.
+template <class I>
+tensor<index_t> normalized_indices(char const *op, cpu const &host, tensor<I> const &idx,
+                                   index_t bound, int axis) {
+  tensor<I> const c = idx.contiguous();
+  auto r = tensor<index_t>::empty(idx.dims(), idx.dev());
+  index_t const n = idx.size();
+  if (idx.dev().is_host()) {
+    for (index_t i = 0; i < n; ++i)
+      r.raw_data()[i] = check_index(op, index_t(c.data()[i]), i, bound, axis);
+    return r;
+  }
+  auto flag = tensor<index_t>::zeros(shape{}, idx.dev());
+  on_device(op, idx.dev(), host, [&](auto const &ex) {
+    dualcast::for_each(ex, n, normalize_indices<I>{c.data(), r.raw_data(), flag.raw_data(), bound});
+  });
+  if (flag.item() != 0) {
+    auto const v = c.to_vector();
+    for (index_t i = 0; i < n; ++i)
+      check_index(op, index_t(v[std::size_t(i)]), i, bound, axis);
+  }
+  return r;
+}
+// The indices as a contiguous index_t tensor on their device, unchecked: idx itself where it is
+// one (no copy), else widened by one pass on its device.
+template <class I>
+tensor<index_t> widened_indices(char const *op, cpu const &host, tensor<I> const &idx) {
+  if constexpr (std::is_same_v<I, index_t>) {
+    return idx.contiguous();
+  } else {
+    tensor<I> const c = idx.contiguous();
+    auto r = tensor<index_t>::empty(idx.dims(), idx.dev());
+    on_device(op, idx.dev(), host, [&](auto const &ex) {
+      dualcast::for_each(ex, c.size(), widen_indices<I>{c.data(), r.raw_data()});
+    });
+    return r;
+  }
+}
 
 // Runs the lines of y (shape ys_) against x: gather (Scatter = false: y = x[idx]) or scatter-add
 // (true: x += y at idx; x = y at idx with overwrite), on x's device.
 template <bool Scatter, class T>
 void run_index_lines(char const *op, cpu const &host, tensor<T> const &x, tensor<T> const &y,
-                     int axis, storage const &idx, bool per_element, bool overwrite = false) {
+                     int axis, tensor<index_t> const &idx, bool per_element,
+                     bool overwrite = false) {
   index_lines<T, Scatter> f;
   f.rank = y.rank();
   f.axis = axis;
@@ -155,7 +239,7 @@ void run_index_lines(char const *op, cpu const &host, tensor<T> const &x, tensor
     f.ext[d] = y.extent(d), f.xs[d] = x.stride(d), f.ys[d] = y.stride(d);
   f.src = Scatter ? y.data() : x.data();
   f.dst = Scatter ? x.raw_data() : y.raw_data(); // (a gradient, or a fresh result)
-  f.idx = static_cast<index_t const *>(idx.data());
+  f.idx = idx.data();
   f.per_element = per_element;
   f.overwrite = overwrite;
   index_t n_ax = y.extent(axis), lines = n_ax > 0 ? y.size() / n_ax : 0;
@@ -165,8 +249,8 @@ void run_index_lines(char const *op, cpu const &host, tensor<T> const &x, tensor
 // plain lines on each part (the value, then each partial): the values are the plain tape's bits.
 template <bool Scatter, class R, int K>
 void run_index_lines(char const *op, cpu const &host, tensor<dual<R, K>> const &x,
-                     tensor<dual<R, K>> const &y, int axis, storage const &idx, bool per_element,
-                     bool overwrite = false) {
+                     tensor<dual<R, K>> const &y, int axis, tensor<index_t> const &idx,
+                     bool per_element, bool overwrite = false) {
   for (int c = -1; c < K; ++c) {
     tensor<R> xc = dual_component(x, c);
     tensor<R> yc = Scatter ? dual_component(y, c) : tensor<R>::empty(y.dims(), y.dev());
@@ -179,62 +263,97 @@ void run_index_lines(char const *op, cpu const &host, tensor<dual<R, K>> const &
 }
 } // namespace detail
 
-template <var_like X>
-auto index_select(X const &xin, int axis, std::vector<index_t> const &indices) {
+// index_select with the indices in a 1-D integer tensor on x's device (they stay there: checked
+// there, see detail::normalized_indices).
+template <var_like X, class I> auto index_select(X const &xin, int axis, tensor<I> const &indices) {
   DUALCAST_REFUSE_FLOAT16("index_select", X);
   using T = typename detail::var_of_t<X>::value_type;
   char const *op = "dualcast::index_select";
   auto const &x = detail::as_var(xin);
+  detail::require_index_tensor(op, indices, x.value().dev());
   int ax = detail::normalize_axis(op, axis, x.rank());
+  if (indices.rank() != 1)
+    throw shape_error(std::string(op) + ": indices of shape " + to_string(indices.dims()) +
+                      " (want one axis)");
   shape s = x.dims();
-  s.ext[ax] = index_t(indices.size());
+  s.ext[ax] = indices.size();
   auto const on_stream = detail::tape_stream_scope(x.owner(), x.value().dev());
-  auto idx = detail::upload_indices(op, detail::checked_indices(op, indices, x.dims().ext[ax], ax),
-                                    x.value().dev());
+  auto idx = detail::normalized_indices(op, detail::ambient_cpu(), indices, x.dims().ext[ax], ax);
   return custom_op(
       "index_select",
       [&](auto const &, auto &ctx, tensor<T> const &xv) {
         tensor<T> y = tensor<T>::empty(s, xv.dev());
-        detail::run_index_lines<false>(op, ctx.host(), xv, y, ax, *idx, false);
+        detail::run_index_lines<false>(op, ctx.host(), xv, y, ax, idx, false);
         return y;
       },
       [ax, idx, op](auto const &, auto const &, auto &g) {
         if (g.needs(0))
-          detail::run_index_lines<true>(op, g.host(), g.zeroed(0), g.out(0), ax, *idx, false);
+          detail::run_index_lines<true>(op, g.host(), g.zeroed(0), g.out(0), ax, idx, false);
       },
       x);
 }
+// The convenience: indices from the host, copied to x's device.
+template <var_like X>
+auto index_select(X const &xin, int axis, std::vector<index_t> const &indices) {
+  auto const &x = detail::as_var(xin);
+  auto const on_stream = detail::tape_stream_scope(x.owner(), x.value().dev());
+  return index_select(x, axis,
+                      detail::upload_indices("dualcast::index_select", indices, x.value().dev()));
+}
 
-template <var_like X> auto gather(X const &xin, int axis, index_array const &index) {
+// gather with the index in an integer tensor of x's rank on x's device.
+template <var_like X, class I> auto gather(X const &xin, int axis, tensor<I> const &index) {
   DUALCAST_REFUSE_FLOAT16("gather", X);
   using T = typename detail::var_of_t<X>::value_type;
   char const *op = "dualcast::gather";
   auto const &x = detail::as_var(xin);
+  detail::require_index_tensor(op, index, x.value().dev());
   int ax = detail::normalize_axis(op, axis, x.rank());
-  if (index.dims.rank != x.rank() || index_t(index.values.size()) != index.dims.size())
-    throw shape_error(std::string(op) + ": index of shape " + to_string(index.dims) + " (" +
-                      std::to_string(index.values.size()) +
-                      " values) does not fit input of shape " + to_string(x.dims()));
+  shape const is = index.dims();
+  if (is.rank != x.rank())
+    throw shape_error(std::string(op) + ": index of shape " + to_string(is) + " (" +
+                      std::to_string(is.size()) + " values) does not fit input of shape " +
+                      to_string(x.dims()));
   for (int d = 0; d < x.rank(); ++d)
-    if (d != ax && index.dims.ext[d] != x.dims().ext[d])
-      throw shape_error(std::string(op) + ": index shape " + to_string(index.dims) +
+    if (d != ax && is.ext[d] != x.dims().ext[d])
+      throw shape_error(std::string(op) + ": index shape " + to_string(is) +
                         " differs from input shape " + to_string(x.dims()) + " outside axis " +
                         std::to_string(ax));
   auto const on_stream = detail::tape_stream_scope(x.owner(), x.value().dev());
-  auto idx = detail::upload_indices(
-      op, detail::checked_indices(op, index.values, x.dims().ext[ax], ax), x.value().dev());
+  auto idx = detail::normalized_indices(op, detail::ambient_cpu(), index, x.dims().ext[ax], ax);
   return custom_op(
       "gather",
       [&](auto const &, auto &ctx, tensor<T> const &xv) {
-        tensor<T> y = tensor<T>::empty(index.dims, xv.dev());
-        detail::run_index_lines<false>(op, ctx.host(), xv, y, ax, *idx, true);
+        tensor<T> y = tensor<T>::empty(is, xv.dev());
+        detail::run_index_lines<false>(op, ctx.host(), xv, y, ax, idx, true);
         return y;
       },
       [ax, idx, op](auto const &, auto const &, auto &g) {
         if (g.needs(0))
-          detail::run_index_lines<true>(op, g.host(), g.zeroed(0), g.out(0), ax, *idx, true);
+          detail::run_index_lines<true>(op, g.host(), g.zeroed(0), g.out(0), ax, idx, true);
       },
       x);
+}
+
+namespace detail {
+// An index_array as an index tensor on d (its values counted against its shape first; xs: the
+// input's shape, for the message).
+inline tensor<index_t> index_tensor(char const *op, index_array const &index, shape const &xs,
+                                    device const &d) {
+  if (index_t(index.values.size()) != index.dims.size())
+    throw shape_error(std::string(op) + ": index of shape " + to_string(index.dims) + " (" +
+                      std::to_string(index.values.size()) +
+                      " values) does not fit input of shape " + to_string(xs));
+  return upload_indices(op, index.values, d).reshape(index.dims);
+}
+} // namespace detail
+
+// The convenience: the index from the host, copied to x's device.
+template <var_like X> auto gather(X const &xin, int axis, index_array const &index) {
+  auto const &x = detail::as_var(xin);
+  auto const on_stream = detail::tape_stream_scope(x.owner(), x.value().dev());
+  return gather(x, axis,
+                detail::index_tensor("dualcast::gather", index, x.dims(), x.value().dev()));
 }
 
 namespace detail {
@@ -249,7 +368,7 @@ tensor<T> flipped(char const *op, cpu const &host, tensor<T> t, std::vector<bool
     for (index_t i = 0; i < n; ++i)
       rev[std::size_t(i)] = n - 1 - i;
     tensor<T> y = tensor<T>::empty(t.dims(), t.dev());
-    run_index_lines<false>(op, host, t, y, d, *upload_indices(op, rev, t.dev()), false);
+    run_index_lines<false>(op, host, t, y, d, upload_indices(op, rev, t.dev()), false);
     t = y;
   }
   return t.contiguous();

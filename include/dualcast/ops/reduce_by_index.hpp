@@ -60,7 +60,7 @@ namespace detail {
 // The rows of each bin: order[start[b] .. start[b + 1]) are bin b's rows, increasing; idx the
 // indices themselves. All on the values' device. chunk: rows per chunk of the privatized plus.
 struct bin_rows {
-  std::shared_ptr<storage> start, order, idx;
+  tensor<index_t> start, order, idx;
   index_t n = 0, bins = 0, chunk = 0;
 };
 
@@ -77,24 +77,32 @@ inline bool bins_privatized(bin_op op, index_t n, index_t bins, index_t chunk) {
   return op == bin_op::plus && bins > 0 && n > 0 && bin_chunks(n, chunk) * bins <= n;
 }
 
-// The indices on dev, and unless the privatized `plus` serves op (bins_privatized) the rows by
-// bin.
-inline bin_rows sort_by_bin(char const *op, std::vector<index_t> const &indices, index_t n,
-                            index_t bins, bin_op bop, device const &dev) {
+// The indices on dev (a 1-D integer tensor of n entries there, used in place where it holds
+// contiguous index_t, else widened on dev), and unless the privatized `plus` serves op
+// (bins_privatized) the rows by bin: a counting sort on the host, to which device indices are
+// copied for it.
+template <class I>
+bin_rows sort_by_bin(char const *op, tensor<I> const &indices, index_t n, index_t bins, bin_op bop,
+                     device const &dev) {
+  require_index_tensor(op, indices, dev);
   if (bins < 0)
     throw shape_error(std::string(op) + ": negative number of bins " + std::to_string(bins));
-  if (index_t(indices.size()) != n)
+  if (indices.rank() != 1)
+    throw shape_error(std::string(op) + ": indices of shape " + to_string(indices.dims()) +
+                      " (want one axis)");
+  if (indices.size() != n)
     throw shape_error(std::string(op) + ": " + std::to_string(indices.size()) + " indices for " +
                       std::to_string(n) + " rows of values");
   bin_rows r;
-  r.idx = upload_indices(op, indices, dev);
+  r.idx = widened_indices(op, ambient_cpu(), indices);
   r.n = n;
   r.bins = bins;
   r.chunk = bin_chunk_rows(dev);
   if (bins_privatized(bop, n, bins, r.chunk))
     return r;
+  std::vector<index_t> const host = r.idx.to_vector();
   std::vector<index_t> start(std::size_t(bins) + 1, 0), order;
-  for (index_t k : indices)
+  for (index_t k : host)
     if (k >= 0 && k < bins)
       ++start[std::size_t(k) + 1];
   for (index_t b = 0; b < bins; ++b)
@@ -102,7 +110,7 @@ inline bin_rows sort_by_bin(char const *op, std::vector<index_t> const &indices,
   order.resize(std::size_t(start[std::size_t(bins)]));
   std::vector<index_t> next(start.begin(), start.end() - 1);
   for (index_t i = 0; i < n; ++i) {
-    index_t const k = indices[std::size_t(i)];
+    index_t const k = host[std::size_t(i)];
     if (k >= 0 && k < bins)
       order[std::size_t(next[std::size_t(k)]++)] = i;
   }
@@ -291,13 +299,12 @@ template <class Ex, class T>
 tensor<T> bins_forward_run(Ex const &ex, tensor<T> const &xc, bin_rows const &br, bin_op op,
                            index_t inner) {
   auto y = tensor<T>::empty(bins_shape(xc.dims(), br.bins), xc.dev());
-  if (!br.order) { // the privatized plus (bins_privatized)
+  if (!br.order.defined()) { // the privatized plus (bins_privatized)
     index_t const chunks = bin_chunks(br.n, br.chunk), size = br.bins * inner;
     auto part = tensor<T>::empty({chunks * size}, xc.dev());
     parallel_for(ex, chunks, br.chunk * inner,
-                 bins_chunk_sums<T>{xc.data(), part.raw_data(),
-                                    static_cast<index_t const *>(br.idx->data()), br.n, inner,
-                                    br.bins, br.chunk});
+                 bins_chunk_sums<T>{xc.data(), part.raw_data(), br.idx.data(), br.n, inner, br.bins,
+                                    br.chunk});
     index_t const group = bin_chunk_group(chunks), groups = bin_chunks(chunks, group);
     if (groups == 1) {
       parallel_for(ex, size, chunks,
@@ -316,8 +323,7 @@ tensor<T> bins_forward_run(Ex const &ex, tensor<T> const &xc, bin_rows const &br
     parallel_for(ex, br.bins * inner, per_bin,
                  bins_forward<T>{xc.data(),
                                  y.raw_data(),
-                                 {static_cast<index_t const *>(br.start->data()),
-                                  static_cast<index_t const *>(br.order->data()), inner},
+                                 {br.start.data(), br.order.data(), inner},
                                  op,
                                  op == bin_op::max ? -std::numeric_limits<T>::infinity()
                                                    : std::numeric_limits<T>::infinity()});
@@ -326,10 +332,11 @@ tensor<T> bins_forward_run(Ex const &ex, tensor<T> const &xc, bin_rows const &br
 
 } // namespace detail
 
-// reduce_by_index of a tensor: its value, on the tensor's device.
-template <class T>
-tensor<T> reduce_by_index(tensor<T> const &values, std::vector<index_t> const &indices,
-                          index_t bins, bin_op op) {
+// reduce_by_index of a tensor: its value, on the tensor's device; the indices a 1-D integer
+// tensor on that device (they stay there).
+template <class T, class I>
+tensor<T> reduce_by_index(tensor<T> const &values, tensor<I> const &indices, index_t bins,
+                          bin_op op) {
   char const *name = "dualcast::reduce_by_index";
   index_t const inner = detail::trailing_size(name, values.dims());
   index_t const n = values.dims().ext[0];
@@ -339,10 +346,17 @@ tensor<T> reduce_by_index(tensor<T> const &values, std::vector<index_t> const &i
   });
 }
 
+// The convenience: indices from the host, copied to the values' device.
+template <class T>
+tensor<T> reduce_by_index(tensor<T> const &values, std::vector<index_t> const &indices,
+                          index_t bins, bin_op op) {
+  return reduce_by_index(
+      values, detail::upload_indices("dualcast::reduce_by_index", indices, values.dev()), bins, op);
+}
+
 // reduce_by_index of a tape variable or lazy expression.
-template <var_like X>
-auto reduce_by_index(X const &values, std::vector<index_t> const &indices, index_t bins,
-                     bin_op op) {
+template <var_like X, class I>
+auto reduce_by_index(X const &values, tensor<I> const &indices, index_t bins, bin_op op) {
   DUALCAST_REFUSE_FLOAT16("reduce_by_index", X);
   using T = typename detail::var_of_t<X>::value_type;
   char const *name = "dualcast::reduce_by_index";
@@ -373,11 +387,9 @@ auto reduce_by_index(X const &values, std::vector<index_t> const &indices, index
           shape const xs = g.input_shape(0);
           g.add(0, detail::dual_componentwise(g.out(0), [&](tensor<R> const &gy) {
                   auto gx = tensor<R>::empty(xs, gy.dev());
-                  detail::parallel_for(
-                      ex, br.n * inner, 1,
-                      detail::bins_gather<R>{gy.data(), gx.raw_data(),
-                                             static_cast<index_t const *>(br.idx->data()), inner,
-                                             br.bins});
+                  detail::parallel_for(ex, br.n * inner, 1,
+                                       detail::bins_gather<R>{gy.data(), gx.raw_data(),
+                                                              br.idx.data(), inner, br.bins});
                   return gx;
                 }));
         },
@@ -400,28 +412,35 @@ auto reduce_by_index(X const &values, std::vector<index_t> const &indices, index
           device const dev = gy.dev();
           if (op == bin_op::plus) {
             auto gx = tensor<T>::empty(g.input_shape(0), dev);
-            detail::parallel_for(ex, ne, 1,
-                                 detail::bins_gather<T>{
-                                     gy.data(), gx.raw_data(),
-                                     static_cast<index_t const *>(br.idx->data()), inner, br.bins});
+            detail::parallel_for(
+                ex, ne, 1,
+                detail::bins_gather<T>{gy.data(), gx.raw_data(), br.idx.data(), inner, br.bins});
             g.add(0, std::move(gx));
             return;
           }
           auto gx = tensor<T>::zeros(g.input_shape(0), dev);
           index_t const per_bin = br.bins > 0 ? 2 * (br.n / br.bins + 1) : 1;
           if (br.bins * inner > 0)
-            detail::parallel_for(
-                ex, br.bins * inner, per_bin,
-                detail::bins_backward<T>{ctx.saved(0).data(),
-                                         gy.data(),
-                                         gx.raw_data(),
-                                         {static_cast<index_t const *>(br.start->data()),
-                                          static_cast<index_t const *>(br.order->data()), inner},
-                                         op});
+            detail::parallel_for(ex, br.bins * inner, per_bin,
+                                 detail::bins_backward<T>{ctx.saved(0).data(),
+                                                          gy.data(),
+                                                          gx.raw_data(),
+                                                          {br.start.data(), br.order.data(), inner},
+                                                          op});
           g.add(0, std::move(gx));
         },
         v);
   }
+}
+
+// The convenience: indices from the host, copied to the values' device.
+template <var_like X>
+auto reduce_by_index(X const &values, std::vector<index_t> const &indices, index_t bins,
+                     bin_op op) {
+  auto const &v = detail::as_var(values);
+  auto const on_stream = detail::tape_stream_scope(v.owner(), v.value().dev());
+  return reduce_by_index(
+      v, detail::upload_indices("dualcast::reduce_by_index", indices, v.value().dev()), bins, op);
 }
 
 } // namespace dualcast

@@ -51,22 +51,21 @@ struct scatter_mul_fn {
 };
 inline constexpr kernel<scatter_mul_fn> scatter_mul_kernel{scatter_mul_fn{}};
 
-// Checks index against x and src for scatter / scatter_add; returns the normalised indices.
-inline std::vector<index_t> scatter_indices(char const *op, shape const &xs, int ax,
-                                            index_array const &index, shape const &ss) {
-  if (index.dims.rank != xs.rank || index_t(index.values.size()) != index.dims.size())
-    throw shape_error(std::string(op) + ": index of shape " + to_string(index.dims) + " (" +
-                      std::to_string(index.values.size()) +
-                      " values) does not fit input of shape " + to_string(xs));
-  if (!(ss == index.dims))
+// Checks the index's shape (is) against x (xs) and src (ss) for scatter / scatter_add.
+inline void scatter_shapes(char const *op, shape const &xs, int ax, shape const &is,
+                           shape const &ss) {
+  if (is.rank != xs.rank)
+    throw shape_error(std::string(op) + ": index of shape " + to_string(is) + " (" +
+                      std::to_string(is.size()) + " values) does not fit input of shape " +
+                      to_string(xs));
+  if (!(ss == is))
     throw shape_error(std::string(op) + ": src of shape " + to_string(ss) +
-                      " differs from the index's shape " + to_string(index.dims));
+                      " differs from the index's shape " + to_string(is));
   for (int d = 0; d < xs.rank; ++d)
-    if (d != ax && index.dims.ext[d] > xs.ext[d])
-      throw shape_error(std::string(op) + ": index shape " + to_string(index.dims) +
+    if (d != ax && is.ext[d] > xs.ext[d])
+      throw shape_error(std::string(op) + ": index shape " + to_string(is) +
                         " exceeds input shape " + to_string(xs) + " outside axis " +
                         std::to_string(ax));
-  return checked_indices(op, index.values, xs.ext[ax], ax);
 }
 
 // 1 where an element of the index (row-major) is the last along `axis` to write its target,
@@ -93,30 +92,31 @@ std::vector<T> last_writers(shape const &s, int ax, std::vector<index_t> const &
   return w;
 }
 
-template <class X, class S>
-auto scatter_like(char const *op, char const *name, X const &x, int axis, index_array const &index,
+template <class X, class S, class I>
+auto scatter_like(char const *op, char const *name, X const &x, int axis, tensor<I> const &index,
                   S const &src, bool overwrite) {
   using T = operand_elem_t<X>;
   auto const &xo = as_operand(x);
   auto const &so = as_operand(src);
-  shape const xs = xo.dims(), ss = so.dims();
-  int const ax = normalize_axis(op, axis, xs.rank);
-  auto const norm = scatter_indices(op, xs, ax, index, ss);
+  shape const xs = xo.dims(), ss = so.dims(), is = index.dims();
   device const dev = value_of_input<T>(xo).dev();
+  require_index_tensor(op, index, dev);
+  int const ax = normalize_axis(op, axis, xs.rank);
+  scatter_shapes(op, xs, ax, is, ss);
   auto const on_stream = operands_stream_scope(dev, xo, so); // (CUDA: the tape's stream)
-  auto idx = upload_indices(op, norm, dev);
+  auto idx = normalized_indices(op, ambient_cpu(), index, xs.ext[ax], ax);
   using R = scalar_of_t<T>; // (T itself, or the real type of a tape over duals)
   tensor<R> winners;        // scatter with duplicates: which src elements survive
-  if (overwrite) {
-    auto w = last_writers<R>(index.dims, ax, norm, xs.ext[ax]);
+  if (overwrite) {          // (found on the host: device indices are copied there for it)
+    auto w = last_writers<R>(is, ax, idx.to_vector(), xs.ext[ax]);
     if (!w.empty())
-      winners = tensor<R>::from(index.dims, w).to(dev);
+      winners = tensor<R>::from(is, w).to(dev);
   }
   return custom_op(
       name,
       [&](auto const &, auto &ctx, tensor<T> const &xv, tensor<T> const &sv) {
         tensor<T> y = xv.clone();
-        run_index_lines<true>(op, ctx.host(), y, sv, ax, *idx, true, overwrite);
+        run_index_lines<true>(op, ctx.host(), y, sv, ax, idx, true, overwrite);
         return y;
       },
       [=](auto const &ex, auto const &, auto &g) {
@@ -124,16 +124,16 @@ auto scatter_like(char const *op, char const *name, X const &x, int axis, index_
         if (g.needs(0)) {
           if (overwrite) { // dy with zeros where src was written
             tensor<T> t = gy.clone();
-            run_index_lines<true>(op, g.host(), t, tensor<T>::zeros(index.dims, t.dev()), ax, *idx,
-                                  true, true);
+            run_index_lines<true>(op, g.host(), t, tensor<T>::zeros(is, t.dev()), ax, idx, true,
+                                  true);
             g.add(0, t);
           } else {
             g.add(0, gy);
           }
         }
         if (g.needs(1)) {
-          tensor<T> d = tensor<T>::empty(index.dims, gy.dev());
-          run_index_lines<false>(op, g.host(), gy, d, ax, *idx, true);
+          tensor<T> d = tensor<T>::empty(is, gy.dev());
+          run_index_lines<false>(op, g.host(), gy, d, ax, idx, true);
           if (winners.defined()) // (on duals: each part, a product by a constant)
             d = linear_parts(d, [&](tensor<R> c) {
               apply(ex, scatter_mul_kernel, out(c.raw_view()), c.cview(), winners.cview());
@@ -146,31 +146,35 @@ auto scatter_like(char const *op, char const *name, X const &x, int axis, index_
 }
 } // namespace detail
 
-template <class X, class S>
+template <class X, class I, class S>
 requires((var_like<X> || is_tensor_v<X>)&&(var_like<S> || is_tensor_v<S>)) auto index_add(
-    X const &x, int axis, std::vector<index_t> const &indices, S const &src) {
+    X const &x, int axis, tensor<I> const &indices, S const &src) {
   DUALCAST_REFUSE_FLOAT16("index_add", X, S);
   using T = detail::operand_elem_t<X>;
   char const *op = "dualcast::index_add";
   auto const &xo = detail::as_operand(x);
   auto const &so = detail::as_operand(src);
   shape const xs = xo.dims(), ss = so.dims();
+  device const dev = detail::value_of_input<T>(xo).dev();
+  detail::require_index_tensor(op, indices, dev);
   int const ax = detail::normalize_axis(op, axis, xs.rank);
+  if (indices.rank() != 1)
+    throw shape_error(std::string(op) + ": indices of shape " + to_string(indices.dims()) +
+                      " (want one axis)");
   shape want = xs;
-  want.ext[ax] = index_t(indices.size());
+  want.ext[ax] = indices.size();
   if (!(ss == want))
     throw shape_error(std::string(op) + ": src of shape " + to_string(ss) + " for input " +
                       to_string(xs) + " and " + std::to_string(indices.size()) +
                       " indices along axis " + std::to_string(ax) + " (want " + to_string(want) +
                       ")");
-  auto const on_stream = detail::operands_stream_scope(detail::value_of_input<T>(xo).dev(), xo, so);
-  auto idx = detail::upload_indices(op, detail::checked_indices(op, indices, xs.ext[ax], ax),
-                                    detail::value_of_input<T>(xo).dev());
+  auto const on_stream = detail::operands_stream_scope(dev, xo, so);
+  auto idx = detail::normalized_indices(op, detail::ambient_cpu(), indices, xs.ext[ax], ax);
   return custom_op(
       "index_add",
       [&](auto const &, auto &ctx, tensor<T> const &xv, tensor<T> const &sv) {
         tensor<T> y = xv.clone();
-        detail::run_index_lines<true>(op, ctx.host(), y, sv, ax, *idx, false);
+        detail::run_index_lines<true>(op, ctx.host(), y, sv, ax, idx, false);
         return y;
       },
       [ss, ax, idx, op](auto const &, auto const &, auto &g) {
@@ -179,24 +183,54 @@ requires((var_like<X> || is_tensor_v<X>)&&(var_like<S> || is_tensor_v<S>)) auto 
           g.add(0, gy);
         if (g.needs(1)) { // index_select of dy
           tensor<T> d = tensor<T>::empty(ss, gy.dev());
-          detail::run_index_lines<false>(op, g.host(), gy, d, ax, *idx, false);
+          detail::run_index_lines<false>(op, g.host(), gy, d, ax, idx, false);
           g.add(1, d);
         }
       },
       xo, so);
 }
 
+// The convenience: indices from the host, copied to x's device.
 template <class X, class S>
+requires((var_like<X> || is_tensor_v<X>)&&(var_like<S> || is_tensor_v<S>)) auto index_add(
+    X const &x, int axis, std::vector<index_t> const &indices, S const &src) {
+  auto const &xo = detail::as_operand(x);
+  auto const &so = detail::as_operand(src);
+  device const dev = detail::value_of_input<detail::operand_elem_t<X>>(xo).dev();
+  auto const on_stream = detail::operands_stream_scope(dev, xo, so);
+  return index_add(xo, axis, detail::upload_indices("dualcast::index_add", indices, dev), so);
+}
+
+template <class X, class I, class S>
 requires((var_like<X> || is_tensor_v<X>)&&(var_like<S> || is_tensor_v<S>)) auto scatter_add(
-    X const &x, int axis, index_array const &index, S const &src) {
+    X const &x, int axis, tensor<I> const &index, S const &src) {
   DUALCAST_REFUSE_FLOAT16("scatter_add", X, S);
   return detail::scatter_like("dualcast::scatter_add", "scatter_add", x, axis, index, src, false);
 }
 template <class X, class S>
-requires((var_like<X> || is_tensor_v<X>)&&(var_like<S> || is_tensor_v<S>)) auto scatter(
+requires((var_like<X> || is_tensor_v<X>)&&(var_like<S> || is_tensor_v<S>)) auto scatter_add(
     X const &x, int axis, index_array const &index, S const &src) {
+  auto const &xo = detail::as_operand(x);
+  auto const &so = detail::as_operand(src);
+  device const dev = detail::value_of_input<detail::operand_elem_t<X>>(xo).dev();
+  auto const on_stream = detail::operands_stream_scope(dev, xo, so);
+  return scatter_add(xo, axis, detail::index_tensor("dualcast::scatter_add", index, xo.dims(), dev),
+                     so);
+}
+template <class X, class I, class S>
+requires((var_like<X> || is_tensor_v<X>)&&(var_like<S> || is_tensor_v<S>)) auto scatter(
+    X const &x, int axis, tensor<I> const &index, S const &src) {
   DUALCAST_REFUSE_FLOAT16("scatter", X, S);
   return detail::scatter_like("dualcast::scatter", "scatter", x, axis, index, src, true);
+}
+template <class X, class S>
+requires((var_like<X> || is_tensor_v<X>)&&(var_like<S> || is_tensor_v<S>)) auto scatter(
+    X const &x, int axis, index_array const &index, S const &src) {
+  auto const &xo = detail::as_operand(x);
+  auto const &so = detail::as_operand(src);
+  device const dev = detail::value_of_input<detail::operand_elem_t<X>>(xo).dev();
+  auto const on_stream = detail::operands_stream_scope(dev, xo, so);
+  return scatter(xo, axis, detail::index_tensor("dualcast::scatter", index, xo.dims(), dev), so);
 }
 
 } // namespace dualcast

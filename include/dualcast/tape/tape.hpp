@@ -74,6 +74,10 @@ inline namespace DUALCAST_TAPE_ABI {
 
 // A tensor on a tape: a value and, if it requires gradients, a gradient slot.
 template <class T> class var {
+  static_assert(!std::is_integral_v<T>,
+                "dualcast::var: integer tensors (indices) are never differentiable and cannot be "
+                "tape variables; pass them to the index operations as plain tensors");
+
 public:
   using value_type = T;
   var() = default;

@@ -1,5 +1,6 @@
 // dualcast/tensor/tensor.hpp: owning, strided arrays of float, double, bfloat16 or half on a
-// device.
+// device, and of std::int32_t / std::int64_t for indices (storage, views, copies and fills only:
+// no arithmetic, never on a tape).
 //
 //   auto x = dualcast::tensor<float>::zeros({256, 1024});
 //   auto t = x.transposed();                 // a view: shares storage, no copy
@@ -30,6 +31,7 @@
 #include <dualcast/tensor/detail/dual_elements.hpp>
 #include <dualcast/tensor/memory.hpp>
 
+#include <cstdint>
 #include <cstring>
 #include <initializer_list>
 #include <limits>
@@ -53,6 +55,26 @@ struct add_fn {
 struct scale_fn {
   template <class X, class A> DUALCAST_HD auto operator()(X const &x, A const &a) const {
     return x * a;
+  }
+};
+// The element loop of integer tensors (no kernels over integers: kernels compute in float or
+// double): dst[i] = src[i] (src broadcast to dst's shape), or dst[i] = value without src; i over
+// dst's elements in row-major order, strides in elements.
+template <class T> struct strided_int_copy {
+  int rank = 0;
+  index_t ext[max_rank] = {}, ds[max_rank] = {}, ss[max_rank] = {};
+  T *dst = nullptr;
+  T const *src = nullptr;
+  T value = T(0);
+  DUALCAST_HD void operator()(index_t i) const {
+    index_t d = 0, s = 0;
+    for (int k = rank - 1; k >= 0; --k) {
+      index_t const c = i % ext[k];
+      i /= ext[k];
+      d += c * ds[k];
+      s += c * ss[k];
+    }
+    dst[d] = src ? src[s] : value;
   }
 };
 inline constexpr kernel<copy_fn> copy_kernel{copy_fn{}};
@@ -93,12 +115,18 @@ private:
   storage *st_;
 };
 
+// Integer element types a tensor may hold: indices (index_select, gather, scatter, index_add,
+// reduce_by_index, argmax / argmin), kept on their device.
+template <class T>
+inline constexpr bool is_index_element_v =
+    std::is_same_v<T, std::int32_t> || std::is_same_v<T, std::int64_t>;
+
 template <class T> class tensor {
   static_assert(std::is_same_v<T, float> || std::is_same_v<T, double> || is_dual_v<T> ||
-                    is_float16_v<T>,
+                    is_float16_v<T> || is_index_element_v<T>,
                 "dualcast::tensor holds float, double, bfloat16 or half (16-bit storage, computed "
-                "in float: docs/mixed-precision.md), or dual numbers of float / double (a tape "
-                "over duals, forward over reverse)");
+                "in float: docs/mixed-precision.md), dual numbers of float / double (a tape "
+                "over duals, forward over reverse), or std::int32_t / std::int64_t indices");
 
 public:
   using value_type = T;
@@ -289,7 +317,10 @@ public:
 
   // ---- in place (bump the version) ------------------------------------------------------------
   tensor const &fill_(T v) const {
-    if constexpr (is_dual_v<T>) { // (plain loops: tensor/detail/dual_elements.hpp)
+    if constexpr (is_index_element_v<T>) {
+      bump_version();
+      int_copy("fill_", raw_view(), nullptr, v);
+    } else if constexpr (is_dual_v<T>) { // (plain loops: tensor/detail/dual_elements.hpp)
       detail::dual_host_only("dualcast::tensor::fill_", dev());
       detail::each_element(
           shape_, [&](T &y) { y = v; }, mview());
@@ -308,6 +339,8 @@ public:
   }
   // this += src (src broadcast to this shape).
   tensor const &add_(tensor const &src) const {
+    static_assert(!is_index_element_v<T>, "dualcast::tensor::add_: no arithmetic on integer "
+                                          "(index) tensors");
     detail::common_device("dualcast::tensor::add_", dev(), src.dev());
     if constexpr (is_dual_v<T>) {
       detail::dual_host_only("dualcast::tensor::add_", dev());
@@ -321,6 +354,8 @@ public:
     return *this;
   }
   tensor const &scale_(T a) const {
+    static_assert(!is_index_element_v<T>, "dualcast::tensor::scale_: no arithmetic on integer "
+                                          "(index) tensors");
     if constexpr (is_dual_v<T>) {
       detail::dual_host_only("dualcast::tensor::scale_", dev());
       detail::each_element(
@@ -348,7 +383,9 @@ public:
     }
     if (copy_small_dense(src))
       return;
-    if constexpr (is_dual_v<T>) {
+    if constexpr (is_index_element_v<T>) {
+      int_copy("copy", raw_view(), src.data(), T(0), src.cview().broadcast_to(shape_));
+    } else if constexpr (is_dual_v<T>) {
       detail::dual_host_only("dualcast::tensor::copy", dev());
       detail::each_element(
           shape_, [](T &y, T const &x) { y = x; }, raw_view(), src.cview().broadcast_to(shape_));
@@ -392,6 +429,18 @@ public:
   }
 
 private:
+  // Integer tensors' fill and copy (detail::strided_int_copy), on this tensor's device.
+  void int_copy(char const *op, view<T> const &dst, T const *src, T v,
+                view<T const> const &from = {}) const {
+    detail::strided_int_copy<T> f;
+    f.rank = rank();
+    for (int k = 0; k < rank(); ++k)
+      f.ext[k] = extent(k), f.ds[k] = dst.stride(k), f.ss[k] = src ? from.stride(k) : 0;
+    f.dst = dst.data();
+    f.src = src;
+    f.value = v;
+    on_device(op, [&](auto const &ex) { dualcast::for_each(ex, size(), f); });
+  }
   template <class... I> index_t offset_of(I... i) const {
     index_t const idx[] = {index_t(i)..., 0};
     index_t off = 0;
