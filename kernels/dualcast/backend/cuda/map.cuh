@@ -169,12 +169,14 @@ DUALCAST_DEVICE DUALCAST_FORCEINLINE void row_side_offsets(map_params<T, NI, NO>
   }
 }
 
-// Double operations of many operands compute the outputs' offsets after the operation instead of
-// keeping them live across it: the LSTM update's value_and_vjp in double (7 inputs, 7 outputs)
-// otherwise spilled 36 bytes on sm_90 (80 registers; its seven 64-bit output offsets were live
-// across the call into the double division's slow path). Float kernels keep the code they had.
+// Double operations of more than 12 operands compute the outputs' offsets after the operation
+// instead of keeping them live across it: the LSTM update's value_and_vjp in double (7 inputs, 7
+// outputs) otherwise spilled 36 bytes on sm_90 (80 registers, a 16-byte stack); now 78 registers,
+// no spill. With 11 or 12 operands (the exact-arithmetic partials, 2 x 9; the LSTM VJP, 7 x 5)
+// the late form spilled 40 and 8 bytes (nvcc 13, sm_90); the early one, as CI builds it, none.
+// Float kernels keep the early form (their code unchanged).
 template <class T, int NI, int NO>
-inline constexpr bool rows_late_outputs = std::is_same_v<T, double> &&NI + NO > 8;
+inline constexpr bool rows_late_outputs = std::is_same_v<T, double> &&NI + NO > 12;
 
 template <class T, int NI, int NO, class Op>
 DUALCAST_GLOBAL void __launch_bounds__(max_block)
