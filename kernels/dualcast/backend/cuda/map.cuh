@@ -169,14 +169,21 @@ DUALCAST_DEVICE DUALCAST_FORCEINLINE void row_side_offsets(map_params<T, NI, NO>
   }
 }
 
-// Double operations of more than 12 operands compute the outputs' offsets after the operation
-// instead of keeping them live across it: the LSTM update's value_and_vjp in double (7 inputs, 7
-// outputs) otherwise spilled 36 bytes on sm_90 (80 registers, a 16-byte stack); now 78 registers,
-// no spill. With 11 or 12 operands (the exact-arithmetic partials, 2 x 9; the LSTM VJP, 7 x 5)
-// the late form spilled 40 and 8 bytes (nvcc 13, sm_90); the early one, as CI builds it, none.
-// Float kernels keep the early form (their code unchanged).
-template <class T, int NI, int NO>
-inline constexpr bool rows_late_outputs = std::is_same_v<T, double> &&NI + NO > 12;
+// value_and_vjp's kernels in double of more than 12 operands compute the outputs' offsets after
+// the operation instead of keeping them live across it: the LSTM update's (7 inputs, 7 outputs)
+// otherwise spilled 36 bytes on sm_90 (80 registers, a 16-byte stack); now 78 registers, no
+// spill. Elsewhere the late form spilled where the early one, as CI builds it, does not (nvcc 13,
+// sm_90: the exact-arithmetic partials 2 x 9, 40 bytes; the LSTM VJP 7 x 5, 8 bytes; the GRU
+// cell's partials 7 x 8, 8 bytes), so every other kernel, float ones included, keeps its code.
+template <class Op> constexpr bool op_with_values() {
+  if constexpr (requires { Op::with_values; })
+    return Op::with_values;
+  else
+    return false;
+}
+template <class T, int NI, int NO, class Op>
+inline constexpr bool rows_late_outputs = std::is_same_v<T, double> &&NI + NO > 12 &&
+                                          op_with_values<Op>();
 
 template <class T, int NI, int NO, class Op>
 DUALCAST_GLOBAL void __launch_bounds__(max_block)
@@ -186,7 +193,7 @@ DUALCAST_GLOBAL void __launch_bounds__(max_block)
     for (index_t c = threadIdx.x; c < cols; c += blockDim.x) {
       // Offsets recomputed per element rather than kept per row: a dozen 64-bit row offsets live
       // across the operation made ptxas spill.
-      if constexpr (rows_late_outputs<T, NI, NO>) {
+      if constexpr (rows_late_outputs<T, NI, NO, Op>) {
         T in[NI > 0 ? NI : 1], out[NO];
         {
           index_t in_off[NI > 0 ? NI : 1];
