@@ -16,6 +16,7 @@
 // Also the stencils (2-D 4096^2, 3-D 256^3; the adjoint a gather) and conv2d (8 x 32 x 64 x 64,
 // 3 x 3 x 32 x 32): gradient / primal, no published figure beside them (size: elements).
 // Output: CSV benchmark,variant,size,median_ms,paired_ratio,target,met,gb_per_s
+// Also the own passes against CUB's device-wide primitives (own_vs_cub below).
 //   gpu_primitives [--reps N] [--quick]
 #include <dualcast/autodiff.hpp>
 #include <dualcast/cuda.cuh>
@@ -218,6 +219,89 @@ void stencils_and_conv(int reps, bool quick) {
   }
 }
 
+// Issue 40: the backend's own passes against CUB's device-wide primitives
+// (backend/cuda/device_primitives.cuh), float32, n elements, interleaved on one stream. Rows:
+// own_vs_cub,<primitive>_<own|cub>,n,median_ms,paired_ratio (cub / own on the cub row),,,gb_per_s
+//   reduce            the broadcast reduction to one number (cuda_primitives::reduce)
+//   segmented_reduce  rows of 1000 summed, (n/1000, 1000) -> (n/1000, 1)
+//                     (cuda_primitives::segmented_reduce)
+//   scan              dualcast::cumsum on a tensor (own) / cub::DeviceScan::InclusiveSum into a new
+//                     tensor (cub; not run-to-run deterministic in floating point)
+//   histogram_plus    1000 bins: dualcast::reduce_by_index on a tensor with host indices (own:
+//                     the indices copied and sorted per call) / cub_histogram_plus, indices copied
+//                     from the host per call too (cub) and already on the device (cub_device_idx)
+void own_vs_cub(dc::index_t n, int reps) {
+  namespace cb = dc::detail::cuda_backend;
+  F32 const x = random_tensor(n, 21, -1, 1);
+  dc::index_t const bins = 1000, cols = 1000, rows = n / cols;
+  std::vector<dc::index_t> idx(static_cast<std::size_t>(n));
+  std::mt19937 g(22);
+  for (auto &k : idx)
+    k = std::uniform_int_distribution<dc::index_t>(0, bins - 1)(g);
+  dc::index_t *idx_d = nullptr;
+  check(cudaMalloc(&idx_d, idx.size() * sizeof(dc::index_t)), "malloc");
+  auto upload = [&] {
+    check(cudaMemcpy(idx_d, idx.data(), idx.size() * sizeof(dc::index_t), cudaMemcpyHostToDevice),
+          "copy");
+  };
+  upload();
+  F32 const out1 = F32::zeros({1}, dc::device::cuda(0));
+  F32 const out_rows = F32::zeros({rows, 1}, dc::device::cuda(0));
+  F32 const out_bins = F32::zeros({bins}, dc::device::cuda(0));
+  auto reduce_with = [&](dc::cuda_impl impl, F32 const &dst, dc::shape const &s) {
+    dc::cuda ex;
+    ex.operands_on_device = true;
+    ex.primitives = {impl, impl};
+    cb::reduce_broadcast(ex, s, x.data(), dc::view<float>(dst.mutable_data(), dst.dims()), false);
+  };
+  auto row = [&](char const *name, std::vector<std::function<void()>> const &fs,
+                 std::vector<char const *> const &variants, double bytes) {
+    auto t = interleaved(fs, reps);
+    for (std::size_t v = 0; v < fs.size(); ++v) {
+      double const ms = median(t[v]);
+      if (v == 0)
+        std::printf("own_vs_cub,%s_%s,%lld,%.4f,,,,%.0f\n", name, variants[v],
+                    static_cast<long long>(n), ms, bytes / (ms * 1e6));
+      else
+        std::printf("own_vs_cub,%s_%s,%lld,%.4f,%.3f,,,%.0f\n", name, variants[v],
+                    static_cast<long long>(n), ms, paired_ratio(t[v], t[0]), bytes / (ms * 1e6));
+    }
+    std::fflush(stdout);
+  };
+  double const nb = 4.0 * double(n);
+  row("reduce",
+      {[&] { reduce_with(dc::cuda_impl::own, out1, dc::shape{n}); },
+       [&] { reduce_with(dc::cuda_impl::cub, out1, dc::shape{n}); }},
+      {"own", "cub"}, nb);
+  row("segmented_reduce",
+      {[&] {
+         reduce_with(dc::cuda_impl::own, out_rows, dc::shape{rows, cols});
+       },
+       [&] {
+         reduce_with(dc::cuda_impl::cub, out_rows, dc::shape{rows, cols});
+       }},
+      {"own", "cub"}, nb);
+  row("scan",
+      {[&] { (void)dc::cumsum(x); },
+       [&] {
+         dc::cuda ex;
+         F32 y = F32::empty({n}, dc::device::cuda(0));
+         cb::cub_inclusive_sum(ex, x.data(), y.mutable_data(), n);
+       }},
+      {"own", "cub"}, 2 * nb);
+  row("histogram_plus",
+      {[&] { (void)dc::reduce_by_index(x, idx, bins, dc::bin_op::plus); },
+       [&] {
+         upload();
+         cb::cub_histogram_plus(dc::cuda{}, x.data(), idx_d, n, bins, out_bins.mutable_data());
+       },
+       [&] {
+         cb::cub_histogram_plus(dc::cuda{}, x.data(), idx_d, n, bins, out_bins.mutable_data());
+       }},
+      {"own", "cub", "cub_device_idx"}, nb + 8.0 * double(n));
+  cudaFree(idx_d);
+}
+
 // The device copy's bandwidth (bytes read + written over the time), the reference for gb_per_s.
 void copy_bandwidth(dc::index_t n, int reps) {
   float *src = nullptr, *dst = nullptr;
@@ -294,6 +378,7 @@ int main(int argc, char **argv) {
   }
   std::printf("benchmark,variant,size,median_ms,paired_ratio,target,met,gb_per_s\n");
   copy_bandwidth(n, reps);
+  own_vs_cub(n, reps); // (first: a few seconds, kept if the step's time limit cuts the rest)
   grad_over_primal(n, reps);
   histogram_device_indices(n, reps);
   stencils_and_conv(reps, n < 10'000'000);

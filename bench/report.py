@@ -475,6 +475,28 @@ def gpu_primitives_table():
                   "Futhark (A100)", ""], body)
 
 
+def gpu_own_vs_cub_table():
+    """Issue 40: the backend's own passes against CUB's device-wide primitives (gpu_primitives.csv,
+    benchmark own_vs_cub); "not measured" until a GPU session wrote those rows."""
+    rs = [r for r in rows("gpu_primitives") if r["benchmark"] == "own_vs_cub"]
+    prims = [("reduce", "yes (both)"), ("segmented_reduce", "yes (both)"),
+             ("scan", "own yes, CUB no (float scan)"), ("histogram_plus", "yes (both: stable sort)")]
+    body = []
+    for name, det in prims:
+        own = ms(rs, variant=f"{name}_own")
+        cells = []
+        for v in ("cub", "cub_device_idx"):
+            t = ms(rs, variant=f"{name}_{v}")
+            if math.isnan(t):
+                continue
+            r = next(x for x in rs if x["variant"] == f"{name}_{v}")
+            cells.append(f"{v.replace('_', ' ')}: {us(t)} us ({r['paired_ratio']}x own)")
+        body.append([name.replace("_", " "), "not measured" if math.isnan(own) else us(own),
+                     "; ".join(cells) or "not measured", det])
+    return table(["primitive (10^7 float32)", "own (us)", "CUB (us, paired ratio)",
+                  "run-to-run deterministic"], body)
+
+
 def gpu_section():
     g = gpu_info()
     return "\n\n".join([
@@ -498,6 +520,12 @@ def gpu_section():
         + ("; \"before\": `gpu_primitives_before.csv`, the same benchmark on the same device "
            "before this session's changes" if rows("gpu_primitives_before") else "")
         + "):\n\n" + gpu_primitives_table(),
+        "**Own passes against CUB's device-wide primitives** (`gpu_primitives.csv`, rows "
+        "`own_vs_cub`; reduce / segmented reduce: the broadcast reduction with `cuda_primitives`; "
+        "scan: `cumsum` on a tensor against `cub::DeviceScan::InclusiveSum`; histogram: "
+        "`reduce_by_index` with host indices against radix sort + segmented reduce, the indices "
+        "copied per call (cub) or already on the device (cub device idx); the own pass stays the "
+        "default until these rows say otherwise):\n\n" + gpu_own_vs_cub_table(),
         "**Nsight Compute on the cell kernels** (`gpu_ncu.csv`: `ncu --clock-control none` on "
         f"`gpu_cells --profile`, 16384 x 1024 LSTM arrays, HM-LSTM n = 2048; {g.get('ncu', '?')}"
         "):\n\n" + gpu_ncu_table(),

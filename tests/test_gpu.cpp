@@ -20,6 +20,7 @@ std::string dualcast_gpu_tape_law();
 std::string dualcast_gpu_long_rows_law();
 std::string dualcast_gpu_tape_two_streams_case();
 std::string dualcast_gpu_float16_lstm_case();
+std::string dualcast_gpu_cub_primitives();
 
 namespace {
 bool skip_without_gpu() {
@@ -42,6 +43,14 @@ TEST_CASE(
   if (skip_without_gpu())
     return;
   CHECK(dualcast_gpu_float16_lstm_case() == "");
+}
+
+// Issue 40: CUB's device-wide primitives (reduce, segmented reduce, scan, sorted histogram)
+// against the CPU, and the run-to-run determinism CUB documents.
+TEST_CASE("CUB's device-wide primitives on the CUDA backend against the CPU") {
+  if (skip_without_gpu())
+    return;
+  CHECK(dualcast_gpu_cub_primitives() == "");
 }
 
 TEST_CASE("lstm case on the CUDA backend (double)") {

@@ -219,10 +219,9 @@ public:
     if (!err.empty())
       return err;
 
-    // Values and VJP in one pass (value_and_vjp), overwriting the cotangents. In float only: in
-    // doubles the broadcast-row kernel (map_rows) of this 7-input, 7-output operation spills 36
-    // bytes on sm_80 / sm_90 (ptxas), which CI's cuda stage refuses (README.md, "Status").
-    if constexpr (std::is_same_v<T, float>) {
+    // Values and VJP in one pass (value_and_vjp), overwriting the cotangents (in double too:
+    // its broadcast-row kernel, map_rows with 7 inputs and 7 outputs, no longer spills).
+    {
       auto lstm_value_vjp = [&](auto const &ex, auto &a) {
         auto x = lstm_inputs(a);
         dc::view<const T> ybar[] = {dc::view<const T>(a.upload(full_[3]), s),

@@ -188,3 +188,109 @@ std::string dualcast_gpu_float16_lstm_case() {
   std::string r = float16_lstm_case<dualcast::bfloat16>(67, 129);
   return r.empty() ? float16_lstm_case<dualcast::half>(67, 129) : "half: " + r;
 }
+
+// CUB's device-wide primitives (backend/cuda/device_primitives.cuh) against the CPU: integer-valued
+// doubles, whose sums are exact in any order, must give the CPU's bits; random floats run twice
+// must give the same bits (run-to-run determinism) where CUB documents it (not the scan). The
+// broadcast reduction through cuda_primitives must equal the own pass to rounding.
+namespace {
+template <class T> std::vector<T> download_vector(T const *p, std::size_t n) {
+  std::vector<T> v(n);
+  dualcast::detail::cuda_backend::check(
+      cudaMemcpy(v.data(), p, n * sizeof(T), cudaMemcpyDeviceToHost), "cudaMemcpy");
+  return v;
+}
+template <class T> T *upload_vector(device_memory<T> &m, std::vector<T> const &v) {
+  T *p = m.alloc(long(v.size()));
+  m.upload(p, v);
+  return p;
+}
+
+std::string cub_primitives_case() {
+  namespace dc = dualcast;
+  namespace cb = dualcast::detail::cuda_backend;
+  long const R = 517, C = 2049, n = R * C, bins = 1000;
+  std::mt19937 gen(23);
+  std::vector<double> x(std::size_t(n), 0.0);
+  std::vector<float> xf(std::size_t(n), 0.f);
+  std::vector<dc::index_t> idx(static_cast<std::size_t>(n));
+  for (long i = 0; i < n; ++i) {
+    x[std::size_t(i)] = double(long(gen() % 17) - 8);
+    xf[std::size_t(i)] = float(gen() % 20001) / 10000.f - 1.f;
+    idx[std::size_t(i)] = dc::index_t(gen() % (bins + 6)) - 3; // some outside [0, bins)
+  }
+  device_memory<double> md;
+  device_memory<float> mf;
+  device_memory<dc::index_t> mi;
+  double *xd = upload_vector(md, x), *out = md.alloc(n);
+  float *xfd = upload_vector(mf, xf), *outf = mf.alloc(n);
+  dc::index_t *idxd = upload_vector(mi, idx);
+  dc::cuda ex;
+  std::string err;
+
+  // Whole sum and row sums (the broadcast reduction's CUB paths), accumulating into 0.5.
+  std::vector<double> rows(std::size_t(R), 0.5);
+  double total = 0.5;
+  for (long r = 0; r < R; ++r)
+    for (long c = 0; c < C; ++c)
+      rows[std::size_t(r)] += x[std::size_t(r * C + c)], total += x[std::size_t(r * C + c)];
+  for (auto impl : {dc::cuda_impl::own, dc::cuda_impl::cub}) {
+    ex.primitives = {impl, impl};
+    std::vector<double> init(std::size_t(R), 0.5);
+    double *dst = upload_vector(md, init);
+    cb::reduce_broadcast(ex, dc::shape{R, C}, static_cast<double const *>(xd),
+                         dc::view<double>(dst, dc::shape{R, 1}), true);
+    cb::reduce_broadcast(ex, dc::shape{R * C}, static_cast<double const *>(xd),
+                         dc::view<double>(dst + 1, dc::shape{1}), true);
+    auto got = download_vector(dst, std::size_t(R));
+    md.release(dst);
+    char const *name = impl == dc::cuda_impl::cub ? "cub" : "own";
+    if (got[1] != rows[1] + total - 0.5)
+      return std::string(name) + " whole sum: " + std::to_string(got[1] - rows[1]) + " for " +
+             std::to_string(total);
+    for (long r = 0; r < R; ++r)
+      if (r != 1 && got[std::size_t(r)] != rows[std::size_t(r)])
+        return std::string(name) + " row sum " + std::to_string(r);
+  }
+
+  // Determinism of the CUB reductions over random floats: two runs, the same bits.
+  auto twice = [&](auto f, std::size_t m) {
+    f(outf);
+    auto a = download_vector(outf, m);
+    f(outf);
+    return a == download_vector(outf, m);
+  };
+  if (!twice([&](float *o) { cb::cub_sum(ex, static_cast<float const *>(xfd), n, o); }, 1))
+    return "cub_sum: two runs differ";
+  if (!twice([&](float *o) { cb::cub_segmented_sum(ex, static_cast<float const *>(xfd), R, C, o); },
+             std::size_t(R)))
+    return "cub_segmented_sum: two runs differ";
+  if (!twice([&](float *o) { cb::cub_histogram_plus(ex, xfd, idxd, n, bins, o); },
+             std::size_t(bins)))
+    return "cub_histogram_plus: two runs differ";
+
+  // The scan: exact on integer-valued doubles.
+  cb::cub_inclusive_sum(ex, static_cast<double const *>(xd), out, n);
+  auto scan = download_vector(out, std::size_t(n));
+  double acc = 0;
+  for (long i = 0; i < n; ++i) {
+    acc += x[std::size_t(i)];
+    if (scan[std::size_t(i)] != acc)
+      return "cub_inclusive_sum at " + std::to_string(i);
+  }
+
+  // The sorted histogram: exact on integer-valued doubles, out-of-range indices ignored.
+  std::vector<double> hist(std::size_t(bins), 0.0);
+  for (long i = 0; i < n; ++i)
+    if (idx[std::size_t(i)] >= 0 && idx[std::size_t(i)] < bins)
+      hist[std::size_t(idx[std::size_t(i)])] += x[std::size_t(i)];
+  cb::cub_histogram_plus(ex, static_cast<double const *>(xd), idxd, n, bins, out);
+  if (download_vector(out, std::size_t(bins)) != hist)
+    return "cub_histogram_plus differs from the CPU's histogram";
+  cb::check(cudaDeviceSynchronize(), "cudaDeviceSynchronize");
+  md.release(xd), md.release(out), mf.release(xfd), mf.release(outf), mi.release(idxd);
+  return err;
+}
+} // namespace
+
+std::string dualcast_gpu_cub_primitives() { return cub_primitives_case(); }

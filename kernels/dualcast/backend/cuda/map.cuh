@@ -136,25 +136,81 @@ DUALCAST_GLOBAL void __launch_bounds__(max_block)
 // offsets once, and its threads walk the row's columns. map_strided above instead divides each
 // element's index by every extent (64-bit divisions, a dozen operands' offsets): the HM-LSTM
 // update with 1 x n masks ran there at 26 % of an H200's DRAM bandwidth (ncu).
+// The offsets of element (r, c) of map_rows: the outermost index needs no division (r < its
+// extent times the others'), so a 2-D layout divides nothing.
+template <class T, int NI, int NO>
+DUALCAST_DEVICE DUALCAST_FORCEINLINE void row_element_offsets(map_params<T, NI, NO> const &p,
+                                                              index_t r, index_t c, index_t *in_off,
+                                                              index_t *out_off) {
+  const int last = p.rank - 1;
+  add_index(p, last, c, in_off, out_off);
+  index_t rem = r;
+  for (int d = last - 1; d >= 0; --d) {
+    index_t i = d == 0 ? rem : rem % p.ext[d];
+    rem = d == 0 ? 0 : rem / p.ext[d];
+    add_index(p, d, i, in_off, out_off);
+  }
+}
+// One side's offsets of element (r, c) (Outputs: p.out's, else p.in's), the same sums.
+template <bool Outputs, class T, int NI, int NO>
+DUALCAST_DEVICE DUALCAST_FORCEINLINE void row_side_offsets(map_params<T, NI, NO> const &p,
+                                                           index_t r, index_t c, index_t *off) {
+  constexpr int n = Outputs ? NO : NI;
+  const int last = p.rank - 1;
+  auto stride = [&](int k, int d) { return Outputs ? p.out[k].stride[d] : p.in[k].stride[d]; };
+  for (int k = 0; k < n; ++k)
+    off[k] = c * stride(k, last);
+  index_t rem = r;
+  for (int d = last - 1; d >= 0; --d) {
+    index_t i = d == 0 ? rem : rem % p.ext[d];
+    rem = d == 0 ? 0 : rem / p.ext[d];
+    for (int k = 0; k < n; ++k)
+      off[k] += i * stride(k, d);
+  }
+}
+
+// value_and_vjp's kernels in double of more than 12 operands compute the outputs' offsets after
+// the operation instead of keeping them live across it: the LSTM update's (7 inputs, 7 outputs)
+// otherwise spilled 36 bytes on sm_90 (80 registers, a 16-byte stack); now 78 registers, no
+// spill. Elsewhere the late form spilled where the early one, as CI builds it, does not (nvcc 13,
+// sm_90: the exact-arithmetic partials 2 x 9, 40 bytes; the LSTM VJP 7 x 5, 8 bytes; the GRU
+// cell's partials 7 x 8, 8 bytes), so every other kernel, float ones included, keeps its code.
+template <class Op> constexpr bool op_with_values() {
+  if constexpr (requires { Op::with_values; })
+    return Op::with_values;
+  else
+    return false;
+}
+template <class T, int NI, int NO, class Op>
+inline constexpr bool rows_late_outputs = std::is_same_v<T, double> &&NI + NO > 12 &&
+                                          op_with_values<Op>();
+
 template <class T, int NI, int NO, class Op>
 DUALCAST_GLOBAL void __launch_bounds__(max_block)
     map_rows(map_params<T, NI, NO> p, index_t rows, Op op) {
-  const int last = p.rank - 1;
-  const index_t cols = p.ext[last];
+  const index_t cols = p.ext[p.rank - 1];
   for (index_t r = blockIdx.x; r < rows; r += gridDim.x) {
     for (index_t c = threadIdx.x; c < cols; c += blockDim.x) {
-      // Offsets from (row, column): the outermost index needs no division (r < its extent times
-      // the others'), so a 2-D layout divides nothing. Recomputed per element rather than kept
-      // per row: a dozen 64-bit row offsets live across the operation made ptxas spill.
-      index_t in_off[NI > 0 ? NI : 1] = {}, out_off[NO] = {};
-      add_index(p, last, c, in_off, out_off);
-      index_t rem = r;
-      for (int d = last - 1; d >= 0; --d) {
-        index_t i = d == 0 ? rem : rem % p.ext[d];
-        rem = d == 0 ? 0 : rem / p.ext[d];
-        add_index(p, d, i, in_off, out_off);
+      // Offsets recomputed per element rather than kept per row: a dozen 64-bit row offsets live
+      // across the operation made ptxas spill.
+      if constexpr (rows_late_outputs<T, NI, NO, Op>) {
+        T in[NI > 0 ? NI : 1], out[NO];
+        {
+          index_t in_off[NI > 0 ? NI : 1];
+          row_side_offsets<false>(p, r, c, in_off);
+          for (int k = 0; k < NI; ++k)
+            in[k] = p.in[k].ptr[in_off[k]];
+        }
+        op(static_cast<T const *>(in), out);
+        index_t out_off[NO];
+        row_side_offsets<true>(p, r, c, out_off);
+        for (int k = 0; k < NO; ++k)
+          store_element<false>(p.out[k], out_off[k], p.add[k], out[k]);
+      } else {
+        index_t in_off[NI > 0 ? NI : 1] = {}, out_off[NO] = {};
+        row_element_offsets(p, r, c, in_off, out_off);
+        map_element(p, in_off, out_off, op);
       }
-      map_element(p, in_off, out_off, op);
     }
   }
 }

@@ -7,7 +7,9 @@
 // cut into chunks, a block per chunk, and the chunks' sums are added by a second pass. Otherwise (a
 // bias (H,) against (B, H)): 32 neighbouring input elements per block, 8 threads summing
 // interleaved rows of each, neighbouring threads reading neighbouring addresses. Both orders are
-// fixed, so results do not vary from run to run. A bfloat16 / half source is read in 16 bits and
+// fixed, so results do not vary from run to run. An executor may choose CUB's DeviceReduce /
+// DeviceSegmentedReduce instead for reduced dimensions innermost (cuda_primitives; run-to-run
+// deterministic too, device_primitives.cuh). A bfloat16 / half source is read in 16 bits and
 // summed in float (no widened copy).
 #pragma once
 
@@ -15,11 +17,14 @@
 #include <dualcast/arrays/shape.hpp>
 #include <dualcast/arrays/view.hpp>
 #include <dualcast/backend/cuda/check.cuh>
+#include <dualcast/backend/cuda/device_primitives.cuh>
 #include <dualcast/backend/cuda/executor.cuh>
 #include <dualcast/backend/cuda/launch.cuh>
 #include <dualcast/backend/cuda/memory.cuh>
 
 #include <cub/block/block_reduce.cuh>
+
+#include <type_traits>
 
 namespace dualcast::detail::cuda_backend {
 inline namespace DUALCAST_KERNEL_ABI {
@@ -108,6 +113,17 @@ DUALCAST_GLOBAL void __launch_bounds__(Block) reduce_per_block(reduce_params<T, 
   }
 }
 
+// dst at kept element k = [dst +] sums[k] (the sums of CUB's reductions, one per kept element).
+template <class T, class S>
+DUALCAST_GLOBAL void __launch_bounds__(max_block)
+    store_kept_sums(reduce_params<T, S> p, T const *sums) {
+  for (index_t k = index_t(blockIdx.x) * blockDim.x + threadIdx.x; k < p.n_kept;
+       k += index_t(gridDim.x) * blockDim.x) {
+    index_t const d = decode_offset(k, p.n_kept_dims, p.kept_ext, p.kept_dst_stride);
+    p.dst[d] = p.accumulate ? p.dst[d] + sums[k] : sums[k];
+  }
+}
+
 // dst (shape broadcastable to s) = [dst +] sum of src (contiguous, shape s) over broadcast dims.
 template <class T, class S = T>
 void reduce_broadcast(cuda const &ex, shape const &s, S const *src, view<T> dst, bool accumulate) {
@@ -142,6 +158,21 @@ void reduce_broadcast(cuda const &ex, shape const &s, S const *src, view<T> dst,
   if (p.n_kept == 0)
     return;
   constexpr int block = max_block;
+  if constexpr (std::is_same_v<S, T>) {
+    // CUB's reductions where chosen (cuda_primitives): the kept elements' runs lie contiguous,
+    // run k at k * n_reduced (src is contiguous, the reduced dimensions innermost).
+    cuda_impl const impl = p.n_kept == 1 ? ex.primitives.reduce : ex.primitives.segmented_reduce;
+    if (reduced_innermost && p.n_reduced > 1 && impl == cuda_impl::cub) {
+      auto sums = scratch_buffer<T>(ex.stream, p.n_kept);
+      if (p.n_kept == 1)
+        cub_sum(ex, src, p.n_reduced, sums.get());
+      else
+        cub_segmented_sum(ex, src, p.n_kept, p.n_reduced, sums.get());
+      store_kept_sums<<<grid_for(p.n_kept, block), block, 0, ex.stream>>>(p, sums.get());
+      check(cudaGetLastError(), "launching the dualcast broadcast reduction");
+      return;
+    }
+  }
   p.chunk_len = p.n_reduced;
   if (reduced_innermost && p.n_reduced >= block) {
     // Long runs of few elements are cut into chunks (arrays/detail/chunks.hpp: the same sums in the

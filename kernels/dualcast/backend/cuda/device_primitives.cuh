@@ -1,0 +1,156 @@
+// dualcast/backend/cuda/device_primitives.cuh: CUB's device-wide primitives beside the backend's
+// own passes (issue 40, item 3), each with its temporary storage from the stream-ordered scratch
+// allocator (backend/cuda/memory.cuh).
+//
+//   cub_sum             cub::DeviceReduce::Sum: dst[0] = the sum of n elements
+//   cub_segmented_sum   cub::DeviceSegmentedReduce::Sum: dst[k] = the sum of run k of `len`
+//                       contiguous elements
+//   cub_inclusive_sum   cub::DeviceScan::InclusiveSum: a prefix sum of n elements
+//   cub_histogram_plus  the sorted histogram: cub::DeviceRadixSort::SortPairs of (bin, value)
+//                       then cub::DeviceSegmentedReduce::Sum over each bin's run
+//
+// Determinism (CUB's documentation, CCCL 3.0): DeviceReduce and DeviceSegmentedReduce are run-to-
+// run deterministic for floating-point sums on one GPU (fixed configuration), so reduce_broadcast
+// (reduce.cuh) may take them (cuda_primitives, executor.cuh); the radix sort is stable, so the
+// sorted histogram is too (each bin's rows in increasing index order, then the segmented reduce).
+// DeviceScan's floating-point sums are NOT run-to-run deterministic (decoupled look-back: the
+// tiles' prefixes combine in whichever order they arrive). cub::DeviceHistogram counts samples
+// (integers: exact, deterministic) but cannot sum a value per row, so it does not serve the
+// weighted `plus` histogram. The own passes' results do not vary from run to run.
+#pragma once
+
+#include <dualcast/arrays/shape.hpp>
+#include <dualcast/backend/cuda/check.cuh>
+#include <dualcast/backend/cuda/executor.cuh>
+#include <dualcast/backend/cuda/launch.cuh>
+#include <dualcast/backend/cuda/memory.cuh>
+
+// (g++ 12 at -O1 warns that DispatchScan's `dispatch` "may be used uninitialized" inside CUB's
+// DeviceScan::InclusiveSum: a false positive in CUB's host code, which CI's -Werror would refuse)
+#if defined(__GNUC__) && !defined(__clang__)
+#pragma GCC diagnostic push
+#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
+#endif
+#include <cub/device/device_radix_sort.cuh>
+#include <cub/device/device_reduce.cuh>
+#include <cub/device/device_scan.cuh>
+#include <cub/device/device_segmented_reduce.cuh>
+#if defined(__GNUC__) && !defined(__clang__)
+#pragma GCC diagnostic pop
+#endif
+
+#include <cstddef>
+
+namespace dualcast::detail::cuda_backend {
+inline namespace DUALCAST_KERNEL_ABI {
+DUALCAST_KERNELS_BEGIN
+
+// A CUB call in its two phases: the size of its temporary storage, then the call with it.
+template <class Call> void cub_call(cudaStream_t s, char const *what, Call const &call) {
+  std::size_t bytes = 0;
+  check(call(nullptr, bytes), what);
+  auto temp = scratch_buffer<unsigned char>(s, index_t(bytes > 0 ? bytes : 1));
+  check(call(static_cast<void *>(temp.get()), bytes), what);
+}
+
+template <class T> void cub_sum(cuda const &ex, T const *src, index_t n, T *dst) {
+  cub_call(ex.stream, "cub::DeviceReduce::Sum", [&](void *t, std::size_t &b) {
+    return cub::DeviceReduce::Sum(t, b, src, dst, n, ex.stream);
+  });
+}
+
+// offsets[k] = k * len for k <= n (the runs' bounds of a segmented reduce).
+DUALCAST_GLOBAL void __launch_bounds__(max_block)
+    run_offsets(index_t *offsets, index_t n, index_t len) {
+  for (index_t k = index_t(blockIdx.x) * blockDim.x + threadIdx.x; k <= n;
+       k += index_t(gridDim.x) * blockDim.x)
+    offsets[k] = k * len;
+}
+
+template <class T>
+void cub_segmented_sum(cuda const &ex, T const *src, index_t runs, index_t len, T *dst) {
+  if (runs <= 0)
+    return;
+  auto offsets = scratch_buffer<index_t>(ex.stream, runs + 1);
+  run_offsets<<<grid_for(runs + 1, max_block), max_block, 0, ex.stream>>>(offsets.get(), runs, len);
+  check(cudaGetLastError(), "launching the segment offsets");
+  index_t const *o = offsets.get();
+  cub_call(ex.stream, "cub::DeviceSegmentedReduce::Sum", [&](void *t, std::size_t &b) {
+    return cub::DeviceSegmentedReduce::Sum(t, b, src, dst, runs, o, o + 1, ex.stream);
+  });
+}
+
+template <class T> void cub_inclusive_sum(cuda const &ex, T const *src, T *dst, index_t n) {
+  if (n <= 0)
+    return;
+  cub_call(ex.stream, "cub::DeviceScan::InclusiveSum", [&](void *t, std::size_t &b) {
+    return cub::DeviceScan::InclusiveSum(t, b, src, dst, n, ex.stream);
+  });
+}
+
+// The sort keys: a row's bin, `bins` for an index outside [0, bins) (sorted last, summed nowhere).
+DUALCAST_GLOBAL void __launch_bounds__(max_block)
+    bin_keys(index_t const *idx, index_t n, index_t bins, index_t *keys) {
+  for (index_t i = index_t(blockIdx.x) * blockDim.x + threadIdx.x; i < n;
+       i += index_t(gridDim.x) * blockDim.x) {
+    index_t const k = idx[i];
+    keys[i] = k >= 0 && k < bins ? k : bins;
+  }
+}
+// start[b] = the first sorted row of bin b or later (a binary search), b <= bins.
+DUALCAST_GLOBAL void __launch_bounds__(max_block)
+    bin_starts(index_t const *sorted, index_t n, index_t bins, index_t *start) {
+  for (index_t b = index_t(blockIdx.x) * blockDim.x + threadIdx.x; b <= bins;
+       b += index_t(gridDim.x) * blockDim.x) {
+    index_t lo = 0, hi = n;
+    while (lo < hi) {
+      index_t const mid = lo + (hi - lo) / 2;
+      if (sorted[mid] < b)
+        lo = mid + 1;
+      else
+        hi = mid;
+    }
+    start[b] = lo;
+  }
+}
+
+// y[b] = the sum of values[i] over the rows i with idx[i] == b (y: bins elements, overwritten;
+// idx: n device-side indices; an index outside [0, bins) is ignored, as reduce_by_index does).
+template <class T>
+void cub_histogram_plus(cuda const &ex, T const *values, index_t const *idx, index_t n,
+                        index_t bins, T *y) {
+  if (bins <= 0)
+    return;
+  if (n <= 0) {
+    check(cudaMemsetAsync(y, 0, std::size_t(bins) * sizeof(T), ex.stream), "cudaMemsetAsync");
+    return;
+  }
+  auto keys = scratch_buffer<index_t>(ex.stream, n);
+  auto sorted_keys = scratch_buffer<index_t>(ex.stream, n);
+  auto sorted = scratch_buffer<T>(ex.stream, n);
+  auto start = scratch_buffer<index_t>(ex.stream, bins + 1);
+  bin_keys<<<grid_for(n, max_block), max_block, 0, ex.stream>>>(idx, n, bins, keys.get());
+  check(cudaGetLastError(), "launching the histogram's keys");
+  int end_bit = 1; // only the bits a key in [0, bins] can have
+  while (end_bit < 63 && (index_t(1) << end_bit) <= bins)
+    ++end_bit;
+  index_t const *k_in = keys.get();
+  index_t *k_out = sorted_keys.get();
+  T *v_out = sorted.get();
+  cub_call(ex.stream, "cub::DeviceRadixSort::SortPairs", [&](void *t, std::size_t &b) {
+    return cub::DeviceRadixSort::SortPairs(t, b, k_in, k_out, values, v_out, n, 0, end_bit,
+                                           ex.stream);
+  });
+  bin_starts<<<grid_for(bins + 1, max_block), max_block, 0, ex.stream>>>(k_out, n, bins,
+                                                                         start.get());
+  check(cudaGetLastError(), "launching the histogram's bin starts");
+  index_t const *s = start.get();
+  T const *v = v_out;
+  cub_call(ex.stream, "cub::DeviceSegmentedReduce::Sum", [&](void *t, std::size_t &b) {
+    return cub::DeviceSegmentedReduce::Sum(t, b, v, y, bins, s, s + 1, ex.stream);
+  });
+}
+
+DUALCAST_KERNELS_END
+} // namespace DUALCAST_KERNEL_ABI
+} // namespace dualcast::detail::cuda_backend
