@@ -161,6 +161,13 @@ template <class F, class P, int K, bool Values> struct tangent_fn {
     using W = std::conditional_t<std::is_void_v<typename first_dual<X...>::type>,
                                  std::decay_t<decltype(nth<std::size_t(w)>(x...))>,
                                  typename first_dual<X...>::type>;
+    if constexpr (is_dual_v<W>)
+      return chunk_outside<W>(x...);
+    else
+      return tangents_outside<W>(x...);
+  }
+  // Without active arguments (the forward's tangent pass): f on dual<W, K>.
+  template <class W, class... X> auto tangents_outside(X const &...x) const {
     using L = dual<W, K>;
     auto lift = [&]<std::size_t q>(std::integral_constant<std::size_t, q>) {
       if constexpr (P::array_index[q] >= 0) {
@@ -190,6 +197,73 @@ template <class F, class P, int K, bool Values> struct tangent_fn {
           return y.val;
         else
           return y.d[(j - v) % std::size_t(K)];
+      } else if constexpr (j < v) {
+        return y; // an output that depends on no array: a constant
+      } else {
+        return Y(0);
+      }
+    };
+    return [&]<std::size_t... j>(std::index_sequence<j...>) {
+      return outputs(part(std::integral_constant<std::size_t, j>{})...);
+    }
+    (std::make_index_sequence<(Values ? RO::size : 0) + RO::size * std::size_t(K)>{});
+  }
+  // With active arguments (W = dual<B, C>: a chunk of C partials from the backend): f on
+  // dual<dual<B, K>, C>, the chunk's partials outside and the K tangents inside, so that every
+  // step's inner numbers (K + 1 batches) stay in registers; nested the other way round,
+  // dual<dual<B, C>, K>, each step moved whole dual<B, C> temporaries through memory (memset and
+  // memcpy calls: a seventh of the D-LSTM's H v). The results are put back as W: output o's
+  // value (y.val.val, y.d[i].val), its tangent k (y.val.d[k], y.d[i].d[k]).
+  template <class W, class... X> auto chunk_outside(X const &...x) const {
+    using B = typename W::value_type;
+    static constexpr int C = W::size;
+    using I = dual<B, K>;
+    using L = dual<I, C>;
+    auto lift = [&]<std::size_t q>(std::integral_constant<std::size_t, q>) {
+      if constexpr (P::array_index[q] >= 0) {
+        auto const &xq = nth<q>(x...);
+        L d;
+        if constexpr (std::is_same_v<std::decay_t<decltype(xq)>, W>) {
+          d.val.val = xq.val;
+          for (int i = 0; i < C; ++i)
+            d.d[i].val = xq.d[i];
+        } else {
+          d.val.val = B(xq);
+        }
+        [&]<std::size_t... k>(std::index_sequence<k...>) {
+          ((d.val.d[k] = B(nth<n + k * std::size_t(NX) + std::size_t(P::array_index[q])>(x...))),
+           ...);
+        }
+        (std::make_index_sequence<std::size_t(K)>{});
+        return d;
+      } else {
+        return nth<q>(x...);
+      }
+    };
+    auto r = [&]<std::size_t... p>(std::index_sequence<p...>) {
+      return as_outputs(f(lift(std::integral_constant<std::size_t, p>{})...));
+    }
+    (std::make_index_sequence<n>{});
+    using RO = std::decay_t<decltype(r)>;
+    // Output j of the result: a value (j < RO::size with Values), else tangent k of output o.
+    auto part = [&]<std::size_t j>(std::integral_constant<std::size_t, j>) {
+      constexpr std::size_t v = Values ? RO::size : 0;
+      constexpr std::size_t o = j < v ? j : (j - v) / std::size_t(K);
+      auto const &y = get<o>(r);
+      using Y = std::decay_t<decltype(y)>;
+      if constexpr (std::is_same_v<Y, L>) {
+        W w;
+        if constexpr (j < v) {
+          w.val = y.val.val;
+          for (int i = 0; i < C; ++i)
+            w.d[i] = y.d[i].val;
+        } else {
+          constexpr std::size_t k = (j - v) % std::size_t(K);
+          w.val = y.val.d[k];
+          for (int i = 0; i < C; ++i)
+            w.d[i] = y.d[i].d[k];
+        }
+        return w;
       } else if constexpr (j < v) {
         return y; // an output that depends on no array: a constant
       } else {
