@@ -209,21 +209,6 @@ template <class T> tensor<T> last_batch(tensor<T> const &x, shape const &batch, 
 template <class T> tensor<T> maybe_transposed(tensor<T> const &x, bool t) {
   return t ? matrix_transpose(x) : x;
 }
-// Whether partial p of every element of x is zero (a constant's tangent: the data of a loss).
-// Stops at the first non-zero of a contiguous x, so a live tangent costs next to nothing.
-template <class D> bool zero_partial(tensor<D> const &x, int p) {
-  if (x.is_contiguous()) {
-    D const *e = x.data();
-    for (index_t i = 0; i < x.size(); ++i)
-      if (e[i].d[p] != 0)
-        return false;
-    return true;
-  }
-  bool zero = true;
-  each_element(
-      x.dims(), [&](D const &v) { zero = zero && v.d[p] == 0; }, x.cview());
-  return zero;
-}
 // gemm and gemm_batched on a tape over duals: (A + e A')(B + e B') = AB + e (A'B + AB'), the plain
 // gemms of the parts (1 + 2K of them), so that the value has the plain tape's bits; beta is real
 // (0 or 1). A term whose partial is zero throughout (a constant operand's, as the data of a loss
@@ -233,23 +218,32 @@ template <class D> bool zero_partial(tensor<D> const &x, int p) {
 template <class R, int K, class G>
 void dual_gemm_parts(tensor<dual<R, K>> const &a, tensor<dual<R, K>> const &b,
                      tensor<dual<R, K>> const &c, dual<R, K> const &beta, G const &plain_gemm) {
+  // Each operand and the result taken apart, and the result put together, in one pass each.
   R const bv = beta.val;
-  tensor<R> const av = dual_component_like(a, -1), bvv = dual_component_like(b, -1);
+  auto const ap = dual_split_like(a), bp = dual_split_like(b);
+  std::array<tensor<R>, std::size_t(K + 1)> cp;
+  if (bv == R(0))
+    for (auto &t : cp)
+      t = tensor<R>::empty(c.dims(), c.dev());
+  else
+    cp = dual_split(c);
+  tensor<R> const &av = ap[0], &bvv = bp[0];
   for (int p = -1; p < K; ++p) {
-    tensor<R> cp = bv == R(0) ? tensor<R>::empty(c.dims(), c.dev()) : dual_component(c, p);
+    tensor<R> &cq = cp[std::size_t(p + 1)];
     if (p < 0) {
-      plain_gemm(av, bvv, cp, bv);
+      plain_gemm(av, bvv, cq, bv);
     } else {
-      bool const a_live = !zero_partial(a, p), b_live = !zero_partial(b, p);
+      tensor<R> const &aq = ap[std::size_t(p + 1)], &bq = bp[std::size_t(p + 1)];
+      bool const a_live = !all_zero_part(aq), b_live = !all_zero_part(bq);
       if (a_live)
-        plain_gemm(dual_component_like(a, p), bvv, cp, bv);
+        plain_gemm(aq, bvv, cq, bv);
       if (b_live)
-        plain_gemm(av, dual_component_like(b, p), cp, a_live ? R(1) : bv);
+        plain_gemm(av, bq, cq, a_live ? R(1) : bv);
       if (!a_live && !b_live && bv == R(0))
-        cp = tensor<R>::zeros(c.dims(), c.dev());
+        cq = tensor<R>::zeros(c.dims(), c.dev());
     }
-    set_dual_component(c, p, cp);
   }
+  dual_join_into(c, cp);
 }
 template <class R, int K>
 void gemm(cpu const &host, tensor<dual<R, K>> const &a, tensor<dual<R, K>> const &b,

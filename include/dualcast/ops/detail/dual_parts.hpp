@@ -95,6 +95,35 @@ std::array<tensor<real_part_t<D>>, D::size + 1> dual_split(tensor<D> const &x, T
 template <class D> std::array<tensor<real_part_t<D>>, D::size + 1> dual_split(tensor<D> const &x) {
   return dual_split(x, [&x](shape const &s) { return tensor<real_part_t<D>>::empty(s, x.dev()); });
 }
+// Every part of x (the value, then partials 0 .. K-1) in one pass, each laid out as
+// dual_component_like lays it out (the gemms of the parts see the plain tape's layouts).
+template <class D>
+std::array<tensor<real_part_t<D>>, D::size + 1> dual_split_like(tensor<D> const &x) {
+  std::vector<int> perm(std::size_t(x.rank()));
+  for (int i = 0; i < x.rank(); ++i)
+    perm[std::size_t(i)] = i;
+  std::stable_sort(perm.begin(), perm.end(),
+                   [&](int i, int j) { return x.stride(i) > x.stride(j); });
+  tensor<D> xp = x.permuted(perm);
+  if (!xp.is_contiguous())
+    return dual_split(x);
+  std::vector<int> inv(perm.size());
+  for (std::size_t i = 0; i < perm.size(); ++i)
+    inv[std::size_t(perm[i])] = int(i);
+  auto r = dual_split(xp);
+  for (auto &t : r)
+    t = t.permuted(inv);
+  return r;
+}
+// Whether every element of a part (a plain tensor from dual_split: contiguous in its permuted
+// layout) is zero: a constant's tangent. Stops at the first non-zero.
+template <class R> bool all_zero_part(tensor<R> const &p) {
+  R const *e = p.data();
+  for (index_t i = 0, n = p.size(); i < n; ++i)
+    if (e[i] != 0)
+      return false;
+  return true;
+}
 // Plain tensors cut from one allocation, `arrays` rows of m elements (a node's scratch arrays:
 // one allocation instead of one each; they live as long as any of them does). take(s): the next
 // row as a contiguous tensor of shape s (at most m elements).
@@ -121,6 +150,29 @@ tensor<D> dual_join(shape const &s, std::array<tensor<real_part_t<D>>, D::size +
       y[e].d[k] = parts[std::size_t(k + 1)].data()[e];
   }
   return r;
+}
+// Writes parts (each of x's shape) into x: one pass when x and the parts are contiguous, else
+// part by part (a fresh result: no version bump).
+template <class D>
+void dual_join_into(tensor<D> const &x,
+                    std::array<tensor<real_part_t<D>>, D::size + 1> const &parts) {
+  bool contiguous = x.is_contiguous();
+  for (auto const &p : parts)
+    contiguous = contiguous && p.is_contiguous();
+  if (!contiguous) {
+    for (int c = -1; c < D::size; ++c)
+      set_dual_component(x, c, parts[std::size_t(c + 1)]);
+    return;
+  }
+  D *y = x.raw_data();
+  real_part_t<D> const *p[D::size + 1];
+  for (int c = 0; c <= D::size; ++c)
+    p[c] = parts[std::size_t(c)].data();
+  for (index_t e = 0, n = x.size(); e < n; ++e) {
+    y[e].val = p[0][e];
+    for (int k = 0; k < D::size; ++k)
+      y[e].d[k] = p[k + 1][e];
+  }
 }
 // f applied to every part of x (a linear operation on plain tensors): f(value), f(partial k).
 template <class D, class F> tensor<D> dual_componentwise(tensor<D> const &x, F &&f) {

@@ -6,13 +6,13 @@
 // the kernel run by `apply` on the values' parts (the plain tape's pass, so the values have its
 // bits); the tangents are tangent_fn -- the kernel on dual<X, K> numbers whose K partials are the
 // inputs' tangent parts, passed as K more arrays per input -- run by the same `apply`. Backward:
-// tangent_fn with the variables active gives d y / d x_a and d (y's tangent k) / d x_a, i.e. the
-// first derivatives and their directional derivatives (second derivatives along the tangents),
-// and x_a's cotangent is sum_o ybar_o * d y_o / d x_a in dual arithmetic, tangent k:
+// x_a's cotangent is sum_o ybar_o * d y_o / d x_a in dual arithmetic, tangent k:
 //   sum_o ybar_o.d[k] * d y_o / d x_a + ybar_o.val * d (y_o.d[k]) / d x_a
-// (the Hessian-vector product's term), contracted by the plain tape's contraction kernel. The
-// values of those cotangents are the plain store node's (plain_cotangent_values), so that the
-// gradient's values have the plain tape's bits.
+// (the Hessian-vector product's term): the VJP of tangent_fn on direction k's tangents (outputs
+// y_o and y_o.d[k]; the variables active, so d (y_o.d[k]) / d x_a are second derivatives along
+// the tangent) with output cotangents ybar_o.d[k] and ybar_o.val, one backend pass per direction
+// that contracts in registers. The values of those cotangents are the plain store node's
+// (plain_cotangent_values), so that the gradient's values have the plain tape's bits.
 #pragma once
 
 #include <dualcast/broadcast/broadcast.hpp>
@@ -161,6 +161,13 @@ template <class F, class P, int K, bool Values> struct tangent_fn {
     using W = std::conditional_t<std::is_void_v<typename first_dual<X...>::type>,
                                  std::decay_t<decltype(nth<std::size_t(w)>(x...))>,
                                  typename first_dual<X...>::type>;
+    if constexpr (is_dual_v<W>)
+      return chunk_outside<W>(x...);
+    else
+      return tangents_outside<W>(x...);
+  }
+  // Without active arguments (the forward's tangent pass): f on dual<W, K>.
+  template <class W, class... X> auto tangents_outside(X const &...x) const {
     using L = dual<W, K>;
     auto lift = [&]<std::size_t q>(std::integral_constant<std::size_t, q>) {
       if constexpr (P::array_index[q] >= 0) {
@@ -190,6 +197,73 @@ template <class F, class P, int K, bool Values> struct tangent_fn {
           return y.val;
         else
           return y.d[(j - v) % std::size_t(K)];
+      } else if constexpr (j < v) {
+        return y; // an output that depends on no array: a constant
+      } else {
+        return Y(0);
+      }
+    };
+    return [&]<std::size_t... j>(std::index_sequence<j...>) {
+      return outputs(part(std::integral_constant<std::size_t, j>{})...);
+    }
+    (std::make_index_sequence<(Values ? RO::size : 0) + RO::size * std::size_t(K)>{});
+  }
+  // With active arguments (W = dual<B, C>: a chunk of C partials from the backend): f on
+  // dual<dual<B, K>, C>, the chunk's partials outside and the K tangents inside, so that every
+  // step's inner numbers (K + 1 batches) stay in registers; nested the other way round,
+  // dual<dual<B, C>, K>, each step moved whole dual<B, C> temporaries through memory (memset and
+  // memcpy calls: a seventh of the D-LSTM's H v). The results are put back as W: output o's
+  // value (y.val.val, y.d[i].val), its tangent k (y.val.d[k], y.d[i].d[k]).
+  template <class W, class... X> auto chunk_outside(X const &...x) const {
+    using B = typename W::value_type;
+    static constexpr int C = W::size;
+    using I = dual<B, K>;
+    using L = dual<I, C>;
+    auto lift = [&]<std::size_t q>(std::integral_constant<std::size_t, q>) {
+      if constexpr (P::array_index[q] >= 0) {
+        auto const &xq = nth<q>(x...);
+        L d;
+        if constexpr (std::is_same_v<std::decay_t<decltype(xq)>, W>) {
+          d.val.val = xq.val;
+          for (int i = 0; i < C; ++i)
+            d.d[i].val = xq.d[i];
+        } else {
+          d.val.val = B(xq);
+        }
+        [&]<std::size_t... k>(std::index_sequence<k...>) {
+          ((d.val.d[k] = B(nth<n + k * std::size_t(NX) + std::size_t(P::array_index[q])>(x...))),
+           ...);
+        }
+        (std::make_index_sequence<std::size_t(K)>{});
+        return d;
+      } else {
+        return nth<q>(x...);
+      }
+    };
+    auto r = [&]<std::size_t... p>(std::index_sequence<p...>) {
+      return as_outputs(f(lift(std::integral_constant<std::size_t, p>{})...));
+    }
+    (std::make_index_sequence<n>{});
+    using RO = std::decay_t<decltype(r)>;
+    // Output j of the result: a value (j < RO::size with Values), else tangent k of output o.
+    auto part = [&]<std::size_t j>(std::integral_constant<std::size_t, j>) {
+      constexpr std::size_t v = Values ? RO::size : 0;
+      constexpr std::size_t o = j < v ? j : (j - v) / std::size_t(K);
+      auto const &y = get<o>(r);
+      using Y = std::decay_t<decltype(y)>;
+      if constexpr (std::is_same_v<Y, L>) {
+        W w;
+        if constexpr (j < v) {
+          w.val = y.val.val;
+          for (int i = 0; i < C; ++i)
+            w.d[i] = y.d[i].val;
+        } else {
+          constexpr std::size_t k = (j - v) % std::size_t(K);
+          w.val = y.val.d[k];
+          for (int i = 0; i < C; ++i)
+            w.d[i] = y.d[i].d[k];
+        }
+        return w;
       } else if constexpr (j < v) {
         return y; // an output that depends on no array: a constant
       } else {
@@ -311,12 +385,11 @@ auto fused_duals(kernel<F, S> const &k, A const &...a) {
         shapes[i] = xs[std::size_t(i)].dims(), pos[i] = i;
       }
       shape const s = broadcast_shapes(name, static_cast<shape const *>(shapes), pos, NX);
-      constexpr std::size_t NH = NO * std::size_t(1 + K);
       // Every plain array of the node's passes from one allocation (each at most s's size): the
-      // arguments' and output cotangents' parts, tangent_fn's outputs and partials, the plain
-      // cotangents' scratch, the cotangents' tangent parts.
-      constexpr index_t arrays = index_t((NX + int(NO)) * (K + 1)) + index_t(NH * (1 + NA)) +
-                                 index_t(NO) * (1 + NA) + 2 * NA + 2 * NA * K;
+      // arguments' and output cotangents' parts, the plain cotangents' scratch, the cotangents'
+      // tangent parts (K * NA of shape s, K * NA reduced).
+      constexpr index_t arrays =
+          index_t((NX + int(NO)) * (K + 1)) + index_t(NO) * (1 + NA) + 2 * NA + 2 * NA * K;
       part_block<R> take(arrays, s.size());
       parts const x = split(xs, take);
       // The output cotangents' parts: gv values, gt[o * K + k] tangents.
@@ -328,24 +401,6 @@ auto fused_duals(kernel<F, S> const &k, A const &...a) {
         for (int k = 0; k < K; ++k)
           gt[o * std::size_t(K) + std::size_t(k)] = std::move(p[std::size_t(k + 1)]);
       }
-      // tangent_fn with the variables active: its outputs h_j (the values y_o, then the tangents
-      // y_o.d[k] at NO + o * K + k) and their partials d h_j / d x_a at j * NA + a.
-      std::array<tensor<R>, NH> hv;
-      std::array<tensor<R>, NH * std::size_t(NA)> hp;
-      for (auto &t : hv)
-        t = take(s);
-      for (auto &t : hp)
-        t = take(s);
-      [&]<std::size_t... j, std::size_t... m, std::size_t... t>(
-          std::index_sequence<j...>, std::index_sequence<m...>, std::index_sequence<t...>) {
-        with_args(x, [&](auto const &...arg) {
-          apply_fresh(ex, kernel<tangent_fn<F, P, K, true>, S>{{f}}, active_of<A...>{},
-                      out(hv[j].raw_view()...), out(hp[m].raw_view()...), arg...,
-                      x.tv[t].cview()...);
-        });
-      }
-      (std::make_index_sequence<NH>{}, std::make_index_sequence<NH * std::size_t(NA)>{},
-       std::make_index_sequence<std::size_t(NX * K)>{});
       std::array<shape const *, std::size_t(NX)> need{};
       for (int i = 0; i < NX; ++i)
         if (g.needs(std::size_t(i)))
@@ -353,6 +408,36 @@ auto fused_duals(kernel<F, S> const &k, A const &...a) {
       // The values of the input cotangents: the plain store node's.
       auto const vals =
           C::template plain_cotangent_values<NO, S>(ex, f, sc, seq, x.vals, gv, s, need, take);
+      // Tangent k of x_a's cotangent, sum_o ybar_o.d[k] * d y_o / d x_a + ybar_o.val *
+      // d (y_o.d[k]) / d x_a, is the VJP of the kernel on direction k's tangents alone
+      // (tangent_fn with one tangent: outputs y_o, then y_o.d[k]) with output cotangents
+      // ybar_o.d[k] and ybar_o.val: one pass per direction, contracting in registers, instead of
+      // writing every output's partials (NO (1 + K) NA arrays) and contracting them in further
+      // passes.
+      using TF = tangent_fn<F, P, 1, true>;
+      std::array<std::array<tensor<R>, std::size_t(NA)>, std::size_t(K)> tb;
+      for (int k = 0; k < K; ++k) {
+        std::array<view<R>, std::size_t(NA)> cv;
+        for (int a = 0; a < NA; ++a) {
+          tb[std::size_t(k)][std::size_t(a)] = take(s);
+          cv[std::size_t(a)] = tb[std::size_t(k)][std::size_t(a)].raw_view();
+        }
+        auto const *tk = x.tv.data() + std::size_t(k * NX);
+        auto const *gk = gt.data() + std::size_t(k);
+        [&]<std::size_t... i, std::size_t... o>(std::index_sequence<i...>,
+                                                std::index_sequence<o...>) {
+          with_args(x, [&](auto const &...arg) {
+            using Layout = call_layout<std::decay_t<decltype(arg)>...,
+                                       std::decay_t<decltype(tk[i].cview())>...>;
+            vjp_op<TF, Layout, int(2 * NO), active_of<A...>> op{
+                {TF{f}, scalar_table<TF>(arg..., tk[i].cview()...)}};
+            apply_fresh_run<decltype(op), S, std::decay_t<decltype(ex)>, R>(
+                ex, op, cv, arg..., tk[i].cview()..., gk[o * std::size_t(K)].cview()...,
+                gv[o].cview()...);
+          });
+        }
+        (std::make_index_sequence<std::size_t(NX)>{}, std::make_index_sequence<NO>{});
+      }
       for (std::size_t u = 0; u < sizeof...(A); ++u) {
         int const i = P::array_index[u], a = P::var_index[u];
         if (a < 0 || !need[std::size_t(i)])
@@ -360,25 +445,7 @@ auto fused_duals(kernel<F, S> const &k, A const &...a) {
         std::array<tensor<R>, std::size_t(K + 1)> gx;
         gx[0] = vals[std::size_t(i)];
         for (int k = 0; k < K; ++k) {
-          // tangent k: sum_o ybar_o.d[k] * d y_o / d x_a + ybar_o.val * d (y_o.d[k]) / d x_a
-          auto pair = [&](std::size_t e) -> tensor<R> const & {
-            std::size_t const o = e / 4, ok = o * std::size_t(K) + std::size_t(k);
-            switch (e % 4) {
-            case 0:
-              return gt[ok];
-            case 1:
-              return hp[o * std::size_t(NA) + std::size_t(a)];
-            case 2:
-              return gv[o];
-            default:
-              return hp[(NO + ok) * std::size_t(NA) + std::size_t(a)];
-            }
-          };
-          tensor<R> c = take(s);
-          [&]<std::size_t... e>(std::index_sequence<e...>) {
-            apply_fresh(ex, contract_kernel, out(c.raw_view()), pair(e).cview()...);
-          }
-          (std::make_index_sequence<4 * NO>{});
+          tensor<R> const &c = tb[std::size_t(k)][std::size_t(a)];
           gx[std::size_t(k + 1)] = c;
           if (!(shapes[i] == s)) {
             gx[std::size_t(k + 1)] = take(shapes[i]);
