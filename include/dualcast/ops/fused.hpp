@@ -79,12 +79,10 @@ requires(is_policy_v<P> && !(lazy_expr<A> || ...) && !detail::any_duals_v<A...> 
   auto const on_stream = detail::tape_stream_scope(tp, dev); // (CUDA tensors: the tape's stream)
   // The rest runs with the executor of that device (tensor/detail/device_dispatch.hpp).
   return detail::on_device(name, dev, host, [&](auto const &ex) {
-    auto args = std::make_tuple(detail::as_kernel_arg<T>(a)...);
-    shape const s = std::apply(
-        [&](auto const &...x) {
-          return detail::broadcast_args(name, detail::collect_arrays<T>(x...));
-        },
-        args);
+    // The array arguments' views built once, and the scalars: passed on by reference.
+    using Layout = detail::arg_layout<detail::kernel_arg_t<T, A>...>;
+    auto const ins = detail::arrays_of<T>(a...);
+    shape const s = detail::broadcast_args(name, ins);
     std::array<tensor<T>, K> outs;
     for (auto &o : outs)
       o = tensor<T>::empty(s, dev);
@@ -92,7 +90,7 @@ requires(is_policy_v<P> && !(lazy_expr<A> || ...) && !detail::any_duals_v<A...> 
     std::array<var<T>, K> result;
     if (info.n_required == 0 || !tp->grad_enabled()) { // (no_grad: values only)
       [&]<std::size_t... o>(std::index_sequence<o...>) {
-        std::apply([&](auto const &...x) { apply(ex, k, out(outs[o].raw_view()...), x...); }, args);
+        apply(ex, k, out(outs[o].raw_view()...), detail::as_kernel_arg<T>(a)...);
       }
       (std::make_index_sequence<K>{});
       for (int i = 0; i < K; ++i)
@@ -111,10 +109,10 @@ requires(is_policy_v<P> && !(lazy_expr<A> || ...) && !detail::any_duals_v<A...> 
     if constexpr (compiled::store) {
       if (chosen == policy_kind::store || !compiled::recompute) {
         detail::arena_array<detail::saved_tensor> none;
-        detail::store_node<T, K, Active>(ex, *tp, k, args, outs, out_slots,
-                                         detail::make_core<T>(tp->node_memory(), refs.data(),
-                                                              refs.size(), none, false, dev, host,
-                                                              s));
+        detail::store_node<T, K, Active, Layout>(
+            ex, *tp, k, ins, detail::scalars_of<T>(a...), outs, out_slots,
+            detail::make_core<T>(tp->node_memory(), refs.data(), refs.size(), none, false, dev,
+                                 host, s));
         return detail::wrap_outputs(result);
       }
     }
@@ -123,8 +121,9 @@ requires(is_policy_v<P> && !(lazy_expr<A> || ...) && !detail::any_duals_v<A...> 
       detail::arena_array<detail::saved_tensor> saves;
       auto core = detail::make_core<T>(tp->node_memory(), refs.data(), refs.size(), saves, true,
                                        dev, host, s);
-      detail::recompute_node<T, K, Active>(ex, *tp, k, args, outs, out_slots, std::move(core),
-                                           std::move(saves));
+      detail::recompute_node<T, K, Active, Layout>(ex, *tp, k, ins, detail::scalars_of<T>(a...),
+                                                   outs, out_slots, std::move(core),
+                                                   std::move(saves));
     }
     return detail::wrap_outputs(result);
   });

@@ -3,6 +3,7 @@
 // kernel sees them (views and scalars), and the active set they make at compile time.
 #pragma once
 
+#include <dualcast/broadcast/detail/call_checks.hpp>
 #include <dualcast/kernel/detail/element_ops.hpp>
 #include <dualcast/tape/tape.hpp>
 #include <dualcast/tensor/tensor.hpp>
@@ -35,6 +36,34 @@ template <class T, class A> auto as_kernel_arg(A const &a) {
 }
 template <class T, class A>
 using kernel_arg_t = decltype(as_kernel_arg<T>(std::declval<A const &>()));
+
+// A fused call's array arguments as views, each built once in place, and its scalar table: what
+// the node's passes read. (A std::tuple of the kernel's arguments, copied into the views' array
+// again, moved about 1.6 KB of 144-byte views per 11-operand node: issue 36's profile.)
+template <class T, class... A> auto arrays_of(A const &...a) {
+  array_args<T, (0 + ... + std::size_t(is_var_v<A> || is_tensor_v<A>))> r;
+  std::size_t n = 0;
+  int p = 0;
+  auto one = [&](auto const &x) {
+    using X = std::remove_cvref_t<decltype(x)>;
+    if constexpr (is_var_v<X>)
+      r.views[n] = x.value().cview(), r.pos[n++] = p;
+    else if constexpr (is_tensor_v<X>)
+      r.views[n] = x.cview(), r.pos[n++] = p;
+    ++p;
+  };
+  (one(a), ...);
+  return r;
+}
+template <class T, class A> auto scalar_or_marker(A const &a) {
+  if constexpr (is_var_v<A> || is_tensor_v<A>)
+    return array_marker{};
+  else
+    return T(a);
+}
+template <class T, class... A> auto scalars_of(A const &...a) {
+  return typename arg_layout<kernel_arg_t<T, A>...>::scalars{make_tuple(scalar_or_marker<T>(a)...)};
+}
 
 template <class... A> inline constexpr int var_count = (0 + ... + (is_var_v<A> ? 1 : 0));
 

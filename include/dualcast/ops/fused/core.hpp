@@ -299,6 +299,18 @@ template <class T>
       ranges[a] = range_of(view<T const>(b.target[a]));
   }
 }
+// Whether t is laid out row-major without gaps (view::is_contiguous), read from the tensor itself:
+// tensor::is_contiguous builds a view first, a 144-byte copy, twice per variable and node here.
+template <class T> bool is_dense(tensor<T> const &t) {
+  index_t st = 1;
+  for (int i = t.rank() - 1; i >= 0; --i) {
+    if (t.extent(i) != 1 && t.stride(i) != st)
+      return false;
+    st *= t.extent(i);
+  }
+  return true;
+}
+
 // place_targets for a flat node (every array argument contiguous with the call's shape, so each
 // variable's gradient has that shape): the same decisions on pointers (b.flat_target), two
 // contiguous arrays overlapping iff their address intervals meet. false, having changed nothing:
@@ -307,17 +319,28 @@ template <class T>
 [[gnu::noinline]] bool place_flat_targets(fused_core<T> const &c, fused_scratch<T> &b) {
   std::size_t const na = c.in.size();
   for (std::size_t a = 0; a < na; ++a)
-    if (!b.temp[a] && !c.in[a]->grad.is_contiguous())
+    if (!b.temp[a] && !is_dense(c.in[a]->grad))
       return false;
   index_t const len = c.s.size();
+  // The placed gradients' address intervals, each computed once (a temporary's empty: it meets
+  // nothing), in flat arrays the compiler vectorises the overlap test over.
+  constexpr std::size_t inline_n = 64;
+  std::uintptr_t lo[inline_n], hi[inline_n];
   for (std::size_t a = 0; a < na; ++a) {
     if (!b.temp[a]) {
       T *const g = c.in[a]->grad.raw_data();
       flat_interval const rg = flat_interval_of<T>(g, len);
       bool overlapping = false;
-      for (std::size_t o = 0; o < a; ++o) {
-        bool const meets = intervals_meet(flat_interval_of<T>(b.flat_target[o], len), rg);
-        overlapping |= meets & !b.temp[o];
+      if (a <= inline_n) {
+        std::uintptr_t met = 0;
+        for (std::size_t o = 0; o < a; ++o)
+          met |= std::uintptr_t(lo[o] < rg.hi) & std::uintptr_t(rg.lo < hi[o]);
+        overlapping = met != 0;
+      } else {
+        for (std::size_t o = 0; o < a; ++o) {
+          bool const meets = intervals_meet(flat_interval_of<T>(b.flat_target[o], len), rg);
+          overlapping |= meets & !b.temp[o];
+        }
       }
       if (overlapping)
         b.temp[a] = true, b.add[a] = false;
@@ -327,6 +350,10 @@ template <class T>
     if (b.temp[a]) {
       b.temp_tensor[a] = tensor<T>::empty(c.s, c.dev);
       b.flat_target[a] = b.temp_tensor[a].raw_data();
+    }
+    if (a < inline_n) {
+      flat_interval const r = flat_interval_of<T>(b.flat_target[a], len);
+      lo[a] = b.temp[a] ? 0 : r.lo, hi[a] = b.temp[a] ? 0 : r.hi;
     }
   }
   return true;
@@ -346,7 +373,7 @@ template <class T>
           return false;
       return true;
     }();
-    if (t.is_contiguous())
+    if (is_dense(t))
       stride[k] = 1;
     else if (zero_strided)
       stride[k] = 0;

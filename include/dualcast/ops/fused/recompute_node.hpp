@@ -80,19 +80,18 @@ void recompute_backward(Ex const &ex, kernel<F, S> const &k, fused_core<T> const
   finish_targets(c, *b);
 }
 
-// Forward and recording of a recompute node: `args` are the kernel's arguments (views and
-// scalars), `outs` the output values, `core` the node's state (its saves: the array inputs,
-// version-checked and kept alive for the re-evaluation). A flat node keeps its arguments as
-// pointers (its views are rebuilt from them, with the call's shape, if backward needs them).
-template <class T, int K, class Active, class Ex, class F, bool S, class Args>
-void recompute_node(Ex const &ex, tape &tp, kernel<F, S> const &k, Args const &args,
-                    std::array<tensor<T>, K> const &outs, std::array<slot_ptr<T>, K> out_slots,
-                    fused_core<T> &&core, arena_array<saved_tensor> &&saves) {
-  using Layout = typename layout_of<Args>::type;
+// Forward and recording of a recompute node: `ins` are the kernel's array arguments (views),
+// `scalars` its scalar table (Layout: where each argument comes from), `outs` the output values,
+// `core` the node's state (its saves: the array inputs, version-checked and kept alive for the
+// re-evaluation). A flat node keeps its arguments as pointers (its views are rebuilt from them,
+// with the call's shape, if backward needs them).
+template <class T, int K, class Active, class Layout, class Ex, class F, bool S, std::size_t N,
+          class Scalars>
+void recompute_node(Ex const &ex, tape &tp, kernel<F, S> const &k, array_args<T, N> const &ins,
+                    Scalars const &scalars, std::array<tensor<T>, K> const &outs,
+                    std::array<slot_ptr<T>, K> out_slots, fused_core<T> &&core,
+                    arena_array<saved_tensor> &&saves) {
   using values = values_op<F, Layout, K>;
-  auto ins = std::apply([](auto const &...x) { return collect_arrays<T>(x...); }, args);
-  constexpr std::size_t N = decltype(ins)::size;
-  auto scalars = std::apply([](auto const &...x) { return scalar_table<F>(x...); }, args);
   // One closure for both kinds of node (a closure each made test_tape_fused.cpp compile 5 s
   // slower): a flat node's arguments as pointers, any other's views packed in the tape's memory.
   std::array<T const *, N> in{};

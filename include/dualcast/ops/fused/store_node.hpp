@@ -151,23 +151,22 @@ void merge_repeated(Ex const &ex, fused_core<T> const &c, view<T> const *all, st
   }
 }
 
-// Forward and recording of a store node: `args` are the kernel's arguments (views and scalars),
-// `outs` the output values, `core` the node's state (its partials: alloc_partials).
-template <class T, int K, class Active, class Ex, class F, bool S, class Args>
-void store_node(Ex const &ex, tape &tp, kernel<F, S> const &k, Args const &args,
-                std::array<tensor<T>, K> const &outs, std::array<slot_ptr<T>, K> out_slots,
-                fused_core<T> &&core) {
+// Forward and recording of a store node: `ins` are the kernel's array arguments (views),
+// `scalars` its scalar table (Layout: where each argument comes from), `outs` the output values,
+// `core` the node's state (its partials: alloc_partials).
+template <class T, int K, class Active, class Layout, class Ex, class F, bool S, std::size_t N,
+          class Scalars>
+void store_node(Ex const &ex, tape &tp, kernel<F, S> const &k, array_args<T, N> const &ins,
+                Scalars const &scalars, std::array<tensor<T>, K> const &outs,
+                std::array<slot_ptr<T>, K> out_slots, fused_core<T> &&core) {
   constexpr int NA = Active::count;
-  using Layout = typename layout_of<Args>::type;
   std::array<view<T>, std::size_t(K + K * NA)> all;
   for (int i = 0; i < K; ++i)
     all[std::size_t(i)] = outs[std::size_t(i)].raw_view();
   arena_array<saved_tensor> saves;
   tensor<T> const dropped = alloc_partials(tp.node_memory(), core, saves, K, all.data() + K);
-  auto scalars = std::apply([](auto const &...x) { return scalar_table<F>(x...); }, args);
   apply_arrays<partials_op<F, Layout, K, Active>, S>(
-      ex, partials_op<F, Layout, K, Active>{{k.f, scalars}},
-      std::apply([](auto const &...x) { return collect_arrays<T>(x...); }, args), all,
+      ex, partials_op<F, Layout, K, Active>{{k.f, scalars}}, ins, all,
       std::array<bool, std::size_t(K + K * NA)>{}, K, "partial");
   if constexpr (NA > 1)
     merge_repeated<T>(ex, core, all.data() + K, std::size_t(K));
