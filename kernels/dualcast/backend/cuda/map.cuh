@@ -131,11 +131,6 @@ DUALCAST_GLOBAL void __launch_bounds__(max_block)
   }
 }
 
-// Strided and broadcast layouts whose last (collapsed) dimension is long -- a row or column mask
-// against a matrix, a bias over a batch: a block takes one row at a time, computes the row's
-// offsets once, and its threads walk the row's columns. map_strided above instead divides each
-// element's index by every extent (64-bit divisions, a dozen operands' offsets): the HM-LSTM
-// update with 1 x n masks ran there at 26 % of an H200's DRAM bandwidth (ncu).
 // The offsets of element (r, c) of map_rows: the outermost index needs no division (r < its
 // extent times the others'), so a 2-D layout divides nothing.
 template <class T, int NI, int NO>
@@ -185,6 +180,11 @@ template <class T, int NI, int NO, class Op>
 inline constexpr bool rows_late_outputs = std::is_same_v<T, double> &&NI + NO > 12 &&
                                           op_with_values<Op>();
 
+// Strided and broadcast layouts whose last (collapsed) dimension is long -- a row or column mask
+// against a matrix, a bias over a batch: a block takes one row at a time, computes the row's
+// offsets once, and its threads walk the row's columns. map_strided above instead divides each
+// element's index by every extent (64-bit divisions, a dozen operands' offsets): the HM-LSTM
+// update with 1 x n masks ran there at 26 % of an H200's DRAM bandwidth (ncu).
 template <class T, int NI, int NO, class Op>
 DUALCAST_GLOBAL void __launch_bounds__(max_block)
     map_rows(map_params<T, NI, NO> p, index_t rows, Op op) {
