@@ -257,10 +257,10 @@ TEST_CASE("bfloat16 / half arrays in fused calls: float rounded once on store, b
   check_conversions<dc::half>();
 }
 
-// Every 16-bit pattern widened by a contiguous call (converted in registers, backend/cpu/map.hpp)
-// and from a strided input (the float buffers' portable path), against numbers/float16.hpp; the
-// patterns through a 16-bit -> 16-bit kernel (widened and rounded again: the same bits, NaN made
-// quiet), and a broadcast 16-bit input beside them.
+// Every 16-bit pattern widened by a contiguous call (the vector conversions,
+// backend/cpu/convert.hpp) and from a strided input (the portable path), against
+// numbers/float16.hpp; the patterns through a 16-bit -> 16-bit kernel (widened and rounded again:
+// the same bits, NaN made quiet), and a broadcast 16-bit input beside them.
 template <class H> std::uint16_t requantize(std::uint16_t b) {
   if constexpr (std::is_same_v<H, dc::bfloat16>)
     return dc::detail::bfloat16_bits_of(dc::detail::float_of_bfloat16(b));
@@ -313,7 +313,7 @@ template <class H> void check_every_pattern() {
   CHECK(failures == 0);
 }
 
-TEST_CASE("every bfloat16 / half pattern widened in registers and in buffers, bit for bit") {
+TEST_CASE("every bfloat16 / half pattern widened (vector and portable paths), bit for bit") {
   check_every_pattern<dc::bfloat16>();
   check_every_pattern<dc::half>();
 }

@@ -169,129 +169,10 @@ DUALCAST_FLATTEN void run_batches(void const *op_ptr, T const *const *in, index_
   paths.active = false;
 }
 
-// ---- 16-bit operands in registers -------------------------------------------------------------
-// A batch of W contiguous elements of storage s at p, widened to float in registers (bfloat16: a
-// 16-bit shift; half: F16C where the target has it), and its rounding on store: the same bits as
-// the row conversions of backend/cpu/convert.hpp and numbers/float16.hpp.
-#if DUALCAST_HAS_SIMD
-// (vector types of W lanes in a class template: GCC drops vector_size from a typedef in a
-// function template)
-template <int W> struct vec16 {
-  typedef std::uint16_t unaligned_t __attribute__((vector_size(2 * W), aligned(2), may_alias));
-  typedef std::uint16_t u16_t __attribute__((vector_size(2 * W)));
-  typedef std::uint32_t u32_t __attribute__((vector_size(4 * W)));
-};
-template <class L> DUALCAST_FORCEINLINE L widen_lanes(element_storage s, char const *p) {
-  constexpr int W = L::size;
-  using vec_t = typename L::vec_t;
-  using u16u_t = typename vec16<W>::unaligned_t;
-  using u16_t = typename vec16<W>::u16_t;
-  using u32_t = typename vec16<W>::u32_t;
-  if (s == element_storage::native)
-    return L::load(reinterpret_cast<float const *>(p));
-  u16_t const b = *reinterpret_cast<u16u_t const *>(p);
-  if (s == element_storage::bfloat16)
-    return L{__builtin_bit_cast(vec_t, __builtin_convertvector(b, u32_t) << 16)};
-#if defined(__F16C__)
-  if constexpr (W == 8)
-    return L{__builtin_bit_cast(vec_t, _mm256_cvtph_ps(__builtin_bit_cast(__m128i, b)))};
-#endif
-#if defined(__AVX512F__)
-  if constexpr (W == 16)
-    return L{__builtin_bit_cast(vec_t, _mm512_cvtph_ps(__builtin_bit_cast(__m256i, b)))};
-#endif
-  L r;
-  for (int i = 0; i < W; ++i)
-    r.v[i] = float_of_half(b[i]);
-  return r;
-}
-
-template <class L> DUALCAST_FORCEINLINE void narrow_lanes(element_storage s, L const &x, char *p) {
-  constexpr int W = L::size;
-  using u16u_t = typename vec16<W>::unaligned_t;
-  using u16_t = typename vec16<W>::u16_t;
-  using u32_t = typename vec16<W>::u32_t;
-  if (s == element_storage::native)
-    return x.store(reinterpret_cast<float *>(p));
-  u16_t b;
-  if (s == element_storage::bfloat16) {
-    // bfloat16_bits_of on W lanes: add 0x7fff plus the kept part's lowest bit (ties to even),
-    // keep the upper half; NaN: the quiet bit set instead.
-    u32_t const u = __builtin_bit_cast(u32_t, x.v);
-    u32_t const rounded = u + 0x7fffu + ((u >> 16) & 1u);
-    u32_t const r = (u & 0x7fffffffu) > 0x7f800000u ? (u | 0x00400000u) : rounded;
-    b = __builtin_convertvector(r >> 16, u16_t);
-  } else {
-#if defined(__F16C__)
-    if constexpr (W == 8) {
-      *reinterpret_cast<u16u_t *>(p) =
-          __builtin_bit_cast(u16_t, _mm256_cvtps_ph(__builtin_bit_cast(__m256, x.v),
-                                                    _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC));
-      return;
-    }
-#endif
-#if defined(__AVX512F__)
-    if constexpr (W == 16) {
-      *reinterpret_cast<u16u_t *>(p) =
-          __builtin_bit_cast(u16_t, _mm512_cvtps_ph(__builtin_bit_cast(__m512, x.v),
-                                                    _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC));
-      return;
-    }
-#endif
-    for (int i = 0; i < W; ++i)
-      b[i] = half_bits_of(x.v[i]);
-  }
-  *reinterpret_cast<u16u_t *>(p) = b;
-}
-
-// run_batches for operands of any storage, all contiguous (or broadcast: in_mask 0, a float
-// batch of the value): each 16-bit operand is widened in registers inside the loop and each
-// result rounded from its register, with no pass through a buffer. The storage is a branch per
-// operand and batch, the same way every time (predicted). Compiled per element operation over
-// float lanes only, beside run_batches.
-template <class L, class Op>
-DUALCAST_FLATTEN void run_batches_16(void const *op_ptr, char const *const *in,
-                                     element_storage const *in_st, index_t const *in_mask,
-                                     char *const *out, element_storage const *out_st, index_t n) {
-  Op const &f = *static_cast<Op const *>(op_ptr);
-  constexpr int NI = Op::num_in, NO = Op::num_out;
-  constexpr int W = lane_count<L>;
-  L stage[(NI > 0 ? NI : 1) + NO + 32]; // (large: see run_batches)
-  L *in_l = stage, *out_l = stage + (NI > 0 ? NI : 1);
-  detail::lane_paths &paths = detail::current_lane_paths();
-  paths.active = true;
-  paths.lanes = decltype(L{} < L{})::all_bits;
-  paths.n_pending = 0;
-  char const *ip[NI > 0 ? NI : 1];
-  index_t mask[NI > 0 ? NI : 1];
-  int ishift[NI > 0 ? NI : 1], oshift[NO];
-  element_storage ist[NI > 0 ? NI : 1], ost[NO];
-  char *op_out[NO];
-  for (int k = 0; k < NI; ++k)
-    ip[k] = in[k], mask[k] = in_mask[k], ist[k] = in_st[k],
-    ishift[k] = in_st[k] == element_storage::native ? 2 : 1;
-  for (int k = 0; k < NO; ++k)
-    op_out[k] = out[k], ost[k] = out_st[k],
-    oshift[k] = out_st[k] == element_storage::native ? 2 : 1;
-  for (index_t i = 0; i + W <= n; i += W) {
-    for (int k = 0; k < NI; ++k)
-      in_l[k] = widen_lanes<L>(ist[k], ip[k] + ((i & mask[k]) << ishift[k]));
-    eval_batch(f, in_l, out_l, paths);
-    for (int k = 0; k < NO; ++k)
-      narrow_lanes(ost[k], out_l[k], op_out[k] + (i << oshift[k]));
-  }
-  paths.active = false;
-}
-#endif
-
-// An element operation as the passes below see it: its batch loop and the operation; over float
-// SIMD lanes also its batch loop for 16-bit operands (run_batches_16), else null.
+// An element operation as the passes below see it: its batch loop and the operation.
 template <class T> struct batch_loop {
   void (*run)(void const *op, T const *const *in, index_t const *in_mask, T *const *out, index_t n);
   void const *op;
-  void (*run16)(void const *op, char const *const *in, element_storage const *in_st,
-                index_t const *in_mask, char *const *out, element_storage const *out_st,
-                index_t n) = nullptr;
 };
 
 // Elements per packed chunk of a row that is strided (or of a row's partial last batch).
@@ -454,7 +335,7 @@ void run_row_mixed(batch_loop<float> const &op, char const *const *in, index_t c
   alignas(64) float out_buf[NO][mixed_elements];
   alignas(64) float scratch[mixed_elements];
   float const *ip[NI > 0 ? NI : 1];
-  index_t in_mask[NI > 0 ? NI : 1] = {};
+  index_t in_mask[NI > 0 ? NI : 1];
   float *op_out[NO];
   for (int k = 0; k < NI; ++k) { // a broadcast input: one batch of its value, read again
     in_mask[k] = in_stride[k] == 0 ? 0 : ~index_t(0);
@@ -463,26 +344,7 @@ void run_row_mixed(batch_loop<float> const &op, char const *const *in, index_t c
       ip[k] = in_buf[k];
     }
   }
-  index_t done = 0;
-  // Contiguous (or broadcast) operands, outputs overwritten: the full batches in one call of the
-  // 16-bit batch loop, converting in registers; the partial last batch goes below.
-  bool in_place = op.run16 != nullptr && n >= W;
-  for (int k = 0; k < NI; ++k)
-    in_place = in_place && (in_stride[k] == 1 || in_stride[k] == 0);
-  for (int k = 0; k < NO; ++k)
-    in_place = in_place && out_stride[k] == 1 && !add[k];
-  if (in_place) {
-    char const *rp[NI > 0 ? NI : 1] = {};
-    element_storage rst[NI > 0 ? NI : 1] = {};
-    for (int k = 0; k < NI; ++k) {
-      bool const b = in_stride[k] == 0; // its float batch, filled above
-      rp[k] = b ? reinterpret_cast<char const *>(in_buf[k]) : in[k];
-      rst[k] = b ? element_storage::native : in_st[k];
-    }
-    done = n / W * W;
-    op.run16(op.op, rp, rst, in_mask, out, out_st, done);
-  }
-  for (; done < n;) {
+  for (index_t done = 0; done < n;) {
     index_t const m = std::min(mixed_elements, n - done), mp = (m + W - 1) / W * W;
     for (int k = 0; k < NI; ++k) {
       if (in_stride[k] == 0)
@@ -573,15 +435,10 @@ template <bool Simd, class T, int NI, int NO, class Op>
 void map(cpu const &ex, map_params<T, NI, NO> const &p, Op const &op) {
   static_assert(Op::num_in == NI && Op::num_out == NO);
   using L = typename lanes<T, Simd>::type;
-  batch_loop<T> loop{&run_batches<L, T, Op>, &op};
+  batch_loop<T> const loop{&run_batches<L, T, Op>, &op};
   if constexpr (std::is_same_v<T, float>)
-    if (has_float16(p)) {
-#if DUALCAST_HAS_SIMD
-      if constexpr (is_batch_v<L>)
-        loop.run16 = &run_batches_16<L, Op>;
-#endif
+    if (has_float16(p))
       return map_mixed<L>(ex, p, loop);
-    }
   map_loop<L>(ex, p, loop);
 }
 
