@@ -4,8 +4,8 @@
 // Modes: value_and_vjp (one pass: 7 arrays read, 7 written), apply_vjp (apply, then vjp: 19
 // arrays), tape (lstm_cell on tape variables, then backward with the cotangents as seeds; its
 // bytes and floor are apply_vjp's: over 16 bits the 16-bit node, ops/fused/float16_node.hpp) and
-// tape_store (the same under policy::store: over 16 bits cast nodes around the float node, which
-// keeps float partials; its bytes are a lower bound, the float temporaries not counted).
+// tape_store (the same under policy::store: over 16 bits the 16-bit store node, which keeps float
+// partials; its bytes are apply_vjp's, the partials not counted).
 // Storage: float32; bfloat16; half; bf16_mixed (bfloat16 gates, float cell state: c, c',
 // its cotangent and the cell state's cotangent in float -- a float cell state beside 16-bit gates).
 // Each row: the median time, the bytes that mode and storage must move, the floor (those bytes at

@@ -112,6 +112,8 @@ void check16(F const &f, std::vector<dc::shape> const &shapes, double k, unsigne
 
 constexpr auto lstm_like =
     dc::kernel([](auto a, auto b) { return dc::outputs(dc::sigmoid(a) * dc::tanh(b), a * b); });
+constexpr auto three_args =
+    dc::kernel([](auto a, auto b, auto c) { return dc::sigmoid(a) * b + c * dc::tanh(a); });
 
 template <class T16> void all_operations() {
   dc::shape const m{4, 5};
@@ -182,6 +184,23 @@ template <class T16> void all_operations() {
         },
         {m, dc::shape{3, 2}}, 8, 14);
   }
+  SUBCASE("batched matmul: a batch of matrices times a shared matrix (its gradient summed)") {
+    check16<T16>(
+        [](auto const &v) -> std::remove_cvref_t<decltype(v[0])> { return dc::matmul(v[0], v[1]); },
+        {dc::shape{3, 4, 5}, dc::shape{5, 2}}, 8, 22);
+  }
+  SUBCASE("batched matmul: batches broadcast against each other") {
+    check16<T16>(
+        [](auto const &v) -> std::remove_cvref_t<decltype(v[0])> { return dc::matmul(v[0], v[1]); },
+        {dc::shape{2, 1, 3, 4}, dc::shape{3, 4, 2}}, 8, 23);
+  }
+  SUBCASE("1-D matmul: vector times matrix, batch times vector, vector times vector") {
+    check16<T16>(
+        [](auto const &v) -> std::remove_cvref_t<decltype(v[0])> {
+          return dc::matmul(v[0], v[1]) + dc::sum(dc::matmul(v[2], v[0])) + dc::matmul(v[0], v[0]);
+        },
+        {dc::shape{5}, dc::shape{5, 3}, dc::shape{2, 3, 5}}, 8, 24);
+  }
   SUBCASE("softmax") {
     check16<T16>(
         [](auto const &v) -> std::remove_cvref_t<decltype(v[0])> { return dc::softmax(v[0], 1); },
@@ -215,13 +234,35 @@ template <class T16> void all_operations() {
         },
         {m, m, m, m, dc::shape{5}}, 4, 12, -3.0, 3.0);
   }
-  SUBCASE("fused kernel under policy::store (float partials through cast nodes)") {
+  SUBCASE("fused kernel under policy::store (the 16-bit store node: float partials)") {
     check16<T16>(
         [](auto const &v) -> std::remove_cvref_t<decltype(v[0])> {
           auto o = dc::fused(dc::policy::store, lstm_like, v[0], v[1]);
           return o[0] + o[1] * 0.5f;
         },
         {m, m}, 4, 13);
+  }
+  SUBCASE("store node: a repeated variable and a broadcast one (gradients summed in float)") {
+    check16<T16>(
+        [](auto const &v) -> std::remove_cvref_t<decltype(v[0])> {
+          return dc::fused(dc::policy::store, three_args, v[0], v[1], v[0]);
+        },
+        {m, dc::shape{5}}, 8, 19);
+  }
+  SUBCASE("lazy expression evaluated under policy::store") {
+    check16<T16>(
+        [](auto const &v) -> std::remove_cvref_t<decltype(v[0])> {
+          return dc::eval(dc::policy::store, v[0] * v[1] + dc::exp(v[0]) - dc::tanh(v[1]))[0];
+        },
+        {m, m}, 4, 20);
+  }
+  SUBCASE("lstm_cell under policy::store, c broadcast along the batch") {
+    check16<T16>(
+        [](auto const &v) -> std::remove_cvref_t<decltype(v[0])> {
+          auto [h, c] = dc::lstm_cell(dc::policy::store, v[0], v[1], v[2], v[3], v[4]);
+          return h + c;
+        },
+        {m, m, m, m, dc::shape{5}}, 4, 21, -3.0, 3.0);
   }
   SUBCASE("gru_cell") {
     check16<T16>(
@@ -362,7 +403,7 @@ TEST_CASE("16-bit tape: one fused call over 16-bit gates and a float cell state"
 
 // The fused node over 16-bit variables (ops/fused/float16_node.hpp) is ONE node that keeps
 // nothing but references to its 16-bit inputs: no cast nodes, no float copies, no partials. Under
-// policy::store the operands go through cast nodes and the float node keeps float partials.
+// policy::store it is ONE node too, keeping its float partials (K * A arrays) and not the inputs.
 template <class T16> void native_node_memory() {
   dc::shape const s{16, 32};
   auto const n = std::size_t(s.size());
@@ -382,14 +423,42 @@ template <class T16> void native_node_memory() {
   for (auto const &t : x)
     w.push_back(ts.variable(t));
   auto [hs, cs] = dc::lstm_cell(dc::policy::store, w[0], w[1], w[2], w[3], w[4]);
-  CHECK(ts.node_count() == 8); // 5 casts in, the float node, 2 casts out
-  CHECK(ts.saved_bytes() >= 2 * 5 * n * sizeof(float));
+  static_assert(std::is_same_v<decltype(hs), dc::var<T16>>);
+  CHECK(ts.node_count() == 1);
+  CHECK(ts.saved_bytes() == 2 * 5 * n * sizeof(float));
   // The same values to one 16-bit rounding (both round once from float arithmetic on the same
   // inputs; the store pass may contract multiply-adds differently).
   for (auto [a, b] : {std::pair{doubles(h.value()), doubles(hs.value())},
                       std::pair{doubles(c.value()), doubles(cs.value())}})
     for (std::size_t j = 0; j < a.size(); ++j)
       CHECK(std::abs(a[j] - b[j]) <= unit_roundoff<T16>() * std::abs(b[j]));
+  // The two nodes' gradients agree to float rounding (both are float derivatives at the same
+  // 16-bit inputs, each gradient rounded once to 16 bits): one 16-bit rounding apart.
+  tp.backward(dc::sum(dc::cast<float>(h) + dc::cast<float>(c)));
+  ts.backward(dc::sum(dc::cast<float>(hs) + dc::cast<float>(cs)));
+  for (std::size_t i = 0; i < 5; ++i) {
+    auto const a = doubles(v[i].grad()), b = doubles(w[i].grad());
+    for (std::size_t j = 0; j < a.size(); ++j)
+      CHECK(std::abs(a[j] - b[j]) <= 2 * unit_roundoff<T16>() * std::abs(b[j]) + 1e-6);
+  }
+  // The cost model applies to 16-bit nodes, partials counted in float and inputs at 16 bits: a
+  // variable beside four 16-bit constants stores (8 bytes of partials per element against 10 of
+  // inputs plus 4 of re-evaluation), the LSTM cell above recomputes.
+  dc::tape tc;
+  auto xv = tc.variable(x[0]);
+  auto const five = dc::kernel(
+      [](auto a, auto b, auto c, auto d, auto e) { return dc::sigmoid(a) * b + c * d - e; });
+  auto y = dc::fused(five, xv, x[1], x[2], x[3], x[4]);
+  CHECK(tc.node_count() == 1);
+  CHECK(tc.saved_bytes() == n * sizeof(float));
+  tc.backward(dc::sum(dc::cast<float>(y)));
+  auto const gx = doubles(xv.grad());
+  auto const xs = doubles(x[0]), bs = doubles(x[1]);
+  for (std::size_t j = 0; j < n; ++j) { // d y / d a = sigmoid'(a) b
+    double const sg = 1 / (1 + std::exp(-xs[j]));
+    double const r = sg * (1 - sg) * bs[j];
+    CHECK(std::abs(gx[j] - r) <= 2 * unit_roundoff<T16>() * std::abs(r) + 1e-6);
+  }
 }
 
 // matmul of two 16-bit matrices: one node keeping the 16-bit operands, not float copies.
@@ -401,6 +470,20 @@ template <class T16> void matmul_memory() {
   static_assert(std::is_same_v<decltype(c), dc::var<T16>>);
   CHECK(tp.node_count() == 1);
   CHECK(tp.saved_bytes() == (16 * 32 + 32 * 8) * sizeof(T16));
+  // batched and 1-D: one node each too, keeping the 16-bit operands
+  dc::tape tb;
+  auto x = tb.variable(as_tensor<T16>({4, 16, 32}, exact16<T16>(4 * 16 * 32, 72, -1.0, 1.0)));
+  auto b2 = tb.variable(as_tensor<T16>({32, 8}, exact16<T16>(32 * 8, 73, -1.0, 1.0)));
+  auto w = tb.variable(as_tensor<T16>({32}, exact16<T16>(32, 74, -1.0, 1.0)));
+  auto c2 = tb.variable(as_tensor<T16>({32, 8}, exact16<T16>(32 * 8, 75, -1.0, 1.0)));
+  auto xb = dc::matmul(x, b2);
+  auto wc = dc::matmul(w, c2);
+  static_assert(std::is_same_v<decltype(xb), dc::var<T16>>);
+  static_assert(std::is_same_v<decltype(wc), dc::var<T16>>);
+  CHECK(xb.dims() == dc::shape{4, 16, 8});
+  CHECK(wc.dims() == dc::shape{8});
+  CHECK(tb.node_count() == 2);
+  CHECK(tb.saved_bytes() == (4 * 16 * 32 + 2 * 32 * 8 + 32) * sizeof(T16));
 }
 
 TEST_CASE("16-bit tape: the fused node reads 16-bit storage and keeps no float copies") {

@@ -147,10 +147,9 @@ requires(is_policy_v<P> && !(lazy_expr<A> || ...) &&
 // The same over bfloat16 / half variables and tensors. Arrays of one 16-bit type may sit beside
 // float ones (a float cell state beside bfloat16 gates); then the outputs stay float, as float
 // beside bfloat16 gives float in PyTorch (a 16-bit output: cast<bfloat16>(y)); without a float
-// array they are of the 16-bit type. By default (policy::automatic or recompute) ONE node reads
-// and writes the 16-bit storage itself and recomputes the float derivatives in backward
-// (ops/fused/float16_node.hpp); policy::store keeps float partials instead, by the float node on
-// the operands widened through cast nodes (ops/detail/float16_tape.hpp), which costs float copies.
+// array they are of the 16-bit type. ONE node reads and writes the 16-bit storage itself
+// (ops/fused/float16_node.hpp) and, as the policy or the cost model says, recomputes the float
+// derivatives in backward or stores them (float partials) in forward.
 template <class P, class F, bool S, class... A>
 requires(is_policy_v<P> && !(lazy_expr<A> || ...) &&
          detail::any_float16_operand_v<A...>) auto fused(P pol, kernel<F, S> const &k,
@@ -163,12 +162,7 @@ requires(is_policy_v<P> && !(lazy_expr<A> || ...) &&
                 "16-bit type or float (cast the others: dualcast::cast<float>)");
   constexpr bool any_float = (std::is_same_v<typename detail::elem_of<A>::type, float> || ...);
   using Out = std::conditional_t<any_float, float, T>;
-  if constexpr (P::kind != policy_kind::store)
-    return detail::float16_fused<Out>(pol, k, a...);
-  else if constexpr (any_float)
-    return fused(pol, k, detail::widened(a)...);
-  else
-    return detail::narrowed<T>(fused(pol, k, detail::widened(a)...));
+  return detail::float16_fused<Out>(pol, k, a...);
 }
 
 // The same under policy::automatic.

@@ -432,22 +432,25 @@ void add_float_grad(grad_slot<T16> &s, tensor<float> const &g, cpu const &host) 
     t.assign_raw(converted<T16>(g, host));
 }
 
-// matmul of two 16-bit matrices (rank 2): the operands widened to float temporaries, the float
-// gemm, the product rounded once. The node keeps the 16-bit operands (the variables' own storage,
-// version-checked), not float copies: backward widens them again for its two gemms, in float,
-// and adds the float gradients into the 16-bit ones, rounded once.
+// matmul of two 16-bit operands, any ranks (1-D vectors, batches broadcast as matmul_plan says):
+// the operands widened to float temporaries, the float gemms (float accumulation; a batch through
+// broadcast_gemm, as the float operation), the product rounded once. The node keeps the 16-bit
+// operands (the variables' own storage, version-checked), not float copies: backward widens them
+// again for its gemms (batched_gemm_sum: summed in float over the entries that share an operand),
+// in float, and adds the float gradients into the 16-bit ones, rounded once.
 template <class T16> var<T16> matmul_var16(var<T16> const &a, var<T16> const &b) {
   char const *op = "dualcast::matmul";
   tape *tp = tape_of(op, a, b);
   cpu const host = tp ? tp->ex : ambient_cpu();
   device const dev = common_device(op, a.value().dev(), b.value().dev());
   auto const on_stream = tape_stream_scope(tp, dev);
-  matmul_plan(op, a.dims(), b.dims()); // (the shapes' checks and messages)
-  tensor<float> const af = converted<float>(a.value(), host),
-                      bf = converted<float>(b.value(), host);
-  tensor<float> c = tensor<float>::empty(shape{a.dims().ext[0], b.dims().ext[1]}, dev);
-  gemm(host, af, bf, c, 0.0f);
-  tensor<T16> y = converted<T16>(c, host);
+  auto const plan = matmul_plan(op, a.dims(), b.dims()); // (the shapes' checks and messages)
+  shape cs = plan.batch; // the product as the gemms see it: batch, m, n
+  cs.ext[cs.rank++] = plan.m, cs.ext[cs.rank++] = plan.n;
+  tensor<float> c = tensor<float>::empty(cs, dev);
+  broadcast_gemm(host, plan.batch, converted<float>(a.value(), host).contiguous().reshape(plan.pa),
+                 converted<float>(b.value(), host).contiguous().reshape(plan.pb), c);
+  tensor<T16> y = converted<T16>(c, host).reshape(plan.out);
   bool const ga = a.requires_grad(), gb = b.requires_grad();
   if (!tp || !(ga || gb) || !tp->grad_enabled())
     return var<T16>(std::move(y), nullptr, tp);
@@ -457,20 +460,22 @@ template <class T16> var<T16> matmul_var16(var<T16> const &a, var<T16> const &b)
   saves[1] = save(b.value(), "operand 1 (b)");
   tp->record_static<T16, 1>(
       "matmul (16-bit operands)", {r.slot()},
-      [A = a.value(), B = b.value(), sa = a.slot(), sb = b.slot(), ga, gb,
+      [A = a.value(), B = b.value(), sa = a.slot(), sb = b.slot(), ga, gb, plan, cs,
        host](std::array<std::shared_ptr<grad_slot<T16>>, 1> const &os) {
-        tensor<float> const gy = converted<float>(out_grad(*os[0]), host).contiguous();
-        if (ga) { // dA = dC @ B^T
-          tensor<float> const Bf = converted<float>(B, host);
-          tensor<float> g = tensor<float>::empty(A.dims(), A.dev());
-          gemm(host, gy, Bf.transposed(), g, 0.0f);
-          add_float_grad(*sa, g, host);
+        tensor<float> const gy = converted<float>(out_grad(*os[0]), host).contiguous().reshape(cs);
+        if (ga) { // dA = dC @ B^T, summed where A is shared
+          tensor<float> const Bf = converted<float>(B, host).contiguous().reshape(plan.pb);
+          add_float_grad(
+              *sa,
+              batched_gemm_sum(host, plan.batch, plan.pa, gy, false, Bf, true).reshape(A.dims()),
+              host);
         }
-        if (gb) { // dB = A^T @ dC
-          tensor<float> const Af = converted<float>(A, host);
-          tensor<float> g = tensor<float>::empty(B.dims(), B.dev());
-          gemm(host, Af.transposed(), gy, g, 0.0f);
-          add_float_grad(*sb, g, host);
+        if (gb) { // dB = A^T @ dC, summed where B is shared
+          tensor<float> const Af = converted<float>(A, host).contiguous().reshape(plan.pa);
+          add_float_grad(
+              *sb,
+              batched_gemm_sum(host, plan.batch, plan.pb, Af, true, gy, false).reshape(B.dims()),
+              host);
         }
       },
       std::move(saves));
@@ -479,20 +484,15 @@ template <class T16> var<T16> matmul_var16(var<T16> const &a, var<T16> const &b)
 } // namespace detail
 
 // Over bfloat16 / half: both operands widened to float and the float gemm (float accumulation),
-// the product rounded once. Two matrices (rank 2): one node that keeps the 16-bit operands
-// (detail::matmul_var16); other ranks through cast nodes (ops/detail/float16_tape.hpp), whose
-// float node keeps float copies. No 16-bit gemm (sbgemm, cublasGemmEx) is called yet.
+// the product rounded once, for every rank matmul takes: one node that keeps the 16-bit operands
+// (detail::matmul_var16), no cast nodes. No 16-bit gemm (sbgemm, cublasGemmEx) is called yet.
 template <var_like XA, var_like XB>
 requires(detail::float16_operand<XA>() || detail::float16_operand<XB>()) auto matmul(XA const &a,
                                                                                      XB const &b) {
   static_assert(std::is_same_v<typename detail::var_of_t<XA>::value_type,
                                typename detail::var_of_t<XB>::value_type>,
                 "dualcast::matmul: operands of one element type (cast one: dualcast::cast)");
-  auto const &va = detail::as_var(a);
-  auto const &vb = detail::as_var(b);
-  if (va.rank() == 2 && vb.rank() == 2)
-    return detail::matmul_var16(va, vb);
-  return detail::narrowed<detail::float16_elem_t<XA>>(matmul(cast<float>(a), cast<float>(b)));
+  return detail::matmul_var16(detail::as_var(a), detail::as_var(b));
 }
 
 } // namespace dualcast
