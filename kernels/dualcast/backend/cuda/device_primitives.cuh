@@ -59,11 +59,12 @@ template <class T> void cub_sum(cuda const &ex, T const *src, index_t n, T *dst)
   });
 }
 
-// offsets[k] = k * len for k <= n (the runs' bounds of a segmented reduce).
-DUALCAST_GLOBAL void __launch_bounds__(max_block)
-    run_offsets(index_t *offsets, index_t n, index_t len) {
-  for (index_t k = index_t(blockIdx.x) * blockDim.x + threadIdx.x; k <= n;
-       k += index_t(gridDim.x) * blockDim.x)
+// offsets[k] = k * len for k <= n (the runs' bounds of a segmented reduce). (The kernels here are
+// templates, as every kernel in a header: a plain __global__ function would be defined again by
+// each translation unit that includes it, and their objects would not link together.)
+template <class I>
+DUALCAST_GLOBAL void __launch_bounds__(max_block) run_offsets(I *offsets, I n, I len) {
+  for (I k = I(blockIdx.x) * blockDim.x + threadIdx.x; k <= n; k += I(gridDim.x) * blockDim.x)
     offsets[k] = k * len;
 }
 
@@ -89,22 +90,21 @@ template <class T> void cub_inclusive_sum(cuda const &ex, T const *src, T *dst, 
 }
 
 // The sort keys: a row's bin, `bins` for an index outside [0, bins) (sorted last, summed nowhere).
-DUALCAST_GLOBAL void __launch_bounds__(max_block)
-    bin_keys(index_t const *idx, index_t n, index_t bins, index_t *keys) {
-  for (index_t i = index_t(blockIdx.x) * blockDim.x + threadIdx.x; i < n;
-       i += index_t(gridDim.x) * blockDim.x) {
-    index_t const k = idx[i];
+template <class I>
+DUALCAST_GLOBAL void __launch_bounds__(max_block) bin_keys(I const *idx, I n, I bins, I *keys) {
+  for (I i = I(blockIdx.x) * blockDim.x + threadIdx.x; i < n; i += I(gridDim.x) * blockDim.x) {
+    I const k = idx[i];
     keys[i] = k >= 0 && k < bins ? k : bins;
   }
 }
 // start[b] = the first sorted row of bin b or later (a binary search), b <= bins.
+template <class I>
 DUALCAST_GLOBAL void __launch_bounds__(max_block)
-    bin_starts(index_t const *sorted, index_t n, index_t bins, index_t *start) {
-  for (index_t b = index_t(blockIdx.x) * blockDim.x + threadIdx.x; b <= bins;
-       b += index_t(gridDim.x) * blockDim.x) {
-    index_t lo = 0, hi = n;
+    bin_starts(I const *sorted, I n, I bins, I *start) {
+  for (I b = I(blockIdx.x) * blockDim.x + threadIdx.x; b <= bins; b += I(gridDim.x) * blockDim.x) {
+    I lo = 0, hi = n;
     while (lo < hi) {
-      index_t const mid = lo + (hi - lo) / 2;
+      I const mid = lo + (hi - lo) / 2;
       if (sorted[mid] < b)
         lo = mid + 1;
       else
