@@ -90,7 +90,7 @@ tensor<I> arg_extremum_of(char const *op, X const &x, int axis, bool all, bool k
 }
 } // namespace detail
 
-// The positions as a tensor<I> (I: std::int32_t or std::int64_t) on x's device.
+// The positions as a `tensor<I>` (I: `std::int32_t` or `std::int64_t`) on x's device.
 template <class I, class X>
 requires(var_like<X> || is_tensor_v<X>) tensor<I> argmax(X const &x) {
   return detail::arg_extremum_of<true, I>("dualcast::argmax", x, 0, true, false);
