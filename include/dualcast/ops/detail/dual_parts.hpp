@@ -44,21 +44,29 @@ template <class D> tensor<real_part_t<D>> dual_component(tensor<D> const &x, int
       x.cview());
   return r;
 }
-// The same laid out as x when x is a permutation of a dense array (a transposed matrix, say), so
-// that a gemm of the parts sees the layout (and transpose flags) the plain tape's gemm sees.
-template <class D> tensor<real_part_t<D>> dual_component_like(tensor<D> const &x, int c) {
-  std::vector<int> perm(std::size_t(x.rank()));
+// The axes of x by decreasing stride (x.permuted(order) is contiguous when x is a permutation of
+// a dense array: a transposed matrix, say), and the inverse permutation.
+struct dense_order {
+  std::vector<int> order, inverse;
+};
+template <class D> dense_order dense_order_of(tensor<D> const &x) {
+  dense_order o{std::vector<int>(std::size_t(x.rank())), std::vector<int>(std::size_t(x.rank()))};
   for (int i = 0; i < x.rank(); ++i)
-    perm[std::size_t(i)] = i;
-  std::stable_sort(perm.begin(), perm.end(),
+    o.order[std::size_t(i)] = i;
+  std::stable_sort(o.order.begin(), o.order.end(),
                    [&](int i, int j) { return x.stride(i) > x.stride(j); });
-  tensor<D> xp = x.permuted(perm);
+  for (std::size_t i = 0; i < o.order.size(); ++i)
+    o.inverse[std::size_t(o.order[i])] = int(i);
+  return o;
+}
+// The same laid out as x when x is a permutation of a dense array, so that a gemm of the parts
+// sees the layout (and transpose flags) the plain tape's gemm sees.
+template <class D> tensor<real_part_t<D>> dual_component_like(tensor<D> const &x, int c) {
+  dense_order const o = dense_order_of(x);
+  tensor<D> xp = x.permuted(o.order);
   if (!xp.is_contiguous())
     return dual_component(x, c);
-  std::vector<int> inv(perm.size());
-  for (std::size_t i = 0; i < perm.size(); ++i)
-    inv[std::size_t(perm[i])] = int(i);
-  return dual_component(xp, c).permuted(inv);
+  return dual_component(xp, c).permuted(o.inverse);
 }
 // Writes p (x's shape) into part c of x (a fresh result: no version bump).
 template <class D>
@@ -99,20 +107,13 @@ template <class D> std::array<tensor<real_part_t<D>>, D::size + 1> dual_split(te
 // dual_component_like lays it out (the gemms of the parts see the plain tape's layouts).
 template <class D>
 std::array<tensor<real_part_t<D>>, D::size + 1> dual_split_like(tensor<D> const &x) {
-  std::vector<int> perm(std::size_t(x.rank()));
-  for (int i = 0; i < x.rank(); ++i)
-    perm[std::size_t(i)] = i;
-  std::stable_sort(perm.begin(), perm.end(),
-                   [&](int i, int j) { return x.stride(i) > x.stride(j); });
-  tensor<D> xp = x.permuted(perm);
+  dense_order const o = dense_order_of(x);
+  tensor<D> xp = x.permuted(o.order);
   if (!xp.is_contiguous())
     return dual_split(x);
-  std::vector<int> inv(perm.size());
-  for (std::size_t i = 0; i < perm.size(); ++i)
-    inv[std::size_t(perm[i])] = int(i);
   auto r = dual_split(xp);
   for (auto &t : r)
-    t = t.permuted(inv);
+    t = t.permuted(o.inverse);
   return r;
 }
 // Whether every element of a part (a plain tensor from dual_split: contiguous in its permuted

@@ -181,32 +181,8 @@ template <class F, class P, int K, bool Values> struct tangent_fn {
         return nth<q>(x...);
       }
     };
-    auto r = [&]<std::size_t... p>(std::index_sequence<p...>) {
-      return as_outputs(f(lift(std::integral_constant<std::size_t, p>{})...));
-    }
-    (std::make_index_sequence<n>{});
-    using RO = std::decay_t<decltype(r)>;
-    // Output j of the result: a value (j < RO::size with Values), else tangent k of output o.
-    auto part = [&]<std::size_t j>(std::integral_constant<std::size_t, j>) {
-      constexpr std::size_t v = Values ? RO::size : 0;
-      constexpr std::size_t o = j < v ? j : (j - v) / std::size_t(K);
-      auto const &y = get<o>(r);
-      using Y = std::decay_t<decltype(y)>;
-      if constexpr (std::is_same_v<Y, L>) {
-        if constexpr (j < v)
-          return y.val;
-        else
-          return y.d[(j - v) % std::size_t(K)];
-      } else if constexpr (j < v) {
-        return y; // an output that depends on no array: a constant
-      } else {
-        return Y(0);
-      }
-    };
-    return [&]<std::size_t... j>(std::index_sequence<j...>) {
-      return outputs(part(std::integral_constant<std::size_t, j>{})...);
-    }
-    (std::make_index_sequence<(Values ? RO::size : 0) + RO::size * std::size_t(K)>{});
+    return lifted_outputs<L>(
+        lift, [](L const &y) { return y.val; }, [](L const &y, std::size_t k) { return y.d[k]; });
   }
   // With active arguments (W = dual<B, C>: a chunk of C partials from the backend): f on
   // dual<dual<B, K>, C>, the chunk's partials outside and the K tangents inside, so that every
@@ -240,6 +216,28 @@ template <class F, class P, int K, bool Values> struct tangent_fn {
         return nth<q>(x...);
       }
     };
+    auto value = [](L const &y) {
+      W w;
+      w.val = y.val.val;
+      for (int i = 0; i < C; ++i)
+        w.d[i] = y.d[i].val;
+      return w;
+    };
+    auto tangent = [](L const &y, std::size_t k) {
+      W w;
+      w.val = y.val.d[k];
+      for (int i = 0; i < C; ++i)
+        w.d[i] = y.d[i].d[k];
+      return w;
+    };
+    return lifted_outputs<L>(lift, value, tangent);
+  }
+  // f on the lifted arguments (lift(q): argument q, an array's as L), its results as the kernel's
+  // outputs: with Values first each output's value, then tangent k of output o. value(y) and
+  // tangent(y, k) read them from a result of type L; a result of another type depends on no array
+  // (a constant: its tangents zero).
+  template <class L, class Lift, class Value, class Tangent>
+  auto lifted_outputs(Lift const &lift, Value const &value, Tangent const &tangent) const {
     auto r = [&]<std::size_t... p>(std::index_sequence<p...>) {
       return as_outputs(f(lift(std::integral_constant<std::size_t, p>{})...));
     }
@@ -252,18 +250,10 @@ template <class F, class P, int K, bool Values> struct tangent_fn {
       auto const &y = get<o>(r);
       using Y = std::decay_t<decltype(y)>;
       if constexpr (std::is_same_v<Y, L>) {
-        W w;
-        if constexpr (j < v) {
-          w.val = y.val.val;
-          for (int i = 0; i < C; ++i)
-            w.d[i] = y.d[i].val;
-        } else {
-          constexpr std::size_t k = (j - v) % std::size_t(K);
-          w.val = y.val.d[k];
-          for (int i = 0; i < C; ++i)
-            w.d[i] = y.d[i].d[k];
-        }
-        return w;
+        if constexpr (j < v)
+          return value(y);
+        else
+          return tangent(y, (j - v) % std::size_t(K));
       } else if constexpr (j < v) {
         return y; // an output that depends on no array: a constant
       } else {
