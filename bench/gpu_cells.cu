@@ -15,6 +15,11 @@
 //                   from the stream-ordered pool included; host clock around a synchronize)
 //     tape_unfused  the same lambda on the tape operation by operation
 //     floor_at_copy_bw  not timed: the 19 arrays forward + VJP must move / the copy bandwidth
+//   lstm_cell_16    the same cell with every array stored in float32, bfloat16 or half (loaded,
+//                   widened, computed in float, rounded once on store; issue 37), modes
+//                   value_and_vjp (one kernel, 14 arrays) and apply_vjp (apply + vjp, 19
+//                   arrays), B x 1024; note: the floor (those bytes at the copy bandwidth), the
+//                   time over it, and float32's median over this one's (interleaved runs)
 //   hmlstm          the HM-LSTM update of the mixed-mode paper, n x n, values + the four partials
 //                   (fused_partials), the VJP (fused_vjp), every branch then select in one pass
 //                   (select_partials) and in separate passes (separate_partials, XLA's shape),
@@ -366,6 +371,91 @@ void lstm_cell(int reps, double copy_bw, bool quick) {
   }
 }
 
+// ---------------------------------------------------------------- 16-bit storage (issue 37)
+
+template <class T> __global__ void narrow_from_float(T *out, float const *in, std::size_t n) {
+  for (std::size_t e = blockIdx.x * std::size_t(blockDim.x) + threadIdx.x; e < n;
+       e += std::size_t(gridDim.x) * blockDim.x)
+    out[e] = T(in[e]);
+}
+
+// The cell's 14 arrays stored as T (float, dc::bfloat16 or dc::half), random inputs rounded once
+// from the float ones (same seeds as lstm_arrays).
+template <class T> struct cell_arrays_16 {
+  dc::shape s;
+  std::size_t n;
+  T *in[5] = {}, *hbar = nullptr, *c2bar = nullptr, *h = nullptr, *c2 = nullptr, *xbar[5] = {};
+  cell_arrays_16(long B, long H) : s{B, H}, n(std::size_t(B * H)) {
+    darray scratch(n);
+    auto make = [&](T *&p, int seed) {
+      check(cudaMalloc(&p, n * sizeof(T)), "malloc");
+      if (seed >= 0) {
+        fill(scratch.p, n, unsigned(seed), -2.f, 2.f);
+        narrow_from_float<T><<<1024, 256>>>(p, scratch.p, n);
+        check(cudaGetLastError(), "narrow");
+      }
+    };
+    for (int k = 0; k < 5; ++k)
+      make(in[k], 42 + k), make(xbar[k], -1);
+    make(hbar, 50), make(c2bar, 51), make(h, -1), make(c2, -1);
+    check(cudaDeviceSynchronize(), "fill");
+  }
+  cell_arrays_16(cell_arrays_16 const &) = delete;
+  cell_arrays_16 &operator=(cell_arrays_16 const &) = delete;
+  ~cell_arrays_16() {
+    for (T *p : {in[0], in[1], in[2], in[3], in[4], hbar, c2bar, h, c2, xbar[0], xbar[1],
+                 xbar[2], xbar[3], xbar[4]})
+      cudaFree(p);
+  }
+  dc::view<T const> r(T const *p) const { return {p, s}; }
+  dc::view<T> m(T *p) const { return {p, s}; }
+  void value_and_vjp(dc::cuda ex) {
+    dc::value_and_vjp(ex, dc::cells::lstm, dc::out(m(h), m(c2)),
+                      dc::out(m(xbar[0]), m(xbar[1]), m(xbar[2]), m(xbar[3]), m(xbar[4])),
+                      dc::in(r(in[0]), r(in[1]), r(in[2]), r(in[3]), r(in[4])),
+                      dc::in(r(hbar), r(c2bar)));
+  }
+  void apply_vjp(dc::cuda ex) {
+    dc::apply(ex, dc::cells::lstm, dc::out(m(h), m(c2)), r(in[0]), r(in[1]), r(in[2]), r(in[3]),
+              r(in[4]));
+    dc::vjp(ex, dc::cells::lstm,
+            dc::out(m(xbar[0]), m(xbar[1]), m(xbar[2]), m(xbar[3]), m(xbar[4])),
+            dc::in(r(in[0]), r(in[1]), r(in[2]), r(in[3]), r(in[4])), dc::in(r(hbar), r(c2bar)));
+  }
+};
+
+void lstm_cell_16(int reps, double copy_bw, bool quick) {
+  std::vector<long> batches = {4096, 16384, 65536};
+  if (quick)
+    batches = {4096};
+  dc::cuda const ex{nullptr, 256, true};
+  for (long B : batches) {
+    long const H = 1024;
+    cell_arrays_16<float> f32(B, H);
+    cell_arrays_16<dc::bfloat16> bf16(B, H);
+    cell_arrays_16<dc::half> f16(B, H);
+    std::string const size = std::to_string(B) + "x" + std::to_string(H);
+    auto m = interleaved(
+        reps, [&] { f32.value_and_vjp(ex); }, [&] { bf16.value_and_vjp(ex); },
+        [&] { f16.value_and_vjp(ex); }, [&] { f32.apply_vjp(ex); }, [&] { bf16.apply_vjp(ex); },
+        [&] { f16.apply_vjp(ex); });
+    char const *storage[] = {"float32", "bfloat16", "half"};
+    double const elem[] = {4, 2, 2};
+    for (int v = 0; v < 6; ++v) {
+      bool const one_pass = v < 3;
+      double const bytes = (one_pass ? 14.0 : 19.0) * elem[v % 3] * double(B * H);
+      double const floor_ms = bytes / (copy_bw * 1e6);
+      char variant[64], note[160];
+      std::snprintf(variant, sizeof variant, "%s_%s", storage[v % 3],
+                    one_pass ? "value_and_vjp" : "apply_vjp");
+      std::snprintf(note, sizeof note, "floor_ms=%.4f; at %.2fx floor; float32 / this %.2fx",
+                    floor_ms, m[std::size_t(v)] / floor_ms,
+                    m[std::size_t(one_pass ? 0 : 3)] / m[std::size_t(v)]);
+      row("lstm_cell_16", variant, size, m[std::size_t(v)], bytes, note);
+    }
+  }
+}
+
 // ---------------------------------------------------------------- HM-LSTM update
 
 struct hm_select_fn { // every branch, then select
@@ -591,6 +681,7 @@ int main(int argc, char **argv) {
   std::printf("benchmark,variant,size,median_ms,gb_per_s,note\n");
   double const bw = copy_gb_per_s(reps);
   lstm_cell(reps, bw, quick);
+  lstm_cell_16(reps, bw, quick);
   hmlstm(reps, quick);
   lstm_step(reps, quick);
 }

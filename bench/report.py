@@ -382,7 +382,9 @@ def gpu_lstm_table():
 def gpu_hmlstm_table():
     rs = [r for r in gpu_rows() if r["benchmark"] == "hmlstm"]
     vs = ["fused_partials", "fused_vjp", "select_partials", "separate_partials", "torch_eager",
-          "jax_jit"]
+          "torch_compile", "jax_jit"]
+    if not any(r["variant"] == "torch_compile" for r in rs):  # (runs before torch.compile's)
+        vs.remove("torch_compile")
     body = []
     for n in sizes_of(rs, "hmlstm"):
         for layout in ("n_x_1", "1_x_n", "n_x_n"):
@@ -398,12 +400,59 @@ def gpu_hmlstm_table():
 
 def gpu_step_table():
     rs = [r for r in gpu_rows() if r["benchmark"] == "lstm_step"]
-    vs = ["fused", "unfused", "matmuls_only", "torch_eager", "jax_jit"]
+    vs = ["fused", "unfused", "matmuls_only", "torch_eager", "torch_compile", "jax_jit"]
+    if not any(r["variant"] == "torch_compile" for r in rs):  # (runs before torch.compile's)
+        vs.remove("torch_compile")
     body = []
     for size in sizes_of(rs, "lstm_step"):
         t = {v: ms(rs, variant=v, size=size) for v in vs}
         body.append([size] + [us(t[v]) for v in vs] + [ratio(t["unfused"], t["fused"])])
     return table(["B x I x H"] + [f"{v} (us)" for v in vs] + ["unfused / fused"], body)
+
+
+def gpu_frameworks_table():
+    """Issues 35 and 40: the LSTM cell from C++, as a PyTorch / JAX operation, and the peers
+    torch.compile (default, max-autotune), eager and JAX jit on the same card."""
+    rs = [r for r in gpu_rows() if r["benchmark"] == "lstm_cell"]
+    vs = ["fused_vjp", "fused_value_vjp", "dualcast_torch", "dualcast_jax", "torch_eager",
+          "torch_compile", "torch_compile_max_autotune", "jax_jit"]
+    body = []
+    for size in sizes_of(rs, "lstm_cell"):
+        t = {v: ms(rs, variant=v, size=size) for v in vs}
+        body.append([size] + [us(t[v]) for v in vs] + [
+            ratio(t["dualcast_torch"], t["fused_vjp"]), ratio(t["dualcast_jax"], t["fused_vjp"]),
+            ratio(t["torch_compile"], t["fused_vjp"]), ratio(t["torch_compile"], t["dualcast_torch"]),
+            ratio(t["jax_jit"], t["dualcast_jax"])])
+    return table(["B x H"] + [f"{v} (us)" for v in vs] +
+                 ["dualcast_torch / C++", "dualcast_jax / C++", "torch.compile / C++",
+                  "torch.compile / dualcast_torch", "JAX / dualcast_jax"], body)
+
+
+def gpu_cell16_table():
+    """Issue 37: the LSTM cell stored in 16 bits (gpu_cells' lstm_cell_16 rows) and the bfloat16
+    peers (gpu_peers' lstm_cell_16 rows)."""
+    rs = [r for r in gpu_rows() if r["benchmark"] == "lstm_cell_16"]
+    ours = ["float32_value_and_vjp", "bfloat16_value_and_vjp", "half_value_and_vjp",
+            "float32_apply_vjp", "bfloat16_apply_vjp", "half_apply_vjp"]
+    peers = ["torch_eager", "torch_fused_lstmcell", "torch_compile", "jax_jit"]
+    body = []
+    for size in sizes_of(rs, "lstm_cell_16"):
+        t = {v: ms(rs, variant=v, size=size) for v in ours + peers}
+        floor = math.nan
+        for r in rs:
+            if r["variant"] == "bfloat16_value_and_vjp" and r["size"] == size:
+                floor = float(r["note"].split("floor_ms=")[1].split(";")[0])
+        best = min(t["bfloat16_value_and_vjp"], t["bfloat16_apply_vjp"])
+        body.append([size] + [us(t[v]) for v in ours + peers] + [
+            ratio(t["float32_value_and_vjp"], t["bfloat16_value_and_vjp"]),
+            ratio(t["bfloat16_value_and_vjp"], floor),
+            ratio(t["torch_eager"], best), ratio(t["torch_fused_lstmcell"], best),
+            ratio(t["torch_compile"], best), ratio(t["jax_jit"], best)])
+    return table(["B x H"] + [f"{v} (us)" for v in ours] +
+                 [f"{v} bf16 (us)" for v in peers] +
+                 ["float32 / bf16 (one pass)", "bf16 one pass / its floor",
+                  "eager / bf16", "fused LSTMCell / bf16", "torch.compile / bf16",
+                  "JAX / bf16"], body)
 
 
 def gpu_ncu_table():
@@ -442,6 +491,63 @@ def gpu_targets_table():
         body.append([f"HM-LSTM n = 2048, masks {layout.replace('_', ' ')}: at least 4x faster "
                      "than all branches then select", ratio(sp, f),
                      "met" if sp >= 4 * f else "not met"])
+    # issues 35 and 40: the cell against torch.compile, and as a PyTorch / JAX operation
+    for size in sizes_of([r for r in rs if r["benchmark"] == "lstm_cell"], "lstm_cell"):
+        f = ms(rs, benchmark="lstm_cell", variant="fused_vjp", size=size)
+        one = ms(rs, benchmark="lstm_cell", variant="fused_value_vjp", size=size)
+        best = min(f, one) if not math.isnan(one) else f
+        tc = ms(rs, benchmark="lstm_cell", variant="torch_compile", size=size)
+        ta = ms(rs, benchmark="lstm_cell", variant="torch_compile_max_autotune", size=size)
+        peer_best = min(x for x in (tc, ta) if not math.isnan(x)) if not (
+            math.isnan(tc) and math.isnan(ta)) else math.nan
+        if not math.isnan(peer_best):
+            body.append([f"LSTM cell {size}: no slower than torch.compile (its faster mode)",
+                         ratio(peer_best, best), "met" if best <= peer_best else "not met"])
+        dt = ms(rs, benchmark="lstm_cell", variant="dualcast_torch", size=size)
+        dj = ms(rs, benchmark="lstm_cell", variant="dualcast_jax", size=size)
+        jx = ms(rs, benchmark="lstm_cell", variant="jax_jit", size=size)
+        if not math.isnan(dt):
+            if size == "4096x1024":
+                body.append([f"LSTM cell {size} as a PyTorch operation: within 1.1x of C++",
+                             ratio(dt, f), "met" if dt <= 1.1 * f else "not met"])
+            if not math.isnan(peer_best):
+                body.append([f"LSTM cell {size} as a PyTorch operation: no slower than "
+                             "torch.compile", ratio(peer_best, dt),
+                             "met" if dt <= peer_best else "not met"])
+        if not math.isnan(dj):
+            if size == "4096x1024":
+                body.append([f"LSTM cell {size} as a JAX operation: within 1.1x of C++",
+                             ratio(dj, f), "met" if dj <= 1.1 * f else "not met"])
+            body.append([f"LSTM cell {size} as a JAX operation: no slower than JAX jit",
+                         ratio(jx, dj), "met" if dj <= jx else "not met"])
+    for layout in ("n_x_1", "1_x_n", "n_x_n"):
+        for n in sizes_of([r for r in rs if r["benchmark"] == "hmlstm"], "hmlstm"):
+            f = ms(rs, benchmark="hmlstm", variant="fused_partials", size=n, note=layout)
+            tc = ms(rs, benchmark="hmlstm", variant="torch_compile", size=n, note=layout)
+            if not math.isnan(tc) and n == "2048":
+                body.append([f"HM-LSTM n = {n}, masks {layout.replace('_', ' ')}: faster than "
+                             "torch.compile", ratio(tc, f), "met" if f < tc else "not met"])
+    # issue 37: the bfloat16 cell
+    c16 = [r for r in rs if r["benchmark"] == "lstm_cell_16"]
+    size = "16384x1024"
+    b = ms(c16, variant="bfloat16_value_and_vjp", size=size)
+    if not math.isnan(b):
+        f32 = ms(c16, variant="float32_value_and_vjp", size=size)
+        fl = math.nan
+        for r in c16:
+            if r["variant"] == "bfloat16_value_and_vjp" and r["size"] == size:
+                fl = float(r["note"].split("floor_ms=")[1].split(";")[0])
+        body.append([f"bfloat16 LSTM cell {size} (one pass): at least 1.8x faster than float32",
+                     ratio(f32, b), "met" if f32 >= 1.8 * b else "not met"])
+        body.append([f"bfloat16 LSTM cell {size} (one pass): within 1.2x of its floor",
+                     ratio(b, fl), "met" if b <= 1.2 * fl else "not met"])
+        for peer, what, factor in (("torch_eager", "at least 3x faster than PyTorch eager", 3),
+                                   ("jax_jit", "no slower than JAX jit", 1),
+                                   ("torch_compile", "no slower than torch.compile", 1)):
+            pm = ms(c16, variant=peer, size=size)
+            if not math.isnan(pm):
+                body.append([f"bfloat16 LSTM cell {size}: {what} in bfloat16", ratio(pm, b),
+                             "met" if pm >= factor * b else "not met"])
     # issue 40: the histogram with device-side indices (gpu_primitives.csv; absent: not measured)
     hr = rows("gpu_primitives")
     h = ms(hr, benchmark="histogram_bytes_over_copy", variant="histogram_plus_device_int64")
@@ -526,6 +632,18 @@ def gpu_section():
         "`reduce_by_index` with host indices against radix sort + segmented reduce, the indices "
         "copied per call (cub) or already on the device (cub device idx); the own pass stays the "
         "default until these rows say otherwise):\n\n" + gpu_own_vs_cub_table(),
+    ] + ([
+        "**The LSTM cell from PyTorch and JAX, and torch.compile** (issues 35, 40; `gpu_cells.csv` "
+        "for the C++ calls, `gpu_peers.csv` for the rest: `dualcast_torch` is "
+        "`dualcast.torch.lstm_cell`, forward + autograd's backward; `dualcast_jax` "
+        "`dualcast.jax.lstm_cell` under one jit of forward and vjp; torch.compile's first call "
+        "(compilation) excluded):\n\n" + gpu_frameworks_table(),
+        "**The LSTM cell stored in 16 bits** (issue 37; `gpu_cells.csv`'s lstm_cell_16 rows: every "
+        "array in that storage, computed in float; floor: the bytes of one pass, 14 arrays of 2 "
+        "bytes, at the copy bandwidth; the bfloat16 peers from `gpu_peers.csv`, their ratios "
+        "against dualcast's faster bfloat16 form):\n\n" + gpu_cell16_table(),
+    ] if any(r["benchmark"] == "lstm_cell_16" or r["variant"].startswith("dualcast_")
+             for r in gpu_rows()) else []) + [
         "**Nsight Compute on the cell kernels** (`gpu_ncu.csv`: `ncu --clock-control none` on "
         f"`gpu_cells --profile`, 16384 x 1024 LSTM arrays, HM-LSTM n = 2048; {g.get('ncu', '?')}"
         "):\n\n" + gpu_ncu_table(),

@@ -9,6 +9,16 @@ torch_compile_max_autotune (the same forward compiled by torch.compile, mode "de
 "max-autotune", backward by autograd through the compiled graph: Inductor's generated forward
 and backward kernels; torch >= 2 only; the first call compiles and is timed apart, in the note
 column as compile_s) and jax_jit (one jit of forward and vjp, timed to block_until_ready).
+dualcast_torch / dualcast_jax (lstm_cell; issue 35): dualcast's LSTM cell as a PyTorch operation
+(dualcast.torch.lstm_cell, forward + autograd's backward, which calls the fused VJP) and as a JAX
+operation (dualcast.jax.lstm_cell under one jit of forward and vjp); left out, with a line on
+stderr, where the package's cells library (DUALCAST_TORCH_CELLS / DUALCAST_JAX_CELLS) is not
+built with its CUDA half.
+  lstm_cell_16  the LSTM cell with every array in bfloat16 (issue 37): torch_eager,
+              torch_compile(s), torch_fused_lstmcell (PyTorch's own fused CUDA cell,
+              torch._thnn_fused_lstm_cell, as nn.LSTMCell under autocast runs it: it reads the
+              input and the hidden gates, B x 4H each, and sums them) and jax_jit; gb_per_s
+              counts 19 arrays of 2 bytes.
 gb_per_s counts the bytes a fused kernel must move (the C++ benchmark's count), not what the
 framework moves.
   gpu_peers.py --framework torch|jax [--reps N] [--quick] [--no-header]
@@ -71,9 +81,10 @@ def torch_variants(torch, args, fwd):
     return out
 
 
-def run_variants(torch, args, bench, size, nbytes, note, fwd, run_with):
-    """Times run_with(forward) for every variant, interleaved; one CSV row each."""
-    variants = torch_variants(torch, args, fwd)
+def run_variants(torch, args, bench, size, nbytes, note, fwd, run_with, extra=()):
+    """Times run_with(forward) for every variant (and the (name, forward) pairs of `extra`),
+    interleaved; one CSV row each."""
+    variants = torch_variants(torch, args, fwd) + list(extra)
     notes = []
     for name, f in variants:
         t0 = time.perf_counter()
@@ -99,7 +110,7 @@ def timed_jax(jax, fns, reps):
     return [statistics.median(t) for t in times]
 
 
-def torch_main(args, batches, hm_sizes, step_sizes):
+def torch_main(args, batches, hm_sizes, step_sizes, batches16):
     import torch
 
     dev = torch.device(args.device)
@@ -124,8 +135,59 @@ def torch_main(args, batches, hm_sizes, step_sizes):
             hh, c2 = fwd(*xs)
             torch.autograd.backward([hh, c2], [hbar, c2bar])
 
-        run_variants(torch, args, "lstm_cell", f"{b}x{h}", 19 * 4 * b * h, "", cell, run)
+        run_variants(torch, args, "lstm_cell", f"{b}x{h}", 19 * 4 * b * h, "", cell, run,
+                     dualcast_torch_variants(torch, xs))
         del xs, hbar, c2bar
+    for b in batches16:
+        h = 1024
+        xs = [rnd(b, h, grad=True).to(torch.bfloat16).detach().requires_grad_() for _ in range(5)]
+        hbar, c2bar = rnd(b, h).to(torch.bfloat16), rnd(b, h).to(torch.bfloat16)
+
+        def cell(i, f, g, o, c):
+            c2 = torch.sigmoid(f) * c + torch.sigmoid(i) * torch.tanh(g)
+            return torch.sigmoid(o) * torch.tanh(c2), c2
+
+        def run(fwd, xs=xs, hbar=hbar, c2bar=c2bar):
+            for x in xs:
+                x.grad = None
+            hh, c2 = fwd(*xs)
+            torch.autograd.backward([hh, c2], [hbar, c2bar])
+
+        extra = []
+        if dev.type == "cuda":
+            # PyTorch's fused cell takes the gates as one B x 4H block (i, f, g, o) plus the
+            # hidden gates; here the hidden gates are zeros and the input gates the four inputs.
+            igates = torch.cat(xs[:4], dim=1).detach().requires_grad_()
+            hgates = torch.zeros_like(igates)
+            cx = xs[4]
+
+            def fused_cell(*unused, igates=igates, hgates=hgates, cx=cx):
+                hy, cy, _ = torch._thnn_fused_lstm_cell(igates, hgates, cx)
+                return hy, cy
+
+            def run_fused(fwd, igates=igates, cx=cx, hbar=hbar, c2bar=c2bar):
+                igates.grad = None
+                cx.grad = None
+                hh, c2 = fwd()
+                torch.autograd.backward([hh, c2], [hbar, c2bar])
+
+            extra.append(("torch_fused_lstmcell", fused_cell))
+        variants = torch_variants(torch, args, cell)
+        fns = [(n, (lambda f=f: run(f))) for n, f in variants]
+        fns += [(n, (lambda f=f: run_fused(f))) for n, f in extra]
+        notes = []
+        for name, f in fns:
+            t0 = time.perf_counter()
+            f()
+            if dev.type == "cuda":
+                torch.cuda.synchronize()
+            secs = time.perf_counter() - t0
+            notes.append(f"compile_s={secs:.1f}" if name.startswith("torch_compile") else "")
+        times = timed_torch(torch, [f for _, f in fns], args.reps)
+        for (name, _), ms, note in zip(fns, times, notes):
+            row("lstm_cell_16", name, f"{b}x{h}", ms, 19 * 2 * b * h,
+                " ".join(x for x in ("bfloat16", note) if x))
+        del xs, hbar, c2bar, extra, fns
     for n in hm_sizes:
         for layout in LAYOUTS:
             shape, z, zb = masks(n, layout)
@@ -173,7 +235,19 @@ def torch_main(args, batches, hm_sizes, step_sizes):
                      f"tf32={torch.backends.cuda.matmul.allow_tf32}", step, run)
 
 
-def jax_main(args, batches, hm_sizes, step_sizes):
+def dualcast_torch_variants(torch, xs):
+    """[("dualcast_torch", dualcast.torch.lstm_cell)] where it runs on xs' device, else []."""
+    try:
+        import dualcast.torch as dct
+
+        dct.lstm_cell(*[x.detach() for x in xs])
+    except Exception as e:  # noqa: BLE001 -- reported, the variant left out
+        print(f"dualcast_torch left out: {type(e).__name__}: {e}", file=sys.stderr)
+        return []
+    return [("dualcast_torch", dct.lstm_cell)]
+
+
+def jax_main(args, batches, hm_sizes, step_sizes, batches16):
     import jax
     import jax.numpy as jnp
 
@@ -193,12 +267,40 @@ def jax_main(args, batches, hm_sizes, step_sizes):
         outs, pull = jax.vjp(cell, *xs)
         return outs, pull(cot)
 
+    dualcast_fwd_bwd = None
+    if batches:
+        try:
+            import dualcast.jax as dj
+
+            @jax.jit
+            def dualcast_fwd_bwd(xs, cot):
+                outs, pull = jax.vjp(dj.lstm_cell, *xs)
+                return outs, pull(cot)
+
+            probe = [jnp.ones((8, 8), jnp.float32)] * 5
+            jax.block_until_ready(dualcast_fwd_bwd(probe, (probe[0], probe[0])))
+        except Exception as e:  # noqa: BLE001 -- reported, the variant left out
+            print(f"dualcast_jax left out: {type(e).__name__}: {e}", file=sys.stderr)
+            dualcast_fwd_bwd = None
+
     for b in batches:
         h = 1024
         xs = [rnd((b, h)) for _ in range(5)]
         cot = (rnd((b, h)), rnd((b, h)))
+        fns = [lambda: cell_fwd_bwd(xs, cot)]
+        if dualcast_fwd_bwd is not None:
+            fns.append(lambda: dualcast_fwd_bwd(xs, cot))
+        ms = timed_jax(jax, fns, args.reps)
+        row("lstm_cell", "jax_jit", f"{b}x{h}", ms[0], 19 * 4 * b * h)
+        if dualcast_fwd_bwd is not None:
+            row("lstm_cell", "dualcast_jax", f"{b}x{h}", ms[1], 19 * 4 * b * h)
+        del xs, cot, fns
+    for b in batches16:
+        h = 1024
+        xs = [rnd((b, h)).astype(jnp.bfloat16) for _ in range(5)]
+        cot = (rnd((b, h)).astype(jnp.bfloat16), rnd((b, h)).astype(jnp.bfloat16))
         (ms,) = timed_jax(jax, [lambda: cell_fwd_bwd(xs, cot)], args.reps)
-        row("lstm_cell", "jax_jit", f"{b}x{h}", ms, 19 * 4 * b * h)
+        row("lstm_cell_16", "jax_jit", f"{b}x{h}", ms, 19 * 2 * b * h, "bfloat16")
         del xs, cot
     for n in hm_sizes:
         for layout in LAYOUTS:
@@ -251,21 +353,27 @@ def main():
                     default="none", help="torch.compile variants beside eager (torch >= 2)")
     ap.add_argument("--device", choices=["cuda", "cpu"], default="cuda",
                     help="where the torch variants run (cpu: to try the script without a GPU)")
-    ap.add_argument("--only", choices=["lstm_cell", "hmlstm", "lstm_step"],
-                    help="run this benchmark only (JAX's compilations of all of them took over "
-                         "150 s)")
+    ap.add_argument("--only", type=lambda v: v.split(","),
+                    help="run these benchmarks only, comma-separated: lstm_cell, lstm_cell_16, "
+                         "hmlstm, lstm_step (JAX's compilations of all of them took over 150 s)")
     args = ap.parse_args()
     os.environ.setdefault("XLA_PYTHON_CLIENT_PREALLOCATE", "false")
     batches = [4096] if args.quick else [4096, 16384, 65536]
     hm_sizes = [512] if args.quick else [512, 1024, 2048, 8192]
     step_sizes = [(64, 128, 256)] if args.quick else [(256, 512, 1024), (4096, 1024, 1024)]
+    batches16 = list(batches)
     if args.only:
-        batches = batches if args.only == "lstm_cell" else []
-        hm_sizes = hm_sizes if args.only == "hmlstm" else []
-        step_sizes = step_sizes if args.only == "lstm_step" else []
+        unknown = set(args.only) - {"lstm_cell", "lstm_cell_16", "hmlstm", "lstm_step"}
+        if unknown:
+            ap.error(f"--only: unknown benchmark(s) {', '.join(sorted(unknown))}")
+        batches16 = batches16 if "lstm_cell_16" in args.only else []
+        batches = batches if "lstm_cell" in args.only else []
+        hm_sizes = hm_sizes if "hmlstm" in args.only else []
+        step_sizes = step_sizes if "lstm_step" in args.only else []
     if not args.no_header:
         print("benchmark,variant,size,median_ms,gb_per_s,note")
-    (torch_main if args.framework == "torch" else jax_main)(args, batches, hm_sizes, step_sizes)
+    (torch_main if args.framework == "torch" else jax_main)(args, batches, hm_sizes, step_sizes,
+                                                            batches16)
 
 
 if __name__ == "__main__":
