@@ -50,16 +50,34 @@ inline void narrow_one(element_storage s, float x, void *p) {
   }
 }
 
+#if defined(__AVX2__)
+// Eight bfloat16 elements widened (a 16-bit shift), and eight floats rounded to bfloat16 as
+// bfloat16_bits_of does: add 0x7fff plus the kept part's lowest bit (ties to even), keep the upper
+// half; NaN: the quiet bit set instead. (Also the CPU passes' in-register conversion,
+// backend/cpu/map.hpp.)
+inline __m256 float_of_bfloat16_8(__m128i b) {
+  return _mm256_castsi256_ps(_mm256_slli_epi32(_mm256_cvtepu16_epi32(b), 16));
+}
+inline __m128i bfloat16_bits_of_8(__m256 x) {
+  __m256i const u = _mm256_castps_si256(x);
+  __m256i const lsb = _mm256_and_si256(_mm256_srli_epi32(u, 16), _mm256_set1_epi32(1));
+  __m256i const rounded = _mm256_add_epi32(u, _mm256_add_epi32(_mm256_set1_epi32(0x7fff), lsb));
+  __m256i const nan = _mm256_cmpgt_epi32(_mm256_and_si256(u, _mm256_set1_epi32(0x7fffffff)),
+                                         _mm256_set1_epi32(0x7f800000));
+  __m256i const r = _mm256_srli_epi32(
+      _mm256_blendv_epi8(rounded, _mm256_or_si256(u, _mm256_set1_epi32(0x00400000)), nan), 16);
+  return _mm_packus_epi32(_mm256_castsi256_si128(r), _mm256_extracti128_si256(r, 1));
+}
+#endif
+
 // m contiguous 16-bit elements at src into dst.
 inline void widen_contiguous(element_storage s, std::uint16_t const *src, float *dst, index_t m) {
   index_t j = 0;
 #if defined(__AVX2__)
   if (s == element_storage::bfloat16)
-    for (; j + 8 <= m; j += 8) {
-      __m128i const b = _mm_loadu_si128(reinterpret_cast<__m128i const *>(src + j));
-      __m256i const u = _mm256_slli_epi32(_mm256_cvtepu16_epi32(b), 16);
-      _mm256_storeu_ps(dst + j, _mm256_castsi256_ps(u));
-    }
+    for (; j + 8 <= m; j += 8)
+      _mm256_storeu_ps(dst + j, float_of_bfloat16_8(
+                                    _mm_loadu_si128(reinterpret_cast<__m128i const *>(src + j))));
 #endif
 #if defined(__F16C__)
   if (s == element_storage::half)
@@ -74,24 +92,10 @@ inline void widen_contiguous(element_storage s, std::uint16_t const *src, float 
 inline void narrow_contiguous(element_storage s, float const *src, std::uint16_t *dst, index_t m) {
   index_t j = 0;
 #if defined(__AVX2__)
-  if (s == element_storage::bfloat16) {
-    // bfloat16_bits_of on 8 lanes: add 0x7fff plus the kept part's lowest bit (ties to even),
-    // keep the upper half; NaN: the quiet bit set instead.
-    __m256i const one = _mm256_set1_epi32(1), round = _mm256_set1_epi32(0x7fff),
-                  abs_mask = _mm256_set1_epi32(0x7fffffff), inf = _mm256_set1_epi32(0x7f800000),
-                  quiet = _mm256_set1_epi32(0x00400000);
-    for (; j + 8 <= m; j += 8) {
-      __m256i const u = _mm256_castps_si256(_mm256_loadu_ps(src + j));
-      __m256i const lsb = _mm256_and_si256(_mm256_srli_epi32(u, 16), one);
-      __m256i const rounded = _mm256_add_epi32(u, _mm256_add_epi32(round, lsb));
-      __m256i const nan = _mm256_cmpgt_epi32(_mm256_and_si256(u, abs_mask), inf);
-      __m256i const r =
-          _mm256_srli_epi32(_mm256_blendv_epi8(rounded, _mm256_or_si256(u, quiet), nan), 16);
-      __m128i const packed =
-          _mm_packus_epi32(_mm256_castsi256_si128(r), _mm256_extracti128_si256(r, 1));
-      _mm_storeu_si128(reinterpret_cast<__m128i *>(dst + j), packed);
-    }
-  }
+  if (s == element_storage::bfloat16)
+    for (; j + 8 <= m; j += 8)
+      _mm_storeu_si128(reinterpret_cast<__m128i *>(dst + j),
+                       bfloat16_bits_of_8(_mm256_loadu_ps(src + j)));
 #endif
 #if defined(__F16C__)
   if (s == element_storage::half)

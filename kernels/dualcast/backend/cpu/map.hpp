@@ -123,6 +123,115 @@ DUALCAST_FORCEINLINE void eval_batch(Op const &op, L const *in, L *out,
 #pragma GCC diagnostic pop
 #endif
 
+// ---- 16-bit operands in registers -------------------------------------------------------------
+// A batch of W contiguous elements of 16-bit storage s at p widened to float in registers
+// (bfloat16: a 16-bit shift; half: F16C where the target has it), and a float batch rounded into
+// s on store: the same bits as the row conversions of backend/cpu/convert.hpp and
+// numbers/float16.hpp (round to nearest even, NaN kept and made quiet).
+#if DUALCAST_HAS_SIMD
+// (vector types of W lanes in a class template: GCC drops vector_size from a typedef in a
+// function template)
+template <int W> struct vec16 {
+  typedef std::uint16_t unaligned_t __attribute__((vector_size(2 * W), aligned(2), may_alias));
+  typedef std::uint16_t u16_t __attribute__((vector_size(2 * W)));
+  typedef std::uint32_t u32_t __attribute__((vector_size(4 * W)));
+};
+template <class L> DUALCAST_FORCEINLINE L widen_lanes(element_storage s, void const *p) {
+  constexpr int W = L::size;
+  using vec_t = typename L::vec_t;
+  using u16_t = typename vec16<W>::u16_t;
+  using u32_t = typename vec16<W>::u32_t;
+  u16_t const b = *static_cast<typename vec16<W>::unaligned_t const *>(p);
+#if defined(__AVX2__)
+  if constexpr (W == 8)
+    if (s == element_storage::bfloat16)
+      return L{__builtin_bit_cast(vec_t, float_of_bfloat16_8(__builtin_bit_cast(__m128i, b)))};
+#endif
+  if (s == element_storage::bfloat16)
+    return L{__builtin_bit_cast(vec_t, __builtin_convertvector(b, u32_t) << 16)};
+#if defined(__F16C__)
+  if constexpr (W == 8)
+    return L{__builtin_bit_cast(vec_t, _mm256_cvtph_ps(__builtin_bit_cast(__m128i, b)))};
+#endif
+#if defined(__AVX512F__)
+  if constexpr (W == 16)
+    return L{__builtin_bit_cast(vec_t, _mm512_cvtph_ps(__builtin_bit_cast(__m256i, b)))};
+#endif
+  L r;
+  for (int i = 0; i < W; ++i)
+    r.v[i] = float_of_half(b[i]);
+  return r;
+}
+template <class L> DUALCAST_FORCEINLINE void narrow_lanes(element_storage s, L const &x, void *p) {
+  constexpr int W = L::size;
+  using u16_t = typename vec16<W>::u16_t;
+  using u32_t = typename vec16<W>::u32_t;
+  auto *out = static_cast<typename vec16<W>::unaligned_t *>(p);
+#if defined(__AVX2__)
+  if constexpr (W == 8)
+    if (s == element_storage::bfloat16) {
+      *out = __builtin_bit_cast(u16_t, bfloat16_bits_of_8(__builtin_bit_cast(__m256, x.v)));
+      return;
+    }
+#endif
+  if (s == element_storage::bfloat16) {
+    // bfloat16_bits_of on W lanes (as bfloat16_bits_of_8, backend/cpu/convert.hpp)
+    u32_t const u = __builtin_bit_cast(u32_t, x.v);
+    u32_t const rounded = u + 0x7fffu + ((u >> 16) & 1u);
+    u32_t const r = (u & 0x7fffffffu) > 0x7f800000u ? (u | 0x00400000u) : rounded;
+    *out = __builtin_convertvector(r >> 16, u16_t);
+    return;
+  }
+#if defined(__F16C__)
+  if constexpr (W == 8) {
+    *out =
+        __builtin_bit_cast(u16_t, _mm256_cvtps_ph(__builtin_bit_cast(__m256, x.v),
+                                                  _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC));
+    return;
+  }
+#endif
+#if defined(__AVX512F__)
+  if constexpr (W == 16) {
+    *out =
+        __builtin_bit_cast(u16_t, _mm512_cvtps_ph(__builtin_bit_cast(__m512, x.v),
+                                                  _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC));
+    return;
+  }
+#endif
+  u16_t b;
+  for (int i = 0; i < W; ++i)
+    b[i] = half_bits_of(x.v[i]);
+  *out = b;
+}
+#endif
+
+// The batch of element i of an operand stored as s whose first element is at p (the address of a
+// 16-bit element when s is not native), and the store of x there: what run_batches does for a
+// float batch L when its operands' storages are given.
+template <class L> inline constexpr bool is_batch_lanes = false;
+#if DUALCAST_HAS_SIMD
+template <class T, int W> inline constexpr bool is_batch_lanes<batch<T, W>> = true;
+#endif
+template <class L, class T>
+DUALCAST_FORCEINLINE L load_stored([[maybe_unused]] element_storage s, T const *p, index_t i) {
+#if DUALCAST_HAS_SIMD
+  if constexpr (is_batch_lanes<L> && std::is_same_v<T, float>)
+    if (s != element_storage::native)
+      return widen_lanes<L>(s, reinterpret_cast<std::uint16_t const *>(p) + i);
+#endif
+  return load_lanes<L>(p + i, 1, lane_count<L>);
+}
+template <class L, class T>
+DUALCAST_FORCEINLINE void store_stored([[maybe_unused]] element_storage s, L const &x, T *p,
+                                       index_t i) {
+#if DUALCAST_HAS_SIMD
+  if constexpr (is_batch_lanes<L> && std::is_same_v<T, float>)
+    if (s != element_storage::native)
+      return narrow_lanes(s, x, reinterpret_cast<std::uint16_t *>(p) + i);
+#endif
+  store_lanes(x, p + i, 1, lane_count<L>);
+}
+
 // n elements (a multiple of the batch width) of operands that are contiguous: plain vector loads
 // and stores, the kernel's body inlined (flattened) into the loop. Input k's batch at i is read at
 // in[k] + (i & in_mask[k]): a mask of all ones for a contiguous input, 0 for a broadcast one (one
@@ -131,9 +240,15 @@ DUALCAST_FORCEINLINE void eval_batch(Op const &op, L const *in, L *out,
 // is the only part of a pass compiled per element operation; the rest (run_row, map_collapsed,
 // its OpenMP region) is compiled once per element type and operand count and reaches it through
 // a function pointer, called once per row or chunk of 64 elements (batch_loop below).
+//
+// st, when not null, gives each operand's storage (the inputs', then the outputs'): over float
+// lanes an operand stored in 16 bits (its pointer then the address of its first 16-bit element)
+// is widened in registers on load and rounded from its register on store. It is the same loop,
+// the storage a test per batch that goes the same way every time: a second loop per kernel for
+// 16-bit operands made GCC 12 stop inlining the kernel into the float loops (issue 37's note).
 template <class L, class T, class Op>
 DUALCAST_FLATTEN void run_batches(void const *op_ptr, T const *const *in, index_t const *in_mask,
-                                  T *const *out, index_t n) {
+                                  T *const *out, element_storage const *st, index_t n) {
   Op const &f = *static_cast<Op const *>(op_ptr);
   constexpr int NI = Op::num_in, NO = Op::num_out;
   constexpr int W = lane_count<L>;
@@ -159,19 +274,40 @@ DUALCAST_FLATTEN void run_batches(void const *op_ptr, T const *const *in, index_
     ip[k] = in[k], mask[k] = in_mask[k];
   for (int k = 0; k < NO; ++k)
     op_out[k] = out[k];
-  for (index_t i = 0; i + W <= n; i += W) {
+  bool const native = st == nullptr;
+  element_storage ist[NI > 0 ? NI : 1] = {}, ost[NO] = {};
+  if (!native) {
     for (int k = 0; k < NI; ++k)
-      in_l[k] = load_lanes<L>(ip[k] + (i & mask[k]), 1, W);
-    eval_batch(f, in_l, out_l, paths);
+      ist[k] = st[k];
     for (int k = 0; k < NO; ++k)
-      store_lanes(out_l[k], op_out[k] + i, 1, W);
+      ost[k] = st[NI + k];
+  }
+  // (the kernel is called from one place only: a second call site is a second inlined copy)
+  constexpr bool convert = is_batch_lanes<L> && std::is_same_v<T, float>;
+  for (index_t i = 0; i + W <= n; i += W) {
+    if (convert && !native) {
+      for (int k = 0; k < NI; ++k)
+        in_l[k] = load_stored<L>(ist[k], ip[k], i & mask[k]);
+    } else {
+      for (int k = 0; k < NI; ++k)
+        in_l[k] = load_lanes<L>(ip[k] + (i & mask[k]), 1, W);
+    }
+    eval_batch(f, in_l, out_l, paths);
+    if (convert && !native) {
+      for (int k = 0; k < NO; ++k)
+        store_stored(ost[k], out_l[k], op_out[k], i);
+    } else {
+      for (int k = 0; k < NO; ++k)
+        store_lanes(out_l[k], op_out[k] + i, 1, W);
+    }
   }
   paths.active = false;
 }
 
 // An element operation as the passes below see it: its batch loop and the operation.
 template <class T> struct batch_loop {
-  void (*run)(void const *op, T const *const *in, index_t const *in_mask, T *const *out, index_t n);
+  void (*run)(void const *op, T const *const *in, index_t const *in_mask, T *const *out,
+              element_storage const *st, index_t n);
   void const *op;
 };
 
@@ -236,7 +372,7 @@ void run_row(batch_loop<T> const &op, T const *const *in, index_t const *in_stri
       for (int k = 0; k < NO; ++k)
         op_out[k] = out_stride[k] == 1 && m == mp && !add[k] ? out[k] + done : out_buf[k];
     }
-    op.run(op.op, ip, in_mask, op_out, mp);
+    op.run(op.op, ip, in_mask, op_out, nullptr, mp);
     if (chunked)
       for (int k = 0; k < NO; ++k) {
         if (op_out[k] != out_buf[k])
@@ -334,9 +470,9 @@ void run_row_mixed(batch_loop<float> const &op, char const *const *in, index_t c
   alignas(64) float in_buf[NI > 0 ? NI : 1][mixed_elements];
   alignas(64) float out_buf[NO][mixed_elements];
   alignas(64) float scratch[mixed_elements];
-  float const *ip[NI > 0 ? NI : 1];
-  index_t in_mask[NI > 0 ? NI : 1];
-  float *op_out[NO];
+  float const *ip[NI > 0 ? NI : 1] = {};
+  index_t in_mask[NI > 0 ? NI : 1] = {};
+  float *op_out[NO] = {};
   for (int k = 0; k < NI; ++k) { // a broadcast input: one batch of its value, read again
     in_mask[k] = in_stride[k] == 0 ? 0 : ~index_t(0);
     if (in_stride[k] == 0) {
@@ -344,7 +480,29 @@ void run_row_mixed(batch_loop<float> const &op, char const *const *in, index_t c
       ip[k] = in_buf[k];
     }
   }
-  for (index_t done = 0; done < n;) {
+  index_t done = 0;
+  // Contiguous (or broadcast) operands and outputs overwritten: every full batch in one call of
+  // the batch loop, which widens and rounds the 16-bit operands in registers (no pass through
+  // the buffers); the partial last batch, and every other row, in chunks through them below.
+  bool in_place = n >= W && is_batch_lanes<L>;
+  for (int k = 0; k < NI; ++k)
+    in_place = in_place && (in_stride[k] == 1 || in_stride[k] == 0);
+  for (int k = 0; k < NO; ++k)
+    in_place = in_place && out_stride[k] == 1 && !add[k];
+  if (in_place) {
+    element_storage st[(NI > 0 ? NI : 1) + NO] = {};
+    for (int k = 0; k < NI; ++k) {
+      bool const broadcast = in_stride[k] == 0; // (its float batch, filled above)
+      st[k] = broadcast ? element_storage::native : in_st[k];
+      if (!broadcast)
+        ip[k] = reinterpret_cast<float const *>(in[k]);
+    }
+    for (int k = 0; k < NO; ++k)
+      st[NI + k] = out_st[k], op_out[k] = reinterpret_cast<float *>(out[k]);
+    done = n / W * W;
+    op.run(op.op, ip, in_mask, op_out, st, done);
+  }
+  for (; done < n;) {
     index_t const m = std::min(mixed_elements, n - done), mp = (m + W - 1) / W * W;
     for (int k = 0; k < NI; ++k) {
       if (in_stride[k] == 0)
@@ -362,7 +520,7 @@ void run_row_mixed(batch_loop<float> const &op, char const *const *in, index_t c
       op_out[k] = out_st[k] == element_storage::native && out_stride[k] == 1 && m == mp && !add[k]
                       ? reinterpret_cast<float *>(out[k]) + done
                       : out_buf[k];
-    op.run(op.op, ip, in_mask, op_out, mp);
+    op.run(op.op, ip, in_mask, op_out, nullptr, mp);
     for (int k = 0; k < NO; ++k)
       if (op_out[k] == out_buf[k])
         store_row(out_st[k], out[k] + done * out_stride[k] * storage_bytes(out_st[k], 4),
