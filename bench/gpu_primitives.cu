@@ -225,11 +225,18 @@ void stencils_and_conv(int reps, bool quick) {
 //   reduce            the broadcast reduction to one number (cuda_primitives::reduce)
 //   segmented_reduce  rows of 1000 summed, (n/1000, 1000) -> (n/1000, 1)
 //                     (cuda_primitives::segmented_reduce)
-//   scan              dualcast::cumsum on a tensor (own) / cub::DeviceScan::InclusiveSum into a new
-//                     tensor (cub; not run-to-run deterministic in floating point)
+//   scan              dualcast::cumsum on a tensor, cuda_primitives::scan own / cub
+//                     (cub::DeviceScan; not run-to-run deterministic in floating point)
+//   scan_grad         cumsum on a tape variable, forward + backward (the reverse scan), own / cub
 //   histogram_plus    1000 bins: dualcast::reduce_by_index on a tensor with host indices (own:
-//                     the indices copied and sorted per call) / cub_histogram_plus, indices copied
-//                     from the host per call too (cub) and already on the device (cub_device_idx)
+//                     the privatized pass, the indices copied per call) / cub_histogram_plus,
+//                     indices copied from the host per call too (cub) and already on the device
+//                     (cub_device_idx)
+//   sorted_histogram_plus / _max  100000 bins (more than the privatized pass serves), int64
+//                     indices on the device: reduce_by_index with cuda_primitives::
+//                     sorted_histogram own (the rows sorted on the host: the indices copied there
+//                     and the order back) / cub (radix sort on the device; plus: then a segmented
+//                     sum, max: the own per-bin pass over the sorted rows)
 void own_vs_cub(dc::index_t n, int reps) {
   namespace cb = dc::detail::cuda_backend;
   F32 const x = random_tensor(n, 21, -1, 1);
@@ -251,7 +258,7 @@ void own_vs_cub(dc::index_t n, int reps) {
   auto reduce_with = [&](dc::cuda_impl impl, F32 const &dst, dc::shape const &s) {
     dc::cuda ex;
     ex.operands_on_device = true;
-    ex.primitives = {impl, impl};
+    ex.primitives = {impl, impl, impl, impl};
     cb::reduce_broadcast(ex, s, x.data(), dc::view<float>(dst.mutable_data(), dst.dims()), false);
   };
   auto row = [&](char const *name, std::vector<std::function<void()>> const &fs,
@@ -281,14 +288,27 @@ void own_vs_cub(dc::index_t n, int reps) {
          reduce_with(dc::cuda_impl::cub, out_rows, dc::shape{rows, cols});
        }},
       {"own", "cub"}, nb);
-  row("scan",
-      {[&] { (void)dc::cumsum(x); },
-       [&] {
-         dc::cuda ex;
-         F32 y = F32::empty({n}, dc::device::cuda(0));
-         cb::cub_inclusive_sum(ex, x.data(), y.mutable_data(), n);
-       }},
-      {"own", "cub"}, 2 * nb);
+  // f with the default scan / sorted histogram implementation set to impl (the tape's and the
+  // tensor operations' executors take the default), restored afterwards.
+  auto with = [](dc::cuda_impl impl, auto const &f) {
+    return [impl, f] {
+      dc::cuda_primitives const saved = dc::default_cuda_primitives();
+      dc::cuda_primitives p = saved;
+      p.scan = p.sorted_histogram = impl;
+      dc::set_default_cuda_primitives(p);
+      f();
+      dc::set_default_cuda_primitives(saved);
+    };
+  };
+  auto const own = dc::cuda_impl::own, cub = dc::cuda_impl::cub;
+  auto scan = [&] { (void)dc::cumsum(x); };
+  row("scan", {with(own, scan), with(cub, scan)}, {"own", "cub"}, 2 * nb);
+  auto scan_grad = [&] {
+    dc::tape tp;
+    auto v = tp.variable(x);
+    tp.backward(std::vector<V32>{dc::cumsum(v)}, std::vector<F32>{x});
+  };
+  row("scan_grad", {with(own, scan_grad), with(cub, scan_grad)}, {"own", "cub"}, 4 * nb);
   row("histogram_plus",
       {[&] { (void)dc::reduce_by_index(x, idx, bins, dc::bin_op::plus); },
        [&] {
@@ -299,6 +319,20 @@ void own_vs_cub(dc::index_t n, int reps) {
          cb::cub_histogram_plus(dc::cuda{}, x.data(), idx_d, n, bins, out_bins.mutable_data());
        }},
       {"own", "cub", "cub_device_idx"}, nb + 8.0 * double(n));
+  dc::index_t const many = 100000;
+  std::vector<dc::index_t> idx_many(static_cast<std::size_t>(n));
+  for (auto &k : idx_many)
+    k = std::uniform_int_distribution<dc::index_t>(0, many - 1)(g);
+  auto const many_d = dc::tensor<std::int64_t>::from({n}, idx_many).to(dc::device::cuda(0));
+  auto sorted = [&](dc::bin_op op) {
+    return [&x, &many_d, many, op] { (void)dc::reduce_by_index(x, many_d, many, op); };
+  };
+  row("sorted_histogram_plus",
+      {with(own, sorted(dc::bin_op::plus)), with(cub, sorted(dc::bin_op::plus))}, {"own", "cub"},
+      nb + 8.0 * double(n));
+  row("sorted_histogram_max",
+      {with(own, sorted(dc::bin_op::max)), with(cub, sorted(dc::bin_op::max))}, {"own", "cub"},
+      nb + 8.0 * double(n));
   cudaFree(idx_d);
 }
 

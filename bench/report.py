@@ -586,7 +586,10 @@ def gpu_own_vs_cub_table():
     benchmark own_vs_cub); "not measured" until a GPU session wrote those rows."""
     rs = [r for r in rows("gpu_primitives") if r["benchmark"] == "own_vs_cub"]
     prims = [("reduce", "yes (both)"), ("segmented_reduce", "yes (both)"),
-             ("scan", "own yes, CUB no (float scan)"), ("histogram_plus", "yes (both: stable sort)")]
+             ("scan", "own yes, CUB no (float scan)"), ("scan_grad", "own yes, CUB no (float scan)"),
+             ("histogram_plus", "yes (both: stable sort)"),
+             ("sorted_histogram_plus", "yes (both: stable sort)"),
+             ("sorted_histogram_max", "yes (both: stable sort, the same bits)")]
     body = []
     for name, det in prims:
         own = ms(rs, variant=f"{name}_own")
@@ -628,10 +631,13 @@ def gpu_section():
         + "):\n\n" + gpu_primitives_table(),
         "**Own passes against CUB's device-wide primitives** (`gpu_primitives.csv`, rows "
         "`own_vs_cub`; reduce / segmented reduce: the broadcast reduction with `cuda_primitives`; "
-        "scan: `cumsum` on a tensor against `cub::DeviceScan::InclusiveSum`; histogram: "
-        "`reduce_by_index` with host indices against radix sort + segmented reduce, the indices "
-        "copied per call (cub) or already on the device (cub device idx); the own pass stays the "
-        "default until these rows say otherwise):\n\n" + gpu_own_vs_cub_table(),
+        "scan: `cumsum` on a tensor with `cuda_primitives::scan` own / cub (scan grad: on a tape "
+        "variable, forward + backward); histogram: `reduce_by_index` with host indices into 1000 "
+        "bins (the privatized pass) against radix sort + segmented reduce, the indices copied per "
+        "call (cub) or already on the device (cub device idx); sorted histogram plus / max: "
+        "100000 bins, int64 indices on the device, `cuda_primitives::sorted_histogram` own (sorted "
+        "on the host) / cub (on the device); the own pass stays the default until these rows say "
+        "otherwise):\n\n" + gpu_own_vs_cub_table(),
     ] + ([
         "**The LSTM cell from PyTorch and JAX, and torch.compile** (issues 35, 40; `gpu_cells.csv` "
         "for the C++ calls, `gpu_peers.csv` for the rest: `dualcast_torch` is "

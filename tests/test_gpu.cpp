@@ -21,6 +21,8 @@ std::string dualcast_gpu_long_rows_law();
 std::string dualcast_gpu_tape_two_streams_case();
 std::string dualcast_gpu_float16_lstm_case();
 std::string dualcast_gpu_cub_primitives();
+std::string dualcast_gpu_cub_tape_law();
+std::string dualcast_gpu_tape_sorted_bins_case();
 
 namespace {
 bool skip_without_gpu() {
@@ -51,6 +53,14 @@ TEST_CASE("CUB's device-wide primitives on the CUDA backend against the CPU") {
   if (skip_without_gpu())
     return;
   CHECK(dualcast_gpu_cub_primitives() == "");
+}
+
+// The same through the tape with every cuda_primitives choice set to CUB (cumsum, the sorted
+// histogram with int32 / int64 device indices, the reductions): finite differences and CPU == GPU.
+TEST_CASE("CUB's primitives through the tape: sorted histograms, cumsum, reductions vs the CPU") {
+  if (skip_without_gpu())
+    return;
+  CHECK(dualcast_gpu_cub_tape_law() == "");
 }
 
 TEST_CASE("lstm case on the CUDA backend (double)") {
@@ -92,6 +102,15 @@ TEST_CASE("tape case on the CUDA backend: index operations with integer index te
   if (skip_without_gpu())
     return;
   CHECK(dualcast_gpu_tape_index_tensors_case() == "");
+}
+
+// reduce_by_index's sorted paths with int32 / int64 device indices, cumsum of few rows (own
+// passes).
+TEST_CASE(
+    "tape case on the CUDA backend: sorted histograms with index tensors, cumsum of few rows") {
+  if (skip_without_gpu())
+    return;
+  CHECK(dualcast_gpu_tape_sorted_bins_case() == "");
 }
 
 // CPU == GPU: the same inputs through both backends, compared directly (tests/cases/kernel_law.hpp

@@ -25,6 +25,10 @@ TEST_CASE("tape case on the CPU backend: PyTorch-style operations") {
 TEST_CASE("tape case on the CPU backend: index operations with integer index tensors") {
   CHECK(index_tensors_case(dc::device::host()) == "");
 }
+TEST_CASE(
+    "tape case on the CPU backend: sorted histograms with index tensors, cumsum of few rows") {
+  CHECK(sorted_bins_case(dc::device::host()) == "");
+}
 // The CPU == GPU law's tape side on the host: a 1-thread and a 2-thread executor give the same
 // bits in every case and mode (on a GPU, tests/cuda/tape_cases_gpu.cu compares the host to CUDA).
 TEST_CASE("tape law on the CPU backend: 1 thread == 2 threads, bit for bit") {

@@ -367,6 +367,54 @@ inline std::string index_tensors_case(dc::device d) {
   return check_tape_case(index_tensors_problem(), d);
 }
 
+// The sorted paths of reduce_by_index (more bins than rows: no privatized `plus`) with integer
+// index tensors on the device, int32 and int64, some outside [0, bins): `plus` of 1-D values
+// (on CUDA with cuda_primitives::sorted_histogram == cub: CUB's radix sort and segmented sum),
+// `plus` of rows and times / min / max (the rows sorted by bin: on the host, or on the device by
+// CUB's radix sort); and cumsum of few rows along the innermost axis, inclusive and exclusive (on
+// CUDA with cuda_primitives::scan == cub: cub::DeviceScan, forward and backward).
+inline tape_problem sorted_bins_problem() {
+  tape_fn f = [](std::vector<var64> const &v) {
+    var64 const &x = v[0], &w = v[1]; // (40), (40, 3)
+    auto dev = x.value().dev();
+    using i32 = dc::tensor<std::int32_t>;
+    using i64 = dc::tensor<std::int64_t>;
+    // 60 bins (plus, times: empty bins give 0 / 1) and 5 (min / max: none empty, no infinities)
+    std::vector<std::int32_t> k32(40), m32(40);
+    std::vector<std::int64_t> k64(40), m64(40);
+    for (std::size_t k = 0; k < 40; ++k) {
+      k32[k] = std::int32_t((k * 7) % 23) - (k % 9 == 4 ? 30 : 0); // some negative
+      k64[k] = std::int64_t((k * 11) % 61);                        // 60: outside
+      m32[k] = std::int32_t((k * 5) % 6) - 1;                      // -1: outside
+      m64[k] = std::int64_t((k * 7) % 6);                          // 5: outside
+    }
+    auto const b32 = i32::from({40}, k32).to(dev), c32 = i32::from({40}, m32).to(dev);
+    auto const b64 = i64::from({40}, k64).to(dev), c64 = i64::from({40}, m64).to(dev);
+    var64 parts[] = {
+        dc::reduce_by_index(x, b64, 60, dc::bin_op::plus),
+        dc::reduce_by_index(x * x, b32, 60, dc::bin_op::plus),
+        dc::reduce_by_index(w, b32, 60, dc::bin_op::plus),
+        dc::reduce_by_index(w, b64, 60, dc::bin_op::times),
+        dc::reduce_by_index(x, c32, 5, dc::bin_op::min),
+        dc::reduce_by_index(w, c64, 5, dc::bin_op::max),
+        dc::cumsum(x),
+        dc::cumsum(x, 0, true),
+        dc::cumsum(dc::transpose(w, 0, 1), 1),
+        dc::cumsum(dc::transpose(w, 0, 1), 1, true),
+    };
+    var64 total = weigh(parts[0]);
+    for (std::size_t i = 1; i < std::size(parts); ++i)
+      total = total + weigh(parts[i]);
+    return total;
+  };
+  return {"sorted histograms with device indices, cumsum of few rows",
+          f,
+          {random_host({40}, 47), random_host({40, 3}, 48)}};
+}
+inline std::string sorted_bins_case(dc::device d) {
+  return check_tape_case(sorted_bins_problem(), d);
+}
+
 // Problems run on the host with a 1-thread executor and on device d with a 2-thread one (for the
 // host tensors), mode by mode (fused store, fused recompute, unfused), the losses and gradients
 // compared: bit for bit when `rel` is 0, else within rel times max(|a|, |b|, 1).
@@ -402,7 +450,7 @@ inline std::string same_on(std::vector<tape_problem> const &problems, dc::device
 // CPU's.
 inline std::string tape_law(dc::device d, int ulps) {
   return same_on({lstm_step_problem(), mlp_problem(), ops_problem(), primitives_problem(),
-                  torch_ops_problem(), index_tensors_problem()},
+                  torch_ops_problem(), index_tensors_problem(), sorted_bins_problem()},
                  d, ulps * std::numeric_limits<double>::epsilon());
 }
 

@@ -235,7 +235,7 @@ std::string cub_primitives_case() {
     for (long c = 0; c < C; ++c)
       rows[std::size_t(r)] += x[std::size_t(r * C + c)], total += x[std::size_t(r * C + c)];
   for (auto impl : {dc::cuda_impl::own, dc::cuda_impl::cub}) {
-    ex.primitives = {impl, impl};
+    ex.primitives = {impl, impl, impl, impl};
     std::vector<double> init(std::size_t(R), 0.5);
     double *dst = upload_vector(md, init);
     cb::reduce_broadcast(ex, dc::shape{R, C}, static_cast<double const *>(xd),
@@ -277,6 +277,38 @@ std::string cub_primitives_case() {
     acc += x[std::size_t(i)];
     if (scan[std::size_t(i)] != acc)
       return "cub_inclusive_sum at " + std::to_string(i);
+  }
+
+  // The scan from the end, exclusive (the adjoint of an exclusive cumsum): exact too.
+  cb::cub_scan_sum(ex, static_cast<double const *>(xd), out, n, true, true);
+  scan = download_vector(out, std::size_t(n));
+  acc = 0;
+  for (long i = n - 1; i >= 0; --i) {
+    if (scan[std::size_t(i)] != acc)
+      return "cub_scan_sum (exclusive, reverse) at " + std::to_string(i);
+    acc += x[std::size_t(i)];
+  }
+
+  // The rows by bin (reduce_by_index's sorted path): the host's counting sort, number for number.
+  {
+    std::vector<dc::index_t> start(std::size_t(bins) + 1, 0), order;
+    for (long i = 0; i < n; ++i)
+      if (idx[std::size_t(i)] >= 0 && idx[std::size_t(i)] < bins)
+        ++start[std::size_t(idx[std::size_t(i)]) + 1];
+    for (long b = 0; b < bins; ++b)
+      start[std::size_t(b) + 1] += start[std::size_t(b)];
+    order.resize(std::size_t(start[std::size_t(bins)]));
+    std::vector<dc::index_t> next(start.begin(), start.end() - 1);
+    for (long i = 0; i < n; ++i)
+      if (idx[std::size_t(i)] >= 0 && idx[std::size_t(i)] < bins)
+        order[std::size_t(next[std::size_t(idx[std::size_t(i)])]++)] = i;
+    dc::index_t *sd = mi.alloc(bins + 1), *od = mi.alloc(n);
+    cb::cub_sort_by_bin(ex, idxd, n, bins, sd, od);
+    auto got_order = download_vector(od, std::size_t(n));
+    got_order.resize(order.size());
+    if (download_vector(sd, std::size_t(bins) + 1) != start || got_order != order)
+      return "cub_sort_by_bin differs from the host's counting sort";
+    mi.release(sd), mi.release(od);
   }
 
   // The sorted histogram: exact on integer-valued doubles, out-of-range indices ignored.

@@ -1,11 +1,11 @@
 // Instantiates the ready cells' fused kernels (dualcast/kernel/cells.hpp: LSTM, GRU, HM-LSTM
 // update, D-LSTM) for the CUDA backend in the three modes the tape runs them in -- values, values
 // with every diagonal partial (the store policy), and the VJP that re-evaluates the duals (the
-// recompute policy) -- on contiguous float32 arrays, plus a broadcast VJP in double and the LSTM
-// cell over bfloat16 gates. CI compiles them for sm_80 / sm_90 and fails on a register spill;
-// scripts/cuda-resources turns ptxas' report into docs/gpu.md's table of bytes and registers per
-// cell. Nothing here runs: the GPU tests are
-// in cases_gpu.cu / tape_cases_gpu.cu.
+// recompute policy) -- on contiguous float32 arrays, plus broadcast VJPs in double (the LSTM cell
+// over subsets of its inputs, as the PyTorch operator runs it) and the LSTM cell over bfloat16
+// gates. CI compiles them for sm_80 / sm_90 and fails on a register spill; scripts/cuda-resources
+// turns ptxas' report into docs/gpu.md's table of bytes and registers per cell. Nothing here
+// runs: the GPU tests are in cases_gpu.cu / tape_cases_gpu.cu.
 #include <dualcast/cuda.cuh>
 #include <dualcast/kernel/cells.hpp>
 
@@ -75,6 +75,18 @@ void dlstm_kernels(dc::cuda ex, in_t const *x, out_t const *y, out_t const *d, i
 void biased_vjp(dc::cuda ex, dc::view<const double> x, dc::view<const double> b,
                 dc::view<const double> ybar, dc::view<double> xbar, dc::view<double> bbar) {
   dc::vjp(ex, biased, dc::active<0, 1>, dc::out(xbar, bbar), dc::in(x, b, 0.5), dc::in(ybar));
+}
+
+// The LSTM cell's VJP in double over a subset of its inputs, as the PyTorch operator's CUDA half
+// (python/src/torch_cells.cu) runs it for what torch differentiates: over 2-D broadcast layouts
+// (map_rows<double, 7, 4>) the gates' subset and the one without the first gate spilled 20 bytes
+// on sm_90 while the outputs' offsets stayed live across the operation (backend/cuda/map.cuh).
+void lstm_vjp_subsets(dc::cuda ex, dc::view<const double> const *x,
+                      dc::view<const double> const *ybar, dc::view<double> const *xbar) {
+  dc::vjp(ex, dc::cells::lstm, dc::active<0, 1, 2, 3>, dc::out(xbar[0], xbar[1], xbar[2], xbar[3]),
+          dc::in(x[0], x[1], x[2], x[3], x[4]), dc::in(ybar[0], ybar[1]));
+  dc::vjp(ex, dc::cells::lstm, dc::active<1, 2, 3, 4>, dc::out(xbar[0], xbar[1], xbar[2], xbar[3]),
+          dc::in(x[0], x[1], x[2], x[3], x[4]), dc::in(ybar[0], ybar[1]));
 }
 
 // The LSTM cell over bfloat16 gates beside a float cell state (issue 37): 16-bit loads widened to

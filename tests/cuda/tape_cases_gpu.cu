@@ -35,6 +35,28 @@ std::string dualcast_gpu_tape_index_tensors_case() {
 std::string dualcast_gpu_tape_law() {
   return dualcast_tests::tape_law(dualcast::device::cuda(0), 256);
 }
+// CUB's paths (issue 40): every cuda_primitives choice set to cub -- the broadcast reductions,
+// cumsum of few rows (forward and backward), reduce_by_index's sorted path on the device -- through
+// the same bodies: central differences (the sorted-bins case), CPU == GPU within 256 ulp (every
+// tape case) and few long rows within 1e-10. The default choice is restored afterwards.
+std::string dualcast_gpu_cub_tape_law() {
+  namespace dc = dualcast;
+  struct restore {
+    dc::cuda_primitives saved = dc::default_cuda_primitives();
+    ~restore() { dc::set_default_cuda_primitives(saved); }
+  } const keep;
+  auto const cub = dc::cuda_impl::cub;
+  dc::set_default_cuda_primitives({cub, cub, cub, cub});
+  std::string r = dualcast_tests::sorted_bins_case(dc::device::cuda(0));
+  if (r.empty())
+    r = dualcast_tests::tape_law(dc::device::cuda(0), 256);
+  if (r.empty())
+    r = dualcast_tests::long_rows_law(dc::device::cuda(0), 1e-10);
+  return r.empty() ? r : "with CUB's primitives: " + r;
+}
+std::string dualcast_gpu_tape_sorted_bins_case() {
+  return dualcast_tests::sorted_bins_case(dualcast::device::cuda(0));
+}
 // Few long rows (whole-array sums cut into chunks, max / min over chunks, scans and recurrences
 // in pieces): the GPU against the host within 1e-10 relative (other addition orders).
 std::string dualcast_gpu_long_rows_law() {

@@ -59,9 +59,12 @@ namespace detail {
 
 // The rows of each bin: order[start[b] .. start[b + 1]) are bin b's rows, increasing; idx the
 // indices themselves. All on the values' device. chunk: rows per chunk of the privatized plus.
+// privatized: the privatized plus serves (no sort); otherwise start / order are undefined only
+// for `plus` of 1-D values on a device, sorted in the forward (bins_forward_run).
 struct bin_rows {
   tensor<index_t> start, order, idx;
   index_t n = 0, bins = 0, chunk = 0;
+  bool privatized = false;
 };
 
 // Rows per chunk of the privatized `plus` forward: chunk c adds its rows into a histogram of its
@@ -77,13 +80,46 @@ inline bool bins_privatized(bin_op op, index_t n, index_t bins, index_t chunk) {
   return op == bin_op::plus && bins > 0 && n > 0 && bin_chunks(n, chunk) * bins <= n;
 }
 
+// r.start / r.order from r.idx: on the device where the executor sorts there
+// (backend_sort_by_bin: CUDA with cuda_primitives::sorted_histogram == cub; the indices stay on
+// the device), else a counting sort on the host (O(n + bins); device indices copied to the host
+// and the result back). Either way each bin's rows in increasing order: the same numbers.
+template <class Ex> void sort_rows(Ex const &ex, char const *op, bin_rows &r, device const &dev) {
+  if (!dev.is_host()) {
+    auto start = tensor<index_t>::empty({r.bins + 1}, dev);
+    auto order = tensor<index_t>::empty({r.n}, dev);
+    if (backend_sort_by_bin(hook{}, ex, r.idx.data(), r.n, r.bins, start.raw_data(),
+                            order.raw_data())) {
+      r.start = std::move(start), r.order = std::move(order);
+      return;
+    }
+  }
+  std::vector<index_t> const host = r.idx.to_vector();
+  std::vector<index_t> start(std::size_t(r.bins) + 1, 0), order;
+  for (index_t k : host)
+    if (k >= 0 && k < r.bins)
+      ++start[std::size_t(k) + 1];
+  for (index_t b = 0; b < r.bins; ++b)
+    start[std::size_t(b) + 1] += start[std::size_t(b)];
+  order.resize(std::size_t(start[std::size_t(r.bins)]));
+  std::vector<index_t> next(start.begin(), start.end() - 1);
+  for (index_t i = 0; i < r.n; ++i) {
+    index_t const k = host[std::size_t(i)];
+    if (k >= 0 && k < r.bins)
+      order[std::size_t(next[std::size_t(k)]++)] = i;
+  }
+  r.start = upload_indices(op, start, dev);
+  r.order = upload_indices(op, order, dev);
+}
+
 // The indices on dev (a 1-D integer tensor of n entries there, used in place where it holds
 // contiguous index_t, else widened on dev), and unless the privatized `plus` serves op
-// (bins_privatized) the rows by bin: a counting sort on the host, to which device indices are
-// copied for it.
+// (bins_privatized) the rows by bin (sort_rows), except for `plus` of 1-D values (inner == 1)
+// on a device: its backward needs no sort, and its forward may sum each bin without one
+// (bins_forward_run).
 template <class I>
 bin_rows sort_by_bin(char const *op, tensor<I> const &indices, index_t n, index_t bins, bin_op bop,
-                     device const &dev) {
+                     device const &dev, index_t inner) {
   require_index_tensor(op, indices, dev);
   if (bins < 0)
     throw shape_error(std::string(op) + ": negative number of bins " + std::to_string(bins));
@@ -98,24 +134,10 @@ bin_rows sort_by_bin(char const *op, tensor<I> const &indices, index_t n, index_
   r.n = n;
   r.bins = bins;
   r.chunk = bin_chunk_rows(dev);
-  if (bins_privatized(bop, n, bins, r.chunk))
+  r.privatized = bins_privatized(bop, n, bins, r.chunk);
+  if (r.privatized || (bop == bin_op::plus && inner == 1 && !dev.is_host()))
     return r;
-  std::vector<index_t> const host = r.idx.to_vector();
-  std::vector<index_t> start(std::size_t(bins) + 1, 0), order;
-  for (index_t k : host)
-    if (k >= 0 && k < bins)
-      ++start[std::size_t(k) + 1];
-  for (index_t b = 0; b < bins; ++b)
-    start[std::size_t(b) + 1] += start[std::size_t(b)];
-  order.resize(std::size_t(start[std::size_t(bins)]));
-  std::vector<index_t> next(start.begin(), start.end() - 1);
-  for (index_t i = 0; i < n; ++i) {
-    index_t const k = host[std::size_t(i)];
-    if (k >= 0 && k < bins)
-      order[std::size_t(next[std::size_t(k)]++)] = i;
-  }
-  r.start = upload_indices(op, start, dev);
-  r.order = upload_indices(op, order, dev);
+  on_device(op, dev, ambient_cpu(), [&](auto const &ex) { sort_rows(ex, op, r, dev); });
   return r;
 }
 
@@ -299,7 +321,7 @@ template <class Ex, class T>
 tensor<T> bins_forward_run(Ex const &ex, tensor<T> const &xc, bin_rows const &br, bin_op op,
                            index_t inner) {
   auto y = tensor<T>::empty(bins_shape(xc.dims(), br.bins), xc.dev());
-  if (!br.order.defined()) { // the privatized plus (bins_privatized)
+  if (br.privatized) {
     index_t const chunks = bin_chunks(br.n, br.chunk), size = br.bins * inner;
     auto part = tensor<T>::empty({chunks * size}, xc.dev());
     parallel_for(ex, chunks, br.chunk * inner,
@@ -318,12 +340,20 @@ tensor<T> bins_forward_run(Ex const &ex, tensor<T> const &xc, bin_rows const &br
     }
     return y;
   }
+  bin_rows sorted; // `plus` of 1-D values on a device (sort_by_bin): CUB's sorting histogram
+  if (!br.order.defined()) {
+    if (backend_histogram_plus(hook{}, ex, xc.data(), br.idx.data(), br.n, br.bins, y.raw_data()))
+      return y;
+    sorted = br; // else sorted here, for this forward only (the backward is a gather)
+    sort_rows(ex, "dualcast::reduce_by_index", sorted, xc.dev());
+  }
+  bin_rows const &rows = br.order.defined() ? br : sorted;
   index_t const per_bin = br.bins > 0 ? br.n / br.bins + 1 : 1;
   if (br.bins * inner > 0)
     parallel_for(ex, br.bins * inner, per_bin,
                  bins_forward<T>{xc.data(),
                                  y.raw_data(),
-                                 {br.start.data(), br.order.data(), inner},
+                                 {rows.start.data(), rows.order.data(), inner},
                                  op,
                                  op == bin_op::max ? -std::numeric_limits<T>::infinity()
                                                    : std::numeric_limits<T>::infinity()});
@@ -340,7 +370,7 @@ tensor<T> reduce_by_index(tensor<T> const &values, tensor<I> const &indices, ind
   char const *name = "dualcast::reduce_by_index";
   index_t const inner = detail::trailing_size(name, values.dims());
   index_t const n = values.dims().ext[0];
-  auto const br = detail::sort_by_bin(name, indices, n, bins, op, values.dev());
+  auto const br = detail::sort_by_bin(name, indices, n, bins, op, values.dev(), inner);
   return detail::on_device(name, values.dev(), detail::ambient_cpu(), [&](auto const &ex) {
     return detail::bins_forward_run(ex, values.contiguous(), br, op, inner);
   });
@@ -373,7 +403,7 @@ auto reduce_by_index(X const &values, tensor<I> const &indices, index_t bins, bi
                        ": on a tape over duals (dual<T, K> elements) only bin_op::plus is "
                        "supported yet; docs/higher-order.md lists the operations that are");
     using R = detail::real_part_t<T>;
-    auto const br = detail::sort_by_bin(name, indices, n, bins, op, v.value().dev());
+    auto const br = detail::sort_by_bin(name, indices, n, bins, op, v.value().dev(), inner);
     return custom_op(
         "reduce_by_index",
         [&](auto const &ex, auto &, tensor<T> const &xv) {
@@ -395,7 +425,7 @@ auto reduce_by_index(X const &values, tensor<I> const &indices, index_t bins, bi
         },
         v);
   } else {
-    auto const br = detail::sort_by_bin(name, indices, n, bins, op, v.value().dev());
+    auto const br = detail::sort_by_bin(name, indices, n, bins, op, v.value().dev(), inner);
     return custom_op(
         "reduce_by_index",
         [&](auto const &ex, auto &ctx, tensor<T> const &xv) {

@@ -84,6 +84,9 @@ template <class T> struct scan_plus {
   template <class V> static V lanes_op(V a, V b) { return a + b; }
   DUALCAST_HD void partials(T, T, T &dprev, T &dx) const { dprev = dx = T(1); }
 };
+template <class Op> struct is_scan_plus : std::false_type {};
+template <class T> struct is_scan_plus<scan_plus<T>> : std::true_type {};
+
 template <class T> struct scan_times {
   static constexpr bool uses_values = true;
   static constexpr int forward_walks = lockstep_wide;
@@ -750,11 +753,21 @@ template <class T, class Op> struct scan_piece_adjoint {
 #endif
 };
 
+// Whether a sum scan may run as the backend's device-wide primitive (backend_scan_sum: CUB's
+// DeviceScan where cuda_primitives::scan chooses it): along the innermost axis, fewer than 16
+// rows (where the own passes cut rows into pieces), a call per row.
+template <class Op> bool scan_sum_elsewhere(scan_rows const &rows) {
+  return is_scan_plus<Op>::value && rows.inner == 1 && rows.count() < 16;
+}
+
 template <class Ex, class T, class Op>
 tensor<T> scan_forward(Ex const &ex, tensor<T> const &xc, scan_rows const &rows, bool exclusive,
                        T neutral, Op const &op) {
   auto y = tensor<T>::empty(xc.dims(), xc.dev());
   if (xc.size() == 0)
+    return y;
+  if (scan_sum_elsewhere<Op>(rows) &&
+      backend_scan_sum(hook{}, ex, xc.data(), y.raw_data(), rows.count(), rows.n, exclusive, false))
     return y;
   index_t const blocks = scan_blocks(rows, rows.n), pieces = rows.count() * blocks;
   bool const innermost = rows.inner == 1;
@@ -775,6 +788,10 @@ tensor<T> scan_forward(Ex const &ex, tensor<T> const &xc, scan_rows const &rows,
 template <class Ex, class T, class Op>
 void scan_backward(Ex const &ex, T const *x, T const *y, tensor<T> const &gy, tensor<T> const &gx,
                    scan_rows const &rows, bool exclusive, Op const &op) {
+  // cumsum's adjoint, the reverse scan of gy (of gy shifted by one where exclusive)
+  if (scan_sum_elsewhere<Op>(rows) &&
+      backend_scan_sum(hook{}, ex, gy.data(), gx.raw_data(), rows.count(), rows.n, exclusive, true))
+    return;
   index_t const m = rows.n - (exclusive ? 1 : 0);
   index_t const blocks = scan_blocks(rows, m), pieces = rows.count() * blocks;
   bool const innermost = rows.inner == 1;

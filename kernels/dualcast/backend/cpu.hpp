@@ -49,4 +49,19 @@ void backend_for_each_row(hook, cpu const &ex, index_t rows, index_t cost, F con
   cpu_backend::for_each_row(ex, rows, cost, f);
 }
 
+// The CPU runs its own scans and sorts its rows by bin itself (ops/scan.hpp,
+// ops/reduce_by_index.hpp): nothing done here.
+template <class T>
+bool backend_scan_sum(hook, cpu const &, T const *, T *, index_t, index_t, bool, bool) {
+  return false;
+}
+inline bool backend_sort_by_bin(hook, cpu const &, index_t const *, index_t, index_t, index_t *,
+                                index_t *) {
+  return false;
+}
+template <class T>
+bool backend_histogram_plus(hook, cpu const &, T const *, index_t const *, index_t, index_t, T *) {
+  return false;
+}
+
 } // namespace dualcast::detail

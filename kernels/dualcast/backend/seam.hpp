@@ -27,6 +27,21 @@
 //       scatter combine colliding writes. Every lane runs the same trips of any loop containing
 //       these calls. The CPU runs each row on one thread (one lane: its loops are the sequential
 //       ones, a group is the lane itself), CUDA one warp per row (32 lanes, a fixed shuffle tree)
+//   backend_scan_sum(hook, ex, T const* src, T* dst, index_t rows, index_t n, bool exclusive,
+//                    bool reverse) -> bool
+//       dst = the prefix sums of `rows` contiguous rows of n elements each (exclusive: shifted by
+//       one, 0 first; reverse: from the row's end) where the executor runs them as a device-wide
+//       primitive (CUDA: cuda_primitives::scan == cub); false: nothing done, the caller's own
+//       passes run (the CPU always)
+//   backend_sort_by_bin(hook, ex, index_t const* idx, index_t n, index_t bins, index_t* start,
+//                       index_t* order) -> bool
+//       the rows by bin where the executor sorts on its device (CUDA: sorted_histogram == cub):
+//       order[start[b] .. start[b + 1]) bin b's rows in increasing position, rows outside
+//       [0, bins) after start[bins]; false: nothing done (the caller sorts on the host)
+//   backend_histogram_plus(hook, ex, T const* values, index_t const* idx, index_t n,
+//                          index_t bins, T* y) -> bool
+//       y[b] = the sum of the values of the rows with idx == b, in some fixed order, where the
+//       executor has a sorting histogram (CUDA: sorted_histogram == cub); false: nothing done
 //   backend_gemm(hook, ex, ta, tb, m, n, k, a, lda, b, ldb, beta, c, ldc)   (blas headers)
 //       row-major C = op(A) op(B) + beta C
 //   backend_gemm_batched(hook, ex, ta, tb, m, n, k, a, lda, sa, b, ldb, sb, beta, c, ldc, sc,
@@ -36,7 +51,8 @@
 //
 // and each backend provides a memory_resource for its devices (backend/device.hpp).
 //
-// Results of every hook are deterministic: they do not depend on the number of threads.
+// Results of every hook are deterministic: they do not depend on the number of threads (one
+// exception, chosen by the user: CUB's floating-point scan, backend_scan_sum).
 #pragma once
 
 #include <dualcast/backend/device.hpp>

@@ -351,6 +351,8 @@ struct vjp_op : op_base<F, Layout> {
   static constexpr int num_in = Layout::num_arrays + K;
   static constexpr int num_out = A + (Values ? K : 0);
   static constexpr bool with_values = Values; // (value_and_vjp; read by backend/cuda/map.cuh)
+  // some arrays not differentiated (read by backend/cuda/map.cuh)
+  static constexpr bool of_subset = A < Layout::num_arrays;
 
   template <class L> DUALCAST_HD void operator()(L const *in, L *out) const {
     if constexpr (A <= C)

@@ -6,8 +6,12 @@
 //   cub_segmented_sum   cub::DeviceSegmentedReduce::Sum: dst[k] = the sum of run k of `len`
 //                       contiguous elements
 //   cub_inclusive_sum   cub::DeviceScan::InclusiveSum: a prefix sum of n elements
+//   cub_scan_sum        the same, inclusive or exclusive, forward or from the end (cumsum and its
+//                       adjoint, backend_scan_sum)
 //   cub_histogram_plus  the sorted histogram: cub::DeviceRadixSort::SortPairs of (bin, value)
 //                       then cub::DeviceSegmentedReduce::Sum over each bin's run
+//   cub_sort_by_bin     the rows by bin: DeviceRadixSort::SortPairs of (bin, position), then
+//                       each bin's first row (reduce_by_index's sorted path, backend_sort_by_bin)
 //
 // Determinism (CUB's documentation, CCCL 3.0): DeviceReduce and DeviceSegmentedReduce are run-to-
 // run deterministic for floating-point sums on one GPU (fixed configuration), so reduce_broadcast
@@ -35,6 +39,7 @@
 #include <cub/device/device_reduce.cuh>
 #include <cub/device/device_scan.cuh>
 #include <cub/device/device_segmented_reduce.cuh>
+#include <cuda/std/iterator>
 #if defined(__GNUC__) && !defined(__clang__)
 #pragma GCC diagnostic pop
 #endif
@@ -89,6 +94,30 @@ template <class T> void cub_inclusive_sum(cuda const &ex, T const *src, T *dst, 
   });
 }
 
+// dst = the prefix sums of n elements: inclusive (dst[i] = src[0] + ... + src[i]) or exclusive
+// (dst[0] = 0), or with `reverse` the same from the end (dst[i] = src[i] + ... + src[n - 1]: the
+// adjoint of an inclusive cumsum; exclusive: of an exclusive one).
+template <class T>
+void cub_scan_sum(cuda const &ex, T const *src, T *dst, index_t n, bool exclusive, bool reverse) {
+  if (n <= 0)
+    return;
+  auto run = [&](auto in, auto out) {
+    if (exclusive)
+      cub_call(ex.stream, "cub::DeviceScan::ExclusiveSum", [&](void *t, std::size_t &b) {
+        return cub::DeviceScan::ExclusiveSum(t, b, in, out, n, ex.stream);
+      });
+    else
+      cub_call(ex.stream, "cub::DeviceScan::InclusiveSum", [&](void *t, std::size_t &b) {
+        return cub::DeviceScan::InclusiveSum(t, b, in, out, n, ex.stream);
+      });
+  };
+  if (reverse)
+    run(::cuda::std::reverse_iterator<T const *>(src + n),
+        ::cuda::std::reverse_iterator<T *>(dst + n));
+  else
+    run(src, dst);
+}
+
 // The sort keys: a row's bin, `bins` for an index outside [0, bins) (sorted last, summed nowhere).
 template <class I>
 DUALCAST_GLOBAL void __launch_bounds__(max_block) bin_keys(I const *idx, I n, I bins, I *keys) {
@@ -114,6 +143,47 @@ DUALCAST_GLOBAL void __launch_bounds__(max_block)
   }
 }
 
+// The key bits a radix sort of bins in [0, bins] must look at.
+inline int bin_key_bits(index_t bins) {
+  int end_bit = 1;
+  while (end_bit < 63 && (index_t(1) << end_bit) <= bins)
+    ++end_bit;
+  return end_bit;
+}
+
+template <class I> DUALCAST_GLOBAL void __launch_bounds__(max_block) positions(I *p, I n) {
+  for (I i = I(blockIdx.x) * blockDim.x + threadIdx.x; i < n; i += I(gridDim.x) * blockDim.x)
+    p[i] = i;
+}
+
+// The rows of each bin, on the device: order[start[b] .. start[b + 1]) are bin b's rows in
+// increasing position (the radix sort is stable), start: bins + 1 entries; order: n entries, the
+// rows outside [0, bins) last (after start[bins]). The same numbers as a counting sort.
+inline void cub_sort_by_bin(cuda const &ex, index_t const *idx, index_t n, index_t bins,
+                            index_t *start, index_t *order) {
+  if (n <= 0) {
+    check(cudaMemsetAsync(start, 0, std::size_t(bins + 1) * sizeof(index_t), ex.stream),
+          "cudaMemsetAsync");
+    return;
+  }
+  auto keys = scratch_buffer<index_t>(ex.stream, n);
+  auto sorted_keys = scratch_buffer<index_t>(ex.stream, n);
+  auto pos = scratch_buffer<index_t>(ex.stream, n);
+  bin_keys<<<grid_for(n, max_block), max_block, 0, ex.stream>>>(idx, n, bins, keys.get());
+  check(cudaGetLastError(), "launching the histogram's keys");
+  positions<<<grid_for(n, max_block), max_block, 0, ex.stream>>>(pos.get(), n);
+  check(cudaGetLastError(), "launching the row positions");
+  index_t const *k_in = keys.get(), *p_in = pos.get();
+  index_t *k_out = sorted_keys.get();
+  int const end_bit = bin_key_bits(bins);
+  cub_call(ex.stream, "cub::DeviceRadixSort::SortPairs", [&](void *t, std::size_t &b) {
+    return cub::DeviceRadixSort::SortPairs(t, b, k_in, k_out, p_in, order, n, 0, end_bit,
+                                           ex.stream);
+  });
+  bin_starts<<<grid_for(bins + 1, max_block), max_block, 0, ex.stream>>>(k_out, n, bins, start);
+  check(cudaGetLastError(), "launching the histogram's bin starts");
+}
+
 // y[b] = the sum of values[i] over the rows i with idx[i] == b (y: bins elements, overwritten;
 // idx: n device-side indices; an index outside [0, bins) is ignored, as reduce_by_index does).
 template <class T>
@@ -131,9 +201,7 @@ void cub_histogram_plus(cuda const &ex, T const *values, index_t const *idx, ind
   auto start = scratch_buffer<index_t>(ex.stream, bins + 1);
   bin_keys<<<grid_for(n, max_block), max_block, 0, ex.stream>>>(idx, n, bins, keys.get());
   check(cudaGetLastError(), "launching the histogram's keys");
-  int end_bit = 1; // only the bits a key in [0, bins] can have
-  while (end_bit < 63 && (index_t(1) << end_bit) <= bins)
-    ++end_bit;
+  int const end_bit = bin_key_bits(bins); // only the bits a key in [0, bins] can have
   index_t const *k_in = keys.get();
   index_t *k_out = sorted_keys.get();
   T *v_out = sorted.get();

@@ -167,18 +167,28 @@ DUALCAST_DEVICE DUALCAST_FORCEINLINE void row_side_offsets(map_params<T, NI, NO>
 // value_and_vjp's kernels in double of more than 12 operands compute the outputs' offsets after
 // the operation instead of keeping them live across it: the LSTM update's (7 inputs, 7 outputs)
 // otherwise spilled 36 bytes on sm_90 (80 registers, a 16-byte stack); now 78 registers, no
-// spill. Elsewhere the late form spilled where the early one, as CI builds it, does not (nvcc 13,
-// sm_90: the exact-arithmetic partials 2 x 9, 40 bytes; the LSTM VJP 7 x 5, 8 bytes; the GRU
-// cell's partials 7 x 8, 8 bytes), so every other kernel, float ones included, keeps its code.
+// spill. So do VJPs in double over a subset of the arrays (vjp_op::of_subset): the LSTM cell's
+// over its gates or without its first gate (7 x 4, the PyTorch operator's CUDA half) spilled 20
+// bytes on sm_90 (64 registers, an 8-byte stack); now 60, no spill. Elsewhere the late form
+// spilled where the early one, as CI builds it, does not (nvcc 13, sm_90: the exact-arithmetic
+// partials 2 x 9, 40 bytes; the LSTM VJP over all 5 arrays, 7 x 5, 8 bytes; the GRU cell's
+// partials 7 x 8, 8 bytes), so every other kernel, float ones included, keeps its code.
 template <class Op> constexpr bool op_with_values() {
   if constexpr (requires { Op::with_values; })
     return Op::with_values;
   else
     return false;
 }
+template <class Op> constexpr bool op_of_subset() {
+  if constexpr (requires { Op::of_subset; })
+    return Op::of_subset;
+  else
+    return false;
+}
 template <class T, int NI, int NO, class Op>
-inline constexpr bool rows_late_outputs = std::is_same_v<T, double> &&NI + NO > 12 &&
-                                          op_with_values<Op>();
+inline constexpr bool rows_late_outputs = std::is_same_v<T, double> &&
+                                          ((NI + NO > 12 && op_with_values<Op>()) ||
+                                           op_of_subset<Op>());
 
 // Strided and broadcast layouts whose last (collapsed) dimension is long -- a row or column mask
 // against a matrix, a bias over a batch: a block takes one row at a time, computes the row's
