@@ -588,7 +588,7 @@ namespace detail {
 // computed before its tape's last clear() lost its node, so a gradient reaching it would stop
 // there without a word (an RNN's hidden state carried into the next iteration). Nothing is
 // recorded while gradients are disabled, so its value may be used there.
-[[noreturn, gnu::cold, gnu::noinline]] inline void graph_freed(char const *op) {
+[[noreturn, gnu::noinline]] inline void graph_freed(char const *op) {
   throw tape_error(std::string(op) +
                    ": an operand was computed before tape::clear(), which freed the "
                    "operations behind it, so no gradient could flow through it; pass "
