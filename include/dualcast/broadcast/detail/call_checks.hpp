@@ -288,6 +288,7 @@ bool flat_writes_meet(T const *const *v, std::size_t n, T *const *w, std::size_t
   auto add = [&](flat_interval r, bool ok) {
     lanes_t const empty{}; // (the rest of the last vector: one store; as a loop, a memset call)
     std::memcpy(lo + m, &empty, sizeof empty), std::memcpy(hi + m, &empty, sizeof empty);
+    std::memcpy(same_ok + m, &empty, sizeof empty);
     lo[m] = std::int64_t(r.lo), hi[m] = std::int64_t(r.hi), same_ok[m] = ok ? -1 : 0;
     ++m;
   };
