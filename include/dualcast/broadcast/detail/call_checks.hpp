@@ -279,9 +279,25 @@ template <class T>
 bool flat_writes_meet(T const *const *v, std::size_t n, T *const *w, std::size_t n_w,
                       T const *const *yv, index_t const *ystride, std::size_t k, index_t len,
                       bool writes_apart = false) {
-  constexpr std::size_t max = 96, lanes = 4;
+  constexpr std::size_t max = 96;
   if (n + k + n_w > max) // more than any kernel has seen: the naming pass decides
     return true;
+#if defined(__CUDACC__)
+  // (nvcc's front end, which re-emits host code as C++ for the host compiler, stops with an
+  // internal error on vector constants: there the pairs one by one, by the same rule)
+  std::uintptr_t any = 0;
+  for (std::size_t i = 0; i < n_w; ++i) {
+    flat_interval const r = flat_interval_of<T>(w[i], len);
+    for (std::size_t j = 0; j < i && !writes_apart; ++j)
+      any |= flat_write_breaks(r, flat_interval_of<T>(w[j], len), 0);
+    for (std::size_t a = 0; a < n; ++a)
+      any |= flat_write_breaks(r, flat_interval_of(v[a], len), 1);
+    for (std::size_t j = 0; j < k; ++j)
+      any |= flat_write_breaks(r, flat_interval_of(yv[j], len, ystride[j]), ystride[j] == 1);
+  }
+  return any != 0;
+#else
+  constexpr std::size_t lanes = 4;
   typedef std::int64_t lanes_t __attribute__((vector_size(sizeof(std::int64_t) * lanes)));
   alignas(sizeof(lanes_t)) std::int64_t lo[max + lanes], hi[max + lanes], same_ok[max + lanes];
   std::size_t m = 0;
@@ -313,6 +329,7 @@ bool flat_writes_meet(T const *const *v, std::size_t n, T *const *w, std::size_t
   for (std::size_t q = 0; q < lanes; ++q)
     any |= met[q];
   return any != 0;
+#endif
 }
 
 // The aliasing rules of a flat call's writes w (named `role`: outputs, input cotangents): no w

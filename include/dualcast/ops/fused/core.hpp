@@ -256,13 +256,21 @@ public:
   static constexpr std::size_t capacity = 64;
   bool full() const { return m_ == capacity; }
   void add(flat_interval r) {
-    lanes_t const empty{}; // (the rest of the last vector: empty, it meets nothing)
-    std::memcpy(lo_ + m_, &empty, sizeof empty), std::memcpy(hi_ + m_, &empty, sizeof empty);
+    // (the rest of the last vector: empty, it meets nothing; a copy, which a loop was not: memset)
+    static constexpr std::int64_t empty[lanes] = {};
+    std::memcpy(lo_ + m_, empty, sizeof empty), std::memcpy(hi_ + m_, empty, sizeof empty);
     lo_[m_] = std::int64_t(r.lo), hi_[m_] = std::int64_t(r.hi);
     ++m_;
   }
   // Whether r meets a kept interval (signed compares: see flat_writes_meet).
   bool meets(flat_interval r) const {
+#if defined(__CUDACC__) // (no vector constants for nvcc's front end: see flat_writes_meet)
+    bool met = false;
+    for (std::size_t g = 0; g < m_; ++g)
+      met |= std::int64_t(r.lo) < hi_[g] && lo_[g] < std::int64_t(r.hi);
+    return met;
+#else
+    typedef std::int64_t lanes_t __attribute__((vector_size(sizeof(std::int64_t) * lanes)));
     lanes_t const rlo = lanes_t{} + std::int64_t(r.lo), rhi = lanes_t{} + std::int64_t(r.hi);
     lanes_t met{};
     for (std::size_t g = 0; g < m_; g += lanes) {
@@ -271,12 +279,12 @@ public:
       met |= (rlo < h) & (l < rhi);
     }
     return (met[0] | met[1] | met[2] | met[3]) != 0;
+#endif
   }
 
 private:
   static constexpr std::size_t lanes = 4;
-  typedef std::int64_t lanes_t __attribute__((vector_size(sizeof(std::int64_t) * lanes)));
-  alignas(sizeof(lanes_t)) std::int64_t lo_[capacity + lanes], hi_[capacity + lanes];
+  alignas(32) std::int64_t lo_[capacity + lanes], hi_[capacity + lanes];
   std::size_t m_ = 0;
 };
 
