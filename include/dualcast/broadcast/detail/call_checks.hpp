@@ -14,6 +14,7 @@
 #include <array>
 #include <cstddef>
 #include <cstdint>
+#include <cstring>
 #include <string>
 #include <tuple>
 #include <type_traits>
@@ -266,33 +267,69 @@ inline std::uintptr_t flat_write_breaks(flat_interval w, flat_interval r, std::u
 }
 
 // Whether any of check_flat_writes' rules may be broken, as one branch-free loop per write over the
-// intervals before it (arguments, read cotangents, earlier writes) in flat arrays that the
-// compiler vectorises: a node of the D-LSTM checks about 300 pairs, and as pairs of structs this
-// pass took 6 % of its gradient.
+// intervals before it (arguments, read cotangents, earlier writes): a node of the D-LSTM checks
+// about 300 pairs, and as pairs of structs this pass took 6 % of its gradient. The intervals are
+// kept four to a vector (unused lanes empty: they meet nothing) and the answer per lane until the
+// end; left to the vectoriser, the same loop had a remainder loop and a reduction per write, or
+// was vectorised across writes with shuffles, costing more than the pairs themselves (5-7 % of
+// the GradBench lstm jacobian). Addresses compare as signed integers (user-space addresses are
+// below 2^63; AVX2 has no unsigned 64-bit compare). writes_apart: the caller has made sure that
+// no two writes share an element, so they are not compared with one another.
 template <class T>
 bool flat_writes_meet(T const *const *v, std::size_t n, T *const *w, std::size_t n_w,
-                      T const *const *yv, index_t const *ystride, std::size_t k, index_t len) {
+                      T const *const *yv, index_t const *ystride, std::size_t k, index_t len,
+                      bool writes_apart = false) {
   constexpr std::size_t max = 96;
   if (n + k + n_w > max) // more than any kernel has seen: the naming pass decides
     return true;
-  std::uintptr_t lo[max], hi[max], same_ok[max];
+#if defined(__CUDACC__)
+  // (nvcc's front end, which re-emits host code as C++ for the host compiler, stops with an
+  // internal error on vector constants: there the pairs one by one, by the same rule)
+  std::uintptr_t any = 0;
+  for (std::size_t i = 0; i < n_w; ++i) {
+    flat_interval const r = flat_interval_of<T>(w[i], len);
+    for (std::size_t j = 0; j < i && !writes_apart; ++j)
+      any |= flat_write_breaks(r, flat_interval_of<T>(w[j], len), 0);
+    for (std::size_t a = 0; a < n; ++a)
+      any |= flat_write_breaks(r, flat_interval_of(v[a], len), 1);
+    for (std::size_t j = 0; j < k; ++j)
+      any |= flat_write_breaks(r, flat_interval_of(yv[j], len, ystride[j]), ystride[j] == 1);
+  }
+  return any != 0;
+#else
+  constexpr std::size_t lanes = 4;
+  typedef std::int64_t lanes_t __attribute__((vector_size(sizeof(std::int64_t) * lanes)));
+  alignas(sizeof(lanes_t)) std::int64_t lo[max + lanes], hi[max + lanes], same_ok[max + lanes];
   std::size_t m = 0;
   auto add = [&](flat_interval r, bool ok) {
-    lo[m] = r.lo, hi[m] = r.hi, same_ok[m] = ok;
+    lanes_t const empty{}; // (the rest of the last vector: one store; as a loop, a memset call)
+    std::memcpy(lo + m, &empty, sizeof empty), std::memcpy(hi + m, &empty, sizeof empty);
+    std::memcpy(same_ok + m, &empty, sizeof empty);
+    lo[m] = std::int64_t(r.lo), hi[m] = std::int64_t(r.hi), same_ok[m] = ok ? -1 : 0;
     ++m;
   };
   for (std::size_t a = 0; a < n; ++a)
     add(flat_interval_of(v[a], len), true);
   for (std::size_t j = 0; j < k; ++j)
     add(flat_interval_of(yv[j], len, ystride[j]), ystride[j] == 1);
-  std::uintptr_t met = 0;
+  lanes_t met{};
   for (std::size_t i = 0; i < n_w; ++i) {
-    flat_interval const r = flat_interval_of<T>(w[i], len);
-    for (std::size_t j = 0; j < m; ++j)
-      met |= flat_write_breaks(r, {lo[j], hi[j]}, same_ok[j]);
-    add(r, false);
+    flat_interval const f = flat_interval_of<T>(w[i], len);
+    lanes_t const rlo = lanes_t{} + std::int64_t(f.lo), rhi = lanes_t{} + std::int64_t(f.hi);
+    for (std::size_t g = 0; g < m; g += lanes) {
+      lanes_t l, h, ok; // (copied, not returned: a vector return value changes the ABI)
+      std::memcpy(&l, lo + g, sizeof l), std::memcpy(&h, hi + g, sizeof h);
+      std::memcpy(&ok, same_ok + g, sizeof ok);
+      met |= (rlo < h) & (l < rhi) & ((l != rlo) | ~ok);
+    }
+    if (!writes_apart)
+      add(f, false);
   }
-  return met != 0;
+  std::int64_t any = 0;
+  for (std::size_t q = 0; q < lanes; ++q)
+    any |= met[q];
+  return any != 0;
+#endif
 }
 
 // The aliasing rules of a flat call's writes w (named `role`: outputs, input cotangents): no w

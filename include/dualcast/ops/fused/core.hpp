@@ -16,6 +16,8 @@
 #include <dualcast/tensor/tensor.hpp>
 
 #include <cstddef>
+#include <cstdint>
+#include <cstring>
 #include <memory>
 #include <utility>
 #include <vector>
@@ -245,6 +247,47 @@ template <class T> [[gnu::noinline]] void gather_ybar(fused_core<T> const &c, fu
     b.ybar[k] = out_grad(*c.out[k]);
 }
 
+// Address intervals [lo, hi) kept four to a vector, each new one tested against all kept ones
+// without a branch per pair (for a node's targets: as a plain loop, the vectoriser's
+// remainder loop and reduction per test cost more than the pairs; see flat_writes_meet). Up to
+// `capacity` intervals; full(): the caller compares the rest itself.
+class interval_set {
+public:
+  static constexpr std::size_t capacity = 64;
+  bool full() const { return m_ == capacity; }
+  void add(flat_interval r) {
+    // (the rest of the last vector: empty, it meets nothing; a copy, which a loop was not: memset)
+    static constexpr std::int64_t empty[lanes] = {};
+    std::memcpy(lo_ + m_, empty, sizeof empty), std::memcpy(hi_ + m_, empty, sizeof empty);
+    lo_[m_] = std::int64_t(r.lo), hi_[m_] = std::int64_t(r.hi);
+    ++m_;
+  }
+  // Whether r meets a kept interval (signed compares: see flat_writes_meet).
+  bool meets(flat_interval r) const {
+#if defined(__CUDACC__) // (no vector constants for nvcc's front end: see flat_writes_meet)
+    bool met = false;
+    for (std::size_t g = 0; g < m_; ++g)
+      met |= std::int64_t(r.lo) < hi_[g] && lo_[g] < std::int64_t(r.hi);
+    return met;
+#else
+    typedef std::int64_t lanes_t __attribute__((vector_size(sizeof(std::int64_t) * lanes)));
+    lanes_t const rlo = lanes_t{} + std::int64_t(r.lo), rhi = lanes_t{} + std::int64_t(r.hi);
+    lanes_t met{};
+    for (std::size_t g = 0; g < m_; g += lanes) {
+      lanes_t l, h;
+      std::memcpy(&l, lo_ + g, sizeof l), std::memcpy(&h, hi_ + g, sizeof h);
+      met |= (rlo < h) & (l < rhi);
+    }
+    return (met[0] | met[1] | met[2] | met[3]) != 0;
+#endif
+  }
+
+private:
+  static constexpr std::size_t lanes = 4;
+  alignas(32) std::int64_t lo_[capacity + lanes], hi_[capacity + lanes];
+  std::size_t m_ = 0;
+};
+
 // The targets of a recompute node's VJP: each variable's gradient, written where fresh and added
 // to elsewhere; a temporary for variables without gradients, for a variable passed twice and for
 // a gradient that overlaps an earlier target (overlapping slices of one variable), added to the
@@ -322,25 +365,24 @@ template <class T>
     if (!b.temp[a] && !is_dense(c.in[a]->grad))
       return false;
   index_t const len = c.s.size();
-  // The placed gradients' address intervals, each computed once (a temporary's empty: it meets
-  // nothing), in flat arrays the compiler vectorises the overlap test over.
-  constexpr std::size_t inline_n = 64;
-  std::uintptr_t lo[inline_n], hi[inline_n];
+  // The placed gradients' intervals, each computed once. A gradient allocated by this backward
+  // step (see check_flat_targets) meets none placed before it, so it is only kept (a view's
+  // gradient placed after it may be a slice of it).
+  interval_set placed;
   for (std::size_t a = 0; a < na; ++a) {
     if (!b.temp[a]) {
       T *const g = c.in[a]->grad.raw_data();
       flat_interval const rg = flat_interval_of<T>(g, len);
+      bool const older = b.add[a] || c.in[a]->base();
       bool overlapping = false;
-      if (a <= inline_n) {
-        std::uintptr_t met = 0;
-        for (std::size_t o = 0; o < a; ++o)
-          met |= std::uintptr_t(lo[o] < rg.hi) & std::uintptr_t(rg.lo < hi[o]);
-        overlapping = met != 0;
+      if (!placed.full()) {
+        overlapping = older && placed.meets(rg);
+        if (!overlapping)
+          placed.add(rg);
       } else {
-        for (std::size_t o = 0; o < a; ++o) {
-          bool const meets = intervals_meet(flat_interval_of<T>(b.flat_target[o], len), rg);
-          overlapping |= meets & !b.temp[o];
-        }
+        for (std::size_t o = 0; o < a; ++o)
+          overlapping |=
+              !b.temp[o] && intervals_meet(flat_interval_of<T>(b.flat_target[o], len), rg);
       }
       if (overlapping)
         b.temp[a] = true, b.add[a] = false;
@@ -351,12 +393,33 @@ template <class T>
       b.temp_tensor[a] = tensor<T>::empty(c.s, c.dev);
       b.flat_target[a] = b.temp_tensor[a].raw_data();
     }
-    if (a < inline_n) {
-      flat_interval const r = flat_interval_of<T>(b.flat_target[a], len);
-      lo[a] = b.temp[a] ? 0 : r.lo, hi[a] = b.temp[a] ? 0 : r.hi;
-    }
   }
   return true;
+}
+// check_flat_vjp for a flat node's placed targets (place_flat_targets), on what can break its
+// rules: no two targets share an element (place_flat_targets made sure), and a temporary or a
+// gradient allocated by this backward step (not a view's: that is a slice of an older base) is
+// memory taken while every array the pass reads was alive. Only the other gradients, those that
+// existed before, are compared with the arguments and the cotangents (about 300 pairs per D-LSTM
+// node otherwise); where one may meet, check_flat_vjp over all names the culprit.
+template <class T>
+[[gnu::noinline]] void check_flat_targets(fused_core<T> const &c, fused_scratch<T> const &b,
+                                          T const *const *in, int const *pos, std::size_t n,
+                                          T const *const *y, index_t const *ystride,
+                                          std::size_t k) {
+  std::size_t const na = c.in.size();
+  constexpr std::size_t inline_n = 64;
+  T *older[inline_n];
+  std::size_t n_older = 0;
+  for (std::size_t a = 0; a < na && n_older < inline_n; ++a)
+    if (!b.temp[a] && (b.add[a] || c.in[a]->base()))
+      older[n_older++] = b.flat_target[a];
+  if (n_older == 0 && na <= inline_n)
+    return;
+  index_t const len = c.s.size();
+  if (na <= inline_n && !flat_writes_meet<T>(in, n, older, n_older, y, ystride, k, len, true))
+    return;
+  check_flat_vjp<T>("dualcast::vjp", in, pos, n, b.flat_target.data(), na, y, ystride, k, len);
 }
 // A flat node's output cotangents as pointers with their strides: 1, or 0 for a missing one (a
 // broadcast zero). false: one is laid out otherwise.
@@ -427,6 +490,9 @@ template <class T>
   DUALCAST_INSTANTIATE void claim_targets<T>(fused_core<T> const &, fused_scratch<T> &);           \
   DUALCAST_INSTANTIATE void place_targets<T>(fused_core<T> const &, fused_scratch<T> &);           \
   DUALCAST_INSTANTIATE bool place_flat_targets<T>(fused_core<T> const &, fused_scratch<T> &);      \
+  DUALCAST_INSTANTIATE void check_flat_targets<T>(fused_core<T> const &, fused_scratch<T> const &, \
+                                                  T const *const *, int const *, std::size_t,      \
+                                                  T const *const *, index_t const *, std::size_t); \
   DUALCAST_INSTANTIATE bool flat_ybar<T>(fused_core<T> const &, fused_scratch<T> const &,          \
                                          T const **, index_t *);                                   \
   DUALCAST_INSTANTIATE void finish_targets<T>(fused_core<T> const &, fused_scratch<T> const &);    \

@@ -56,7 +56,9 @@ void recompute_backward(Ex const &ex, kernel<F, S> const &k, fused_core<T> const
       xv[std::size_t(a)] = b->flat_target[std::size_t(a)];
       add[a] = b->add[std::size_t(a)] != 0;
     }
-    vjp_flat<S, F, Layout, K, Active>(ex, k, *flat_in, scalars, xv, add, yp, ys, c.s.size());
+    check_flat_targets<T>(c, *b, flat_in->data(), Layout::array_positions.data(), N, yp.data(), ys,
+                          K);
+    vjp_flat<S, F, Layout, K, Active>(ex, k, *flat_in, scalars, xv, add, yp, ys, c.s.size(), true);
   } else {
     array_args<T, N> rebuilt; // (a flat node whose gradients or cotangents are not)
     if (!ins) {
@@ -102,8 +104,9 @@ void recompute_node(Ex const &ex, tape &tp, kernel<F, S> const &k, array_args<T,
       in[i] = ins.views[i].data();
     for (int i = 0; i < K; ++i)
       ov[std::size_t(i)] = outs[std::size_t(i)].raw_data();
+    // (its outputs are fused()'s, allocated for this call: they alias nothing)
     apply_flat<values, S>(ex, values{{k.f, scalars}}, in, Layout::array_positions.data(), ov,
-                          core.s.size());
+                          core.s.size(), true);
   } else {
     views = pack_views<T>(tp.node_memory(), ins.views.data(), N);
     std::array<view<T>, K> ov;
