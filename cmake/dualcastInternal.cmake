@@ -3,6 +3,10 @@
 
 include_guard(GLOBAL)
 
+# The optimisation of the test executables (dualcast_test_options): -O0 with g++, where the other
+# compilers keep the build's own level (the sanitizer build is at -O0 already).
+set(DUALCAST_TEST_OPT "$<$<CXX_COMPILER_ID:GNU>:-O0>")
+
 # dualcast_target_options(<target>)
 #   Warnings as errors for our own C++ code, -O2 in Release, and -march=native
 #   when DUALCAST_NATIVE is ON. Applies to the CXX sources of <target> only.
@@ -21,29 +25,49 @@ function(dualcast_target_options target)
   endif()
 endfunction()
 
-# dualcast_use_pch(<target>)
-#   Where DUALCAST_PCH is on: <target>'s C++ sources use our one precompiled header (dualcast.hpp,
-#   autodiff.hpp; dualcast_precompile), built once by the object library dualcast_pch with the
-#   flags of every target that links dualcast::compiled and takes dualcast_target_options. So
-#   only for such targets; a source with other flags (-O0, -ffp-contract=off) is marked
-#   SKIP_PRECOMPILE_HEADERS.
+# dualcast_use_pch(<target> [CHECK])
+#   Where DUALCAST_PCH is on: <target>'s C++ sources use one of our precompiled headers
+#   (dualcast.hpp, autodiff.hpp; dualcast_precompile), built once by an object library with the
+#   flags of every target that links dualcast::compiled and takes dualcast_target_options:
+#   dualcast_pch for the examples and the GradBench tool (-O2), dualcast_pch_check for the tests
+#   (CHECK: the tests' level, DUALCAST_TEST_OPT). A source with other flags (another level,
+#   -ffp-contract=off) is marked SKIP_PRECOMPILE_HEADERS: g++ refuses a header built at -O0 in an
+#   optimised compile and the reverse (-Winvalid-pch).
 function(dualcast_use_pch target)
   if(NOT DUALCAST_PCH)
     return()
   endif()
-  if(NOT TARGET dualcast_pch)
-    set(src "${PROJECT_BINARY_DIR}/dualcast_pch.cpp")
+  set(pch dualcast_pch)
+  if("CHECK" IN_LIST ARGN)
+    set(pch dualcast_pch_check)
+  endif()
+  if(NOT TARGET ${pch})
+    set(src "${PROJECT_BINARY_DIR}/${pch}.cpp")
     file(CONFIGURE OUTPUT "${src}" CONTENT "// the precompiled header's own object: empty\n")
-    add_library(dualcast_pch OBJECT "${src}")
+    add_library(${pch} OBJECT "${src}")
     # (dualcast::compiled's usage requirements without its build: the header is built beside
     # the component's two long compiles, not after them)
-    target_link_libraries(dualcast_pch PRIVATE dualcast::dualcast)
-    target_compile_definitions(dualcast_pch PRIVATE DUALCAST_COMPILED)
-    dualcast_target_options(dualcast_pch)
-    dualcast_precompile(dualcast_pch)
+    target_link_libraries(${pch} PRIVATE dualcast::dualcast)
+    target_compile_definitions(${pch} PRIVATE DUALCAST_COMPILED)
+    dualcast_target_options(${pch})
+    if("CHECK" IN_LIST ARGN)
+      dualcast_test_options(${pch})
+    endif()
+    dualcast_precompile(${pch})
   endif()
-  target_precompile_headers(${target} REUSE_FROM dualcast_pch)
+  target_precompile_headers(${target} REUSE_FROM ${pch})
   dualcast_precompile_options(${target})
+endfunction()
+
+# dualcast_test_options(<target>)
+#   The tests' optimisation, after dualcast_target_options: DUALCAST_TEST_OPT (-O0 with g++), for
+#   the test executables only (never the examples, the benchmarks, the GradBench tool or
+#   dualcast::compiled, whose -O3 code the tests still call for every float / double kernel of
+#   the tape). The tests check values, gradients and errors, not speed; g++ spent most of CI's
+#   test stage optimising them (tests/CMakeLists.txt has the figures).
+function(dualcast_test_options target)
+  target_compile_options(${target} PRIVATE
+    "$<$<COMPILE_LANGUAGE:CXX>:${DUALCAST_TEST_OPT}>")
 endfunction()
 
 # dualcast_cuda_options(<target> [CHECK])
