@@ -403,8 +403,8 @@ template <class T> struct cell_arrays_16 {
   cell_arrays_16(cell_arrays_16 const &) = delete;
   cell_arrays_16 &operator=(cell_arrays_16 const &) = delete;
   ~cell_arrays_16() {
-    for (T *p : {in[0], in[1], in[2], in[3], in[4], hbar, c2bar, h, c2, xbar[0], xbar[1],
-                 xbar[2], xbar[3], xbar[4]})
+    for (T *p : {in[0], in[1], in[2], in[3], in[4], hbar, c2bar, h, c2, xbar[0], xbar[1], xbar[2],
+                 xbar[3], xbar[4]})
       cudaFree(p);
   }
   dc::view<T const> r(T const *p) const { return {p, s}; }
