@@ -15,6 +15,7 @@
 
 #include <algorithm>
 #include <cstdint>
+#include <cstring>
 #include <type_traits>
 
 namespace dualcast::detail::cpu_backend {
@@ -130,9 +131,9 @@ DUALCAST_FORCEINLINE void eval_batch(Op const &op, L const *in, L *out,
 // numbers/float16.hpp (round to nearest even, NaN kept and made quiet).
 #if DUALCAST_HAS_SIMD
 // (vector types of W lanes in a class template: GCC drops vector_size from a typedef in a
-// function template)
+// function template. The 16-bit operands are only 2-byte aligned: they are read and written by
+// memcpy, one unaligned vector move; a vector type with aligned(2) got an aligned move at -O0.)
 template <int W> struct vec16 {
-  typedef std::uint16_t unaligned_t __attribute__((vector_size(2 * W), aligned(2), may_alias));
   typedef std::uint16_t u16_t __attribute__((vector_size(2 * W)));
   typedef std::uint32_t u32_t __attribute__((vector_size(4 * W)));
 };
@@ -141,7 +142,8 @@ template <class L> DUALCAST_FORCEINLINE L widen_lanes(element_storage s, void co
   using vec_t = typename L::vec_t;
   using u16_t = typename vec16<W>::u16_t;
   using u32_t = typename vec16<W>::u32_t;
-  u16_t const b = *static_cast<typename vec16<W>::unaligned_t const *>(p);
+  u16_t b;
+  std::memcpy(&b, p, sizeof b);
 #if defined(__AVX2__)
   if constexpr (W == 8)
     if (s == element_storage::bfloat16)
@@ -166,11 +168,12 @@ template <class L> DUALCAST_FORCEINLINE void narrow_lanes(element_storage s, L c
   constexpr int W = L::size;
   using u16_t = typename vec16<W>::u16_t;
   using u32_t = typename vec16<W>::u32_t;
-  auto *out = static_cast<typename vec16<W>::unaligned_t *>(p);
+  u16_t b;
 #if defined(__AVX2__)
   if constexpr (W == 8)
     if (s == element_storage::bfloat16) {
-      *out = __builtin_bit_cast(u16_t, bfloat16_bits_of_8(__builtin_bit_cast(__m256, x.v)));
+      b = __builtin_bit_cast(u16_t, bfloat16_bits_of_8(__builtin_bit_cast(__m256, x.v)));
+      std::memcpy(p, &b, sizeof b);
       return;
     }
 #endif
@@ -179,29 +182,28 @@ template <class L> DUALCAST_FORCEINLINE void narrow_lanes(element_storage s, L c
     u32_t const u = __builtin_bit_cast(u32_t, x.v);
     u32_t const rounded = u + 0x7fffu + ((u >> 16) & 1u);
     u32_t const r = (u & 0x7fffffffu) > 0x7f800000u ? (u | 0x00400000u) : rounded;
-    *out = __builtin_convertvector(r >> 16, u16_t);
-    return;
-  }
+    b = __builtin_convertvector(r >> 16, u16_t);
+  } else {
 #if defined(__F16C__)
-  if constexpr (W == 8) {
-    *out =
-        __builtin_bit_cast(u16_t, _mm256_cvtps_ph(__builtin_bit_cast(__m256, x.v),
-                                                  _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC));
-    return;
-  }
+    if constexpr (W == 8) {
+      b = __builtin_bit_cast(u16_t, _mm256_cvtps_ph(__builtin_bit_cast(__m256, x.v),
+                                                    _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC));
+      std::memcpy(p, &b, sizeof b);
+      return;
+    }
 #endif
 #if defined(__AVX512F__)
-  if constexpr (W == 16) {
-    *out =
-        __builtin_bit_cast(u16_t, _mm512_cvtps_ph(__builtin_bit_cast(__m512, x.v),
-                                                  _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC));
-    return;
-  }
+    if constexpr (W == 16) {
+      b = __builtin_bit_cast(u16_t, _mm512_cvtps_ph(__builtin_bit_cast(__m512, x.v),
+                                                    _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC));
+      std::memcpy(p, &b, sizeof b);
+      return;
+    }
 #endif
-  u16_t b;
-  for (int i = 0; i < W; ++i)
-    b[i] = half_bits_of(x.v[i]);
-  *out = b;
+    for (int i = 0; i < W; ++i)
+      b[i] = half_bits_of(x.v[i]);
+  }
+  std::memcpy(p, &b, sizeof b);
 }
 #endif
 
