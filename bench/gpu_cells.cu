@@ -338,12 +338,14 @@ double copy_gb_per_s(int reps) {
   return gbs;
 }
 
+// The LSTM cell's batch sizes (B x 1024), in float32 and in 16 bits.
+std::vector<long> cell_batches(bool quick) {
+  return quick ? std::vector<long>{4096} : std::vector<long>{4096, 16384, 65536};
+}
+
 void lstm_cell(int reps, double copy_bw, bool quick) {
-  std::vector<long> batches = {4096, 16384, 65536};
-  if (quick)
-    batches = {4096};
   dc::cuda const ex{nullptr, 256, true};
-  for (long B : batches) {
+  for (long B : cell_batches(quick)) {
     long const H = 1024;
     lstm_arrays a(B, H);
     for (auto &p : a.part)
@@ -425,11 +427,8 @@ template <class T> struct cell_arrays_16 {
 };
 
 void lstm_cell_16(int reps, double copy_bw, bool quick) {
-  std::vector<long> batches = {4096, 16384, 65536};
-  if (quick)
-    batches = {4096};
   dc::cuda const ex{nullptr, 256, true};
-  for (long B : batches) {
+  for (long B : cell_batches(quick)) {
     long const H = 1024;
     cell_arrays_16<float> f32(B, H);
     cell_arrays_16<dc::bfloat16> bf16(B, H);

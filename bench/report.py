@@ -428,6 +428,14 @@ def gpu_frameworks_table():
                   "torch.compile / dualcast_torch", "JAX / dualcast_jax"], body)
 
 
+def cell16_floor_ms(rs, variant, size):
+    """The floor gpu_cells wrote into a lstm_cell_16 row's note (floor_ms=...), nan if none."""
+    for r in rs:
+        if r["variant"] == variant and r["size"] == size and "floor_ms=" in r["note"]:
+            return float(r["note"].split("floor_ms=")[1].split(";")[0])
+    return math.nan
+
+
 def gpu_cell16_table():
     """Issue 37: the LSTM cell stored in 16 bits (gpu_cells' lstm_cell_16 rows) and the bfloat16
     peers (gpu_peers' lstm_cell_16 rows)."""
@@ -438,10 +446,7 @@ def gpu_cell16_table():
     body = []
     for size in sizes_of(rs, "lstm_cell_16"):
         t = {v: ms(rs, variant=v, size=size) for v in ours + peers}
-        floor = math.nan
-        for r in rs:
-            if r["variant"] == "bfloat16_value_and_vjp" and r["size"] == size:
-                floor = float(r["note"].split("floor_ms=")[1].split(";")[0])
+        floor = cell16_floor_ms(rs, "bfloat16_value_and_vjp", size)
         best = min(t["bfloat16_value_and_vjp"], t["bfloat16_apply_vjp"])
         body.append([size] + [us(t[v]) for v in ours + peers] + [
             ratio(t["float32_value_and_vjp"], t["bfloat16_value_and_vjp"]),
@@ -498,8 +503,7 @@ def gpu_targets_table():
         best = min(f, one) if not math.isnan(one) else f
         tc = ms(rs, benchmark="lstm_cell", variant="torch_compile", size=size)
         ta = ms(rs, benchmark="lstm_cell", variant="torch_compile_max_autotune", size=size)
-        peer_best = min(x for x in (tc, ta) if not math.isnan(x)) if not (
-            math.isnan(tc) and math.isnan(ta)) else math.nan
+        peer_best = min((x for x in (tc, ta) if not math.isnan(x)), default=math.nan)
         if not math.isnan(peer_best):
             body.append([f"LSTM cell {size}: no slower than torch.compile (its faster mode)",
                          ratio(peer_best, best), "met" if best <= peer_best else "not met"])
@@ -533,10 +537,7 @@ def gpu_targets_table():
     b = ms(c16, variant="bfloat16_value_and_vjp", size=size)
     if not math.isnan(b):
         f32 = ms(c16, variant="float32_value_and_vjp", size=size)
-        fl = math.nan
-        for r in c16:
-            if r["variant"] == "bfloat16_value_and_vjp" and r["size"] == size:
-                fl = float(r["note"].split("floor_ms=")[1].split(";")[0])
+        fl = cell16_floor_ms(c16, "bfloat16_value_and_vjp", size)
         body.append([f"bfloat16 LSTM cell {size} (one pass): at least 1.8x faster than float32",
                      ratio(f32, b), "met" if f32 >= 1.8 * b else "not met"])
         body.append([f"bfloat16 LSTM cell {size} (one pass): within 1.2x of its floor",

@@ -79,6 +79,28 @@ print(torch.version.cuda or "none")
     "set Python3_EXECUTABLE to one")
 endfunction()
 
+# Enables CUDA where the torch operators get their CUDA half -- a torch built with CUDA, nvcc
+# found, DUALCAST_TORCH_CUDA_KERNELS not OFF -- and sets DUALCAST_TORCH_CUDA_ENABLED (TRUE /
+# FALSE) in the caller's scope. A macro: a language enabled inside a function or a subdirectory
+# does not reach the directory whose targets compile the .cu sources (tests/python calls it
+# before adding python/, whose own call then finds CUDA enabled).
+macro(_dualcast_enable_torch_cuda)
+  _dualcast_find_torch()
+  set(DUALCAST_TORCH_CUDA_ENABLED FALSE)
+  if((NOT DEFINED DUALCAST_TORCH_CUDA_KERNELS OR DUALCAST_TORCH_CUDA_KERNELS) AND
+     DEFINED CACHE{DUALCAST_TORCH_CUDA} AND NOT DUALCAST_TORCH_CUDA STREQUAL "none")
+    include(CheckLanguage)
+    check_language(CUDA)
+    if(CMAKE_CUDA_COMPILER)
+      if(NOT DEFINED CMAKE_CUDA_ARCHITECTURES)
+        set(CMAKE_CUDA_ARCHITECTURES "80;90") # A100, H100 / H200
+      endif()
+      enable_language(CUDA)
+      set(DUALCAST_TORCH_CUDA_ENABLED TRUE)
+    endif()
+  endif()
+endmacro()
+
 function(dualcast_add_python_kernels target)
   cmake_parse_arguments(PARSE_ARGV 1 arg "REQUIRED" "FRAMEWORK;NATIVE" "SOURCES")
   if(NOT arg_SOURCES)

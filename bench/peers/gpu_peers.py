@@ -82,19 +82,21 @@ def torch_variants(torch, args, fwd):
 
 
 def run_variants(torch, args, bench, size, nbytes, note, fwd, run_with, extra=()):
-    """Times run_with(forward) for every variant (and the (name, forward) pairs of `extra`),
-    interleaved; one CSV row each."""
-    variants = torch_variants(torch, args, fwd) + list(extra)
+    """Times run_with(forward) for every variant, and run(forward) for the (name, forward, run)
+    triples of `extra` (run None: run_with), interleaved; one CSV row each. The first call of
+    each is untimed (torch.compile's variants compile there: compile_s in the note)."""
+    variants = [(name, f, run_with) for name, f in torch_variants(torch, args, fwd)]
+    variants += [(name, f, run or run_with) for name, f, run in extra]
     notes = []
-    for name, f in variants:
+    for name, f, run in variants:
         t0 = time.perf_counter()
-        run_with(f)
+        run(f)
         if torch.cuda.is_available() and torch.cuda.is_initialized():
             torch.cuda.synchronize()
         secs = time.perf_counter() - t0
-        notes.append(f"compile_s={secs:.1f}" if name != "torch_eager" else "")
-    times = timed_torch(torch, [lambda f=f: run_with(f) for _, f in variants], args.reps)
-    for (name, _), ms, extra in zip(variants, times, notes):
+        notes.append(f"compile_s={secs:.1f}" if name.startswith("torch_compile") else "")
+    times = timed_torch(torch, [lambda f=f, run=run: run(f) for _, f, run in variants], args.reps)
+    for (name, _, _), ms, extra in zip(variants, times, notes):
         row(bench, name, size, ms, nbytes, " ".join(x for x in (note, extra) if x))
 
 
@@ -120,14 +122,14 @@ def torch_main(args, batches, hm_sizes, step_sizes, batches16):
         t = (torch.rand(*shape, generator=gen, device=dev) * 2 - 1) * scale
         return t.requires_grad_() if grad else t
 
+    def cell(i, f, g, o, c):
+        c2 = torch.sigmoid(f) * c + torch.sigmoid(i) * torch.tanh(g)
+        return torch.sigmoid(o) * torch.tanh(c2), c2
+
     for b in batches:
         h = 1024
         xs = [rnd(b, h, grad=True) for _ in range(5)]
         hbar, c2bar = rnd(b, h), rnd(b, h)
-
-        def cell(i, f, g, o, c):
-            c2 = torch.sigmoid(f) * c + torch.sigmoid(i) * torch.tanh(g)
-            return torch.sigmoid(o) * torch.tanh(c2), c2
 
         def run(fwd):
             for x in xs:
@@ -143,10 +145,6 @@ def torch_main(args, batches, hm_sizes, step_sizes, batches16):
         xs = [rnd(b, h, grad=True).to(torch.bfloat16).detach().requires_grad_() for _ in range(5)]
         hbar, c2bar = rnd(b, h).to(torch.bfloat16), rnd(b, h).to(torch.bfloat16)
 
-        def cell(i, f, g, o, c):
-            c2 = torch.sigmoid(f) * c + torch.sigmoid(i) * torch.tanh(g)
-            return torch.sigmoid(o) * torch.tanh(c2), c2
-
         def run(fwd, xs=xs, hbar=hbar, c2bar=c2bar):
             for x in xs:
                 x.grad = None
@@ -161,7 +159,7 @@ def torch_main(args, batches, hm_sizes, step_sizes, batches16):
             hgates = torch.zeros_like(igates)
             cx = xs[4]
 
-            def fused_cell(*unused, igates=igates, hgates=hgates, cx=cx):
+            def fused_cell(igates=igates, hgates=hgates, cx=cx):
                 hy, cy, _ = torch._thnn_fused_lstm_cell(igates, hgates, cx)
                 return hy, cy
 
@@ -171,23 +169,10 @@ def torch_main(args, batches, hm_sizes, step_sizes, batches16):
                 hh, c2 = fwd()
                 torch.autograd.backward([hh, c2], [hbar, c2bar])
 
-            extra.append(("torch_fused_lstmcell", fused_cell))
-        variants = torch_variants(torch, args, cell)
-        fns = [(n, (lambda f=f: run(f))) for n, f in variants]
-        fns += [(n, (lambda f=f: run_fused(f))) for n, f in extra]
-        notes = []
-        for name, f in fns:
-            t0 = time.perf_counter()
-            f()
-            if dev.type == "cuda":
-                torch.cuda.synchronize()
-            secs = time.perf_counter() - t0
-            notes.append(f"compile_s={secs:.1f}" if name.startswith("torch_compile") else "")
-        times = timed_torch(torch, [f for _, f in fns], args.reps)
-        for (name, _), ms, note in zip(fns, times, notes):
-            row("lstm_cell_16", name, f"{b}x{h}", ms, 19 * 2 * b * h,
-                " ".join(x for x in ("bfloat16", note) if x))
-        del xs, hbar, c2bar, extra, fns
+            extra.append(("torch_fused_lstmcell", fused_cell, run_fused))
+        run_variants(torch, args, "lstm_cell_16", f"{b}x{h}", 19 * 2 * b * h, "bfloat16", cell,
+                     run, extra)
+        del xs, hbar, c2bar, extra
     for n in hm_sizes:
         for layout in LAYOUTS:
             shape, z, zb = masks(n, layout)
@@ -236,7 +221,8 @@ def torch_main(args, batches, hm_sizes, step_sizes, batches16):
 
 
 def dualcast_torch_variants(torch, xs):
-    """[("dualcast_torch", dualcast.torch.lstm_cell)] where it runs on xs' device, else []."""
+    """[("dualcast_torch", dualcast.torch.lstm_cell, None)] where it runs on xs' device, else
+    [] (run_variants' extra)."""
     try:
         import dualcast.torch as dct
 
@@ -244,7 +230,7 @@ def dualcast_torch_variants(torch, xs):
     except Exception as e:  # noqa: BLE001 -- reported, the variant left out
         print(f"dualcast_torch left out: {type(e).__name__}: {e}", file=sys.stderr)
         return []
-    return [("dualcast_torch", dct.lstm_cell)]
+    return [("dualcast_torch", dct.lstm_cell, None)]
 
 
 def jax_main(args, batches, hm_sizes, step_sizes, batches16):

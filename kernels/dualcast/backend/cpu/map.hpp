@@ -210,14 +210,13 @@ template <class L> DUALCAST_FORCEINLINE void narrow_lanes(element_storage s, L c
 // The batch of element i of an operand stored as s whose first element is at p (the address of a
 // 16-bit element when s is not native), and the store of x there: what run_batches does for a
 // float batch L when its operands' storages are given.
-template <class L> inline constexpr bool is_batch_lanes = false;
-#if DUALCAST_HAS_SIMD
-template <class T, int W> inline constexpr bool is_batch_lanes<batch<T, W>> = true;
-#endif
+// (converted in registers: float SIMD batches, lane_count > 1)
+template <class L, class T>
+inline constexpr bool converts_16bit = lane_count<L> > 1 && std::is_same_v<T, float>;
 template <class L, class T>
 DUALCAST_FORCEINLINE L load_stored([[maybe_unused]] element_storage s, T const *p, index_t i) {
 #if DUALCAST_HAS_SIMD
-  if constexpr (is_batch_lanes<L> && std::is_same_v<T, float>)
+  if constexpr (converts_16bit<L, T>)
     if (s != element_storage::native)
       return widen_lanes<L>(s, reinterpret_cast<std::uint16_t const *>(p) + i);
 #endif
@@ -227,7 +226,7 @@ template <class L, class T>
 DUALCAST_FORCEINLINE void store_stored([[maybe_unused]] element_storage s, L const &x, T *p,
                                        index_t i) {
 #if DUALCAST_HAS_SIMD
-  if constexpr (is_batch_lanes<L> && std::is_same_v<T, float>)
+  if constexpr (converts_16bit<L, T>)
     if (s != element_storage::native)
       return narrow_lanes(s, x, reinterpret_cast<std::uint16_t *>(p) + i);
 #endif
@@ -285,7 +284,7 @@ DUALCAST_FLATTEN void run_batches(void const *op_ptr, T const *const *in, index_
       ost[k] = st[NI + k];
   }
   // (the kernel is called from one place only: a second call site is a second inlined copy)
-  constexpr bool convert = is_batch_lanes<L> && std::is_same_v<T, float>;
+  constexpr bool convert = converts_16bit<L, T>;
   for (index_t i = 0; i + W <= n; i += W) {
     if (convert && !native) {
       for (int k = 0; k < NI; ++k)
@@ -486,7 +485,7 @@ void run_row_mixed(batch_loop<float> const &op, char const *const *in, index_t c
   // Contiguous (or broadcast) operands and outputs overwritten: every full batch in one call of
   // the batch loop, which widens and rounds the 16-bit operands in registers (no pass through
   // the buffers); the partial last batch, and every other row, in chunks through them below.
-  bool in_place = n >= W && is_batch_lanes<L>;
+  bool in_place = n >= W && converts_16bit<L, float>;
   for (int k = 0; k < NI; ++k)
     in_place = in_place && (in_stride[k] == 1 || in_stride[k] == 0);
   for (int k = 0; k < NO; ++k)
