@@ -156,8 +156,12 @@ template <class L> DUALCAST_FORCEINLINE L widen_lanes(element_storage s, void co
     return L{__builtin_bit_cast(vec_t, _mm256_cvtph_ps(__builtin_bit_cast(__m128i, b)))};
 #endif
 #if defined(__AVX512F__)
+  // The zero-masking forms with every lane selected (here and in narrow_lanes): the same
+  // instruction as _mm512_cvtph_ps / _mm512_cvtps_ph, whose _mm512_undefined_* trips g++ 12's
+  // -Wmaybe-uninitialized.
   if constexpr (W == 16)
-    return L{__builtin_bit_cast(vec_t, _mm512_cvtph_ps(__builtin_bit_cast(__m256i, b)))};
+    return L{__builtin_bit_cast(
+        vec_t, _mm512_maskz_cvtph_ps(__mmask16(0xffff), __builtin_bit_cast(__m256i, b)))};
 #endif
   L r;
   for (int i = 0; i < W; ++i)
@@ -194,8 +198,9 @@ template <class L> DUALCAST_FORCEINLINE void narrow_lanes(element_storage s, L c
 #endif
 #if defined(__AVX512F__)
     if constexpr (W == 16) {
-      b = __builtin_bit_cast(u16_t, _mm512_cvtps_ph(__builtin_bit_cast(__m512, x.v),
-                                                    _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC));
+      b = __builtin_bit_cast(
+          u16_t, _mm512_maskz_cvtps_ph(__mmask16(0xffff), __builtin_bit_cast(__m512, x.v),
+                                       _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC));
       std::memcpy(p, &b, sizeof b);
       return;
     }
