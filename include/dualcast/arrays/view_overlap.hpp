@@ -8,6 +8,7 @@
 #include <dualcast/arrays/shape.hpp>
 #include <dualcast/arrays/stored_view.hpp>
 #include <dualcast/arrays/view.hpp>
+#include <dualcast/core/compiled.hpp>
 
 #include <cstddef>
 #include <cstdint>
@@ -150,5 +151,14 @@ template <class T, class U> bool same_elements(view<T> const &a, view<U> const &
   }
   return true;
 }
+
+// The compiled component's instantiations (dualcast/core/compiled.hpp).
+#define DUALCAST_X(T)                                                                              \
+  DUALCAST_INSTANTIATE bool same_stride_overlap<T const>(view<T const> const &,                    \
+                                                         view<T const> const &);                   \
+  DUALCAST_INSTANTIATE bool overlaps<T const, T const>(view<T const> const &,                      \
+                                                       view<T const> const &);
+DUALCAST_EACH_FLOAT_TYPE(DUALCAST_X)
+#undef DUALCAST_X
 
 } // namespace dualcast::detail

@@ -193,11 +193,13 @@ inline namespace DUALCAST_TAPE_ABI { // see tensor/detail/device_dispatch.hpp
 // Stochastic gradient descent with momentum (see the file comment).
 template <class T> class sgd : public detail::optimizer_base<T> {
 public:
-  sgd(parameters<T> const &ps, sgd_options o) : detail::optimizer_base<T>(ps), opt_(o) { check(); }
-  sgd(std::vector<var<T>> vars, sgd_options o)
-      : detail::optimizer_base<T>(std::move(vars)), opt_(o) {
-    check();
-  }
+  sgd(parameters<T> const &ps, sgd_options o);
+  sgd(std::vector<var<T>> vars, sgd_options o);
+  sgd(sgd const &) = default;
+  sgd(sgd &&) noexcept = default;
+  sgd &operator=(sgd const &) = default;
+  sgd &operator=(sgd &&) noexcept = default;
+  ~sgd(); // (these three defined below the class: not inline, see step)
 
   // (Defined below the class: not inline, so that the compiled component can hold it.)
   void step();
@@ -224,13 +226,13 @@ private:
 // Adam (see the file comment).
 template <class T> class adam : public detail::optimizer_base<T> {
 public:
-  adam(parameters<T> const &ps, adam_options o) : detail::optimizer_base<T>(ps), opt_(o) {
-    check();
-  }
-  adam(std::vector<var<T>> vars, adam_options o)
-      : detail::optimizer_base<T>(std::move(vars)), opt_(o) {
-    check();
-  }
+  adam(parameters<T> const &ps, adam_options o);
+  adam(std::vector<var<T>> vars, adam_options o);
+  adam(adam const &) = default;
+  adam(adam &&) noexcept = default;
+  adam &operator=(adam const &) = default;
+  adam &operator=(adam &&) noexcept = default;
+  ~adam(); // (these three defined below the class: not inline, see step)
 
   // (Defined below the class: not inline, so that the compiled component can hold it.)
   void step();
@@ -254,6 +256,30 @@ private:
   std::vector<tensor<T>> m_, v_;
   std::vector<std::int64_t> t_;
 };
+
+template <class T>
+sgd<T>::sgd(parameters<T> const &ps, sgd_options o) : detail::optimizer_base<T>(ps), opt_(o) {
+  check();
+}
+template <class T>
+sgd<T>::sgd(std::vector<var<T>> vars, sgd_options o)
+    : detail::optimizer_base<T>(std::move(vars)), opt_(o) {
+  check();
+}
+// (An empty body, not `= default`: g++ 12 rejects the explicit instantiation of a destructor
+// defaulted outside its class template.)
+template <class T> sgd<T>::~sgd() {} // NOLINT(modernize-use-equals-default)
+
+template <class T>
+adam<T>::adam(parameters<T> const &ps, adam_options o) : detail::optimizer_base<T>(ps), opt_(o) {
+  check();
+}
+template <class T>
+adam<T>::adam(std::vector<var<T>> vars, adam_options o)
+    : detail::optimizer_base<T>(std::move(vars)), opt_(o) {
+  check();
+}
+template <class T> adam<T>::~adam() {} // NOLINT(modernize-use-equals-default)
 
 template <class T> void sgd<T>::step() {
   check();
@@ -294,7 +320,13 @@ template <class T> void adam<T>::step() {
 
 #define DUALCAST_X(T)                                                                              \
   DUALCAST_INSTANTIATE void sgd<T>::step();                                                        \
-  DUALCAST_INSTANTIATE void adam<T>::step();
+  DUALCAST_INSTANTIATE sgd<T>::sgd(parameters<T> const &, sgd_options);                            \
+  DUALCAST_INSTANTIATE sgd<T>::sgd(std::vector<var<T>>, sgd_options);                              \
+  DUALCAST_INSTANTIATE sgd<T>::~sgd();                                                             \
+  DUALCAST_INSTANTIATE void adam<T>::step();                                                       \
+  DUALCAST_INSTANTIATE adam<T>::adam(parameters<T> const &, adam_options);                         \
+  DUALCAST_INSTANTIATE adam<T>::adam(std::vector<var<T>>, adam_options);                           \
+  DUALCAST_INSTANTIATE adam<T>::~adam();
 DUALCAST_EACH_FLOAT_TYPE(DUALCAST_X)
 #undef DUALCAST_X
 

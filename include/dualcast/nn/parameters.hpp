@@ -15,6 +15,7 @@
 #pragma once
 
 #include <dualcast/arrays/shape.hpp>
+#include <dualcast/core/compiled.hpp>
 #include <dualcast/core/errors.hpp>
 #include <dualcast/tape/tape.hpp>
 #include <dualcast/tensor/tensor.hpp>
@@ -46,13 +47,8 @@ public:
   }
 
   // Appends v under `name` and returns it (the list's copy of the handle).
-  var<T> const &add(std::string name, var<T> v) {
-    if (contains(name))
-      throw tape_error("dualcast::parameters::add: a parameter named '" + name +
-                       "' is already in the list");
-    list_.push_back({std::move(name), std::move(v)});
-    return list_.back().v;
-  }
+  // (Defined below the class: not inline, so that the compiled component can hold it.)
+  var<T> const &add(std::string name, var<T> v);
 
   // The variable named `name` (index_error when there is none).
   var<T> const &operator[](std::string_view name) const {
@@ -96,6 +92,18 @@ public:
 private:
   std::vector<named_parameter<T>> list_;
 };
+
+template <class T> var<T> const &parameters<T>::add(std::string name, var<T> v) {
+  if (contains(name))
+    throw tape_error("dualcast::parameters::add: a parameter named '" + name +
+                     "' is already in the list");
+  list_.push_back({std::move(name), std::move(v)});
+  return list_.back().v;
+}
+// The compiled component's instantiations (dualcast/core/compiled.hpp).
+#define DUALCAST_X(T) DUALCAST_INSTANTIATE var<T> const &parameters<T>::add(std::string, var<T>);
+DUALCAST_EACH_FLOAT_TYPE(DUALCAST_X)
+#undef DUALCAST_X
 
 } // namespace DUALCAST_TAPE_ABI
 } // namespace dualcast

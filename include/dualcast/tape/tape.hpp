@@ -153,52 +153,7 @@ public:
   bool fused = true;
 
   // A leaf variable (requires gradients unless told otherwise).
-  template <class T> var<T> variable(tensor<T> value, bool requires_grad = true) {
-    if (!detail::cuda_tape_available && !value.dev().is_host())
-      detail::no_cuda_here("dualcast::tape::variable", value.dev());
-    if (!requires_grad)
-      return var<T>(std::move(value), nullptr, this);
-    auto slot = detail::make_slot<T>();
-    slot->dims = value.dims();
-    slot->dev = value.dev();
-    slot->side(); // (a leaf's held / held_zero / replace_held / first_use: see grad_slot)
-    leaves_.push_back([w = std::weak_ptr<detail::grad_slot<T>>(slot)](detail::leaf_step step) {
-      auto const s = w.lock();
-      if (!s)
-        return false;
-      auto &h = *s->side_; // (made above)
-      switch (step) {
-      case detail::leaf_step::zero:
-        if (s->grad.defined())
-          s->grad.fill_(T(0));
-        h.held_zero = true;
-        break;
-      case detail::leaf_step::stash:
-        h.held = std::move(s->grad);
-        s->grad = tensor<T>{};
-        h.replace_held = false;
-        break;
-      case detail::leaf_step::commit:
-        if (!s->grad.defined()) {
-          s->grad = std::move(h.held); // not reached by this backward
-        } else {
-          if (h.held.defined() && !h.held_zero && !h.replace_held)
-            detail::add_into(s->grad, h.held);
-          h.held_zero = false;
-        }
-        h.held = tensor<T>{};
-        h.replace_held = false;
-        break;
-      case detail::leaf_step::rollback:
-        s->grad = std::move(h.held);
-        h.held = tensor<T>{};
-        h.replace_held = false;
-        break;
-      }
-      return true;
-    });
-    return var<T>(std::move(value), std::move(slot), this);
-  }
+  template <class T> var<T> variable(tensor<T> value, bool requires_grad = true);
   template <class T> var<T> constant(tensor<T> value) { return variable(std::move(value), false); }
 
   // ---- gradient mode (tape/no_grad.hpp)
@@ -212,16 +167,7 @@ public:
   // ---- recording (used by operations) ----------------------------------------------------------
   // An output variable of an operation: requires gradients iff `needs` (some input does) and
   // gradients are enabled.
-  template <class T> var<T> make_output(tensor<T> value, bool needs) {
-    if (!needs || !grad_enabled_)
-      return var<T>(std::move(value), nullptr, this);
-    auto slot = detail::make_slot<T>();
-    slot->dims = value.dims();
-    slot->dev = value.dev();
-    slot->is_leaf = false;
-    slot->generation = generation_;
-    return var<T>(std::move(value), std::move(slot), this);
-  }
+  template <class T> var<T> make_output(tensor<T> value, bool needs);
   // An output that is a slice of the variable with slot `base` (same elements, no copy): its
   // gradient will be the same slice of base's gradient.
   template <class T>
@@ -266,15 +212,7 @@ public:
 
   // ---- backward --------------------------------------------------------------------------------
   // d loss / d leaves for a single-element loss (seed 1).
-  template <class T> void backward(var<T> const &loss, bool keep_graph = false) {
-    detail::stream_scope_if const scope(stream, !stream.is_default());
-    if (loss.size() != 1)
-      throw tape_error("dualcast::tape::backward: the output has shape " + to_string(loss.dims()) +
-                       "; a non-scalar output needs seeds: backward({outputs}, {seeds})");
-    backward(std::vector<var<T>>{loss},
-             std::vector<tensor<T>>{tensor<T>::full(loss.dims(), T(1), loss.value().dev())},
-             keep_graph);
-  }
+  template <class T> void backward(var<T> const &loss, bool keep_graph = false);
   // A lazy elementwise expression (ops/lazy/) is materialised first.
   template <class E>
   requires requires(E const &e) { e.eval(); }
@@ -510,9 +448,79 @@ void tape::backward(std::vector<var<T>> const &outputs, std::vector<tensor<T>> c
   }
   each_leaf(detail::leaf_step::commit);
 }
+template <class T> var<T> tape::variable(tensor<T> value, bool requires_grad) {
+  if (!detail::cuda_tape_available && !value.dev().is_host())
+    detail::no_cuda_here("dualcast::tape::variable", value.dev());
+  if (!requires_grad)
+    return var<T>(std::move(value), nullptr, this);
+  auto slot = detail::make_slot<T>();
+  slot->dims = value.dims();
+  slot->dev = value.dev();
+  slot->side(); // (a leaf's held / held_zero / replace_held / first_use: see grad_slot)
+  leaves_.push_back([w = std::weak_ptr<detail::grad_slot<T>>(slot)](detail::leaf_step step) {
+    auto const s = w.lock();
+    if (!s)
+      return false;
+    auto &h = *s->side_; // (made above)
+    switch (step) {
+    case detail::leaf_step::zero:
+      if (s->grad.defined())
+        s->grad.fill_(T(0));
+      h.held_zero = true;
+      break;
+    case detail::leaf_step::stash:
+      h.held = std::move(s->grad);
+      s->grad = tensor<T>{};
+      h.replace_held = false;
+      break;
+    case detail::leaf_step::commit:
+      if (!s->grad.defined()) {
+        s->grad = std::move(h.held); // not reached by this backward
+      } else {
+        if (h.held.defined() && !h.held_zero && !h.replace_held)
+          detail::add_into(s->grad, h.held);
+        h.held_zero = false;
+      }
+      h.held = tensor<T>{};
+      h.replace_held = false;
+      break;
+    case detail::leaf_step::rollback:
+      s->grad = std::move(h.held);
+      h.held = tensor<T>{};
+      h.replace_held = false;
+      break;
+    }
+    return true;
+  });
+  return var<T>(std::move(value), std::move(slot), this);
+}
+
+template <class T> var<T> tape::make_output(tensor<T> value, bool needs) {
+  if (!needs || !grad_enabled_)
+    return var<T>(std::move(value), nullptr, this);
+  auto slot = detail::make_slot<T>();
+  slot->dims = value.dims();
+  slot->dev = value.dev();
+  slot->is_leaf = false;
+  slot->generation = generation_;
+  return var<T>(std::move(value), std::move(slot), this);
+}
+
+template <class T> void tape::backward(var<T> const &loss, bool keep_graph) {
+  detail::stream_scope_if const scope(stream, !stream.is_default());
+  if (loss.size() != 1)
+    throw tape_error("dualcast::tape::backward: the output has shape " + to_string(loss.dims()) +
+                     "; a non-scalar output needs seeds: backward({outputs}, {seeds})");
+  backward(std::vector<var<T>>{loss},
+           std::vector<tensor<T>>{tensor<T>::full(loss.dims(), T(1), loss.value().dev())},
+           keep_graph);
+}
 #define DUALCAST_X(T)                                                                              \
   DUALCAST_INSTANTIATE void tape::backward<T>(std::vector<var<T>> const &,                         \
-                                              std::vector<tensor<T>> const &, bool);
+                                              std::vector<tensor<T>> const &, bool);               \
+  DUALCAST_INSTANTIATE void tape::backward<T>(var<T> const &, bool);                               \
+  DUALCAST_INSTANTIATE var<T> tape::variable<T>(tensor<T>, bool);                                  \
+  DUALCAST_INSTANTIATE var<T> tape::make_output<T>(tensor<T>, bool);
 DUALCAST_EACH_FLOAT_TYPE(DUALCAST_X)
 #undef DUALCAST_X
 

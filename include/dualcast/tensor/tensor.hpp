@@ -137,29 +137,11 @@ public:
   static tensor empty(shape const &s, device d = device::host()) {
     return empty(s, d, detail::default_resource(d));
   }
-  static tensor empty(shape const &s, device d, memory_resource &r) {
-    tensor t;
-    t.st_ = storage::allocate(checked_bytes(s), d, r);
-    t.shape_ = s;
-    t.set_contiguous_strides();
-    return t;
-  }
-  static tensor full(shape const &s, T v, device d = device::host()) {
-    tensor t = empty(s, d);
-    t.fill_(v);
-    return t;
-  }
+  static tensor empty(shape const &s, device d, memory_resource &r);
+  static tensor full(shape const &s, T v, device d = device::host());
   static tensor zeros(shape const &s, device d = device::host()) { return full(s, T(0), d); }
   // A contiguous tensor holding `values` (row-major), of shape s.
-  static tensor from(shape const &s, std::vector<T> const &values) {
-    if (index_t(values.size()) != s.size())
-      throw shape_error("dualcast::tensor::from: " + std::to_string(values.size()) +
-                        " values for shape " + to_string(s));
-    tensor t = empty(s);
-    for (index_t i = 0; i < s.size(); ++i)
-      t.raw_data()[i] = values[std::size_t(i)];
-    return t;
-  }
+  static tensor from(shape const &s, std::vector<T> const &values);
   static tensor scalar(T v, device d = device::host()) { return full(shape{}, v, d); }
 
   bool defined() const { return st_ != nullptr; }
@@ -231,15 +213,7 @@ public:
     check_host("at");
     return element_ref<T>(raw_data() + offset_of(i...), st_.get());
   }
-  T item() const {
-    require_defined("item");
-    if (size() != 1)
-      throw shape_error("dualcast::tensor::item: tensor of shape " + to_string(shape_) +
-                        " is not a single element");
-    if (!dev().is_host())
-      return to(device::host(), "dualcast::tensor::item").item();
-    return *data();
-  }
+  T item() const;
   std::vector<T> to_vector() const {
     require_defined("to_vector");
     tensor c = to(device::host(), "dualcast::tensor::to_vector").contiguous();
@@ -304,11 +278,7 @@ public:
       return *this;
     return clone();
   }
-  tensor clone() const {
-    tensor r = empty(shape_, dev());
-    r.assign_raw(*this);
-    return r;
-  }
+  tensor clone() const;
   // Runs f(executor) on this tensor's device (tensor/detail/device_dispatch.hpp).
   template <class F> decltype(auto) on_device(char const *op, F &&f) const {
     return detail::on_device(std::string("dualcast::tensor::") + op, dev(), detail::ambient_cpu(),
@@ -316,21 +286,7 @@ public:
   }
 
   // ---- in place (bump the version) ------------------------------------------------------------
-  tensor const &fill_(T v) const {
-    if constexpr (is_index_element_v<T>) {
-      bump_version();
-      int_copy("fill_", raw_view(), nullptr, v);
-    } else if constexpr (is_dual_v<T>) { // (plain loops: tensor/detail/dual_elements.hpp)
-      detail::dual_host_only("dualcast::tensor::fill_", dev());
-      detail::each_element(
-          shape_, [&](T &y) { y = v; }, mview());
-    } else {
-      on_device("fill_", [&](auto const &ex) {
-        apply(ex, detail::copy_kernel, out(mview()), detail::scalar_arg(v));
-      });
-    }
-    return *this;
-  }
+  tensor const &fill_(T v) const;
   // this = src (src broadcast to this shape).
   tensor const &copy_(tensor const &src) const {
     bump_version();
@@ -370,50 +326,12 @@ public:
 
   // Internal: writes src (broadcast to this shape, on any device) into this without bumping the
   // version (fresh results).
-  void assign_raw(tensor const &src) const {
-    if (!(src.dev() == dev())) {
-      if (src.size() == size() && src.dims() == dims() && is_contiguous()) {
-        tensor c = src.contiguous();
-        detail::copy_bytes("dualcast::tensor::copy", raw_data(), dev(), c.data(), c.dev(),
-                           nbytes());
-        return;
-      }
-      assign_raw(src.to(dev(), "dualcast::tensor::copy"));
-      return;
-    }
-    if (copy_small_dense(src))
-      return;
-    if constexpr (is_index_element_v<T>) {
-      int_copy("copy", raw_view(), src.data(), T(0), src.cview().broadcast_to(shape_));
-    } else if constexpr (is_dual_v<T>) {
-      detail::dual_host_only("dualcast::tensor::copy", dev());
-      detail::each_element(
-          shape_, [](T &y, T const &x) { y = x; }, raw_view(), src.cview().broadcast_to(shape_));
-    } else {
-      on_device("copy", [&](auto const &ex) {
-        apply(ex, detail::copy_kernel, out(raw_view()), src.cview());
-      });
-    }
-  }
+  void assign_raw(tensor const &src) const;
   // A small host copy between dense arrays of one shape that do not overlap (the rows of stack,
   // concat and their adjoints, fresh gradients): a memcpy, not a broadcast call, which costs
   // about 100 ns of checks and dispatch per row. Anything else -- an overlap among them, which
   // apply reports -- goes to apply.
-  bool copy_small_dense(tensor const &src) const {
-    constexpr std::size_t small = std::size_t(64) << 10;
-    if (!st_ || !src.st_ || !dev().is_host() || !(src.dims() == dims()) || nbytes() > small ||
-        !is_contiguous() || !src.is_contiguous())
-      return false;
-    auto const to = detail::flat_interval_of<T>(raw_data(), size()),
-               from = detail::flat_interval_of<T>(src.data(), size());
-    if (to.lo == from.lo)
-      return true; // the same elements: nothing to copy
-    if (detail::intervals_meet(to, from))
-      return false;
-    if (nbytes() != 0)
-      std::memcpy(raw_data(), src.data(), nbytes());
-    return true;
-  }
+  bool copy_small_dense(tensor const &src) const;
   // Throws for an undefined tensor (a default-constructed one: the gradient of a variable that has
   // none, say), which has no elements to read.
   void require_defined(char const *op) const {
@@ -448,35 +366,10 @@ private:
       off += idx[d] * stride_[d];
     return off;
   }
-  tensor to(device d, char const *op) const {
-    if (dev() == d)
-      return *this;
-    tensor c = contiguous(); // on the source device
-    tensor r = empty(shape_, d);
-    detail::copy_bytes(op, r.raw_data(), d, c.data(), c.dev(), nbytes());
-    return r;
-  }
+  tensor to(device d, char const *op) const;
   // n * sizeof(T) for the n elements of s (at least one element), or allocation_error when the
   // element count or the byte count does not fit (checked before s.size() could overflow).
-  static std::size_t checked_bytes(shape const &s) {
-    constexpr std::size_t max = std::numeric_limits<std::size_t>::max();
-    std::size_t n = 1;
-    bool overflow = false;
-    for (int i = 0; i < s.rank; ++i) {
-      std::size_t e = std::size_t(s.ext[i]);
-      if (e == 0)
-        return sizeof(T);
-      overflow = overflow || n > max / e;
-      n = overflow ? n : n * e;
-    }
-    if (overflow || n > std::size_t(std::numeric_limits<index_t>::max()) || n > max / sizeof(T))
-      throw allocation_error(
-          "dualcast::tensor::empty: shape " + to_string(s) + " needs " +
-          (overflow ? std::string("more than ") + std::to_string(max) + " elements"
-                    : std::to_string(n) + " elements of " + std::to_string(sizeof(T)) + " bytes") +
-          ", more than " + std::to_string(max) + " bytes (size overflow)");
-    return n * sizeof(T);
-  }
+  static std::size_t checked_bytes(shape const &s);
   tensor with_view(view<T const> const &v) const {
     tensor r = *this;
     r.offset_ = offset_ + (v.data() - static_cast<T const *>(cview().data()));
@@ -498,6 +391,149 @@ private:
   shape shape_{};
   index_t stride_[max_rank] = {};
 };
+
+template <class T> tensor<T> tensor<T>::empty(shape const &s, device d, memory_resource &r) {
+  tensor t;
+  t.st_ = storage::allocate(checked_bytes(s), d, r);
+  t.shape_ = s;
+  t.set_contiguous_strides();
+  return t;
+}
+
+template <class T> tensor<T> tensor<T>::full(shape const &s, T v, device d) {
+  tensor t = empty(s, d);
+  t.fill_(v);
+  return t;
+}
+
+template <class T> tensor<T> tensor<T>::from(shape const &s, std::vector<T> const &values) {
+  if (index_t(values.size()) != s.size())
+    throw shape_error("dualcast::tensor::from: " + std::to_string(values.size()) +
+                      " values for shape " + to_string(s));
+  tensor t = empty(s);
+  for (index_t i = 0; i < s.size(); ++i)
+    t.raw_data()[i] = values[std::size_t(i)];
+  return t;
+}
+
+template <class T> T tensor<T>::item() const {
+  require_defined("item");
+  if (size() != 1)
+    throw shape_error("dualcast::tensor::item: tensor of shape " + to_string(shape_) +
+                      " is not a single element");
+  if (!dev().is_host())
+    return to(device::host(), "dualcast::tensor::item").item();
+  return *data();
+}
+
+template <class T> tensor<T> tensor<T>::clone() const {
+  tensor r = empty(shape_, dev());
+  r.assign_raw(*this);
+  return r;
+}
+
+template <class T> tensor<T> const &tensor<T>::fill_(T v) const {
+  if constexpr (is_index_element_v<T>) {
+    bump_version();
+    int_copy("fill_", raw_view(), nullptr, v);
+  } else if constexpr (is_dual_v<T>) { // (plain loops: tensor/detail/dual_elements.hpp)
+    detail::dual_host_only("dualcast::tensor::fill_", dev());
+    detail::each_element(
+        shape_, [&](T &y) { y = v; }, mview());
+  } else {
+    on_device("fill_", [&](auto const &ex) {
+      apply(ex, detail::copy_kernel, out(mview()), detail::scalar_arg(v));
+    });
+  }
+  return *this;
+}
+
+template <class T> void tensor<T>::assign_raw(tensor const &src) const {
+  if (!(src.dev() == dev())) {
+    if (src.size() == size() && src.dims() == dims() && is_contiguous()) {
+      tensor c = src.contiguous();
+      detail::copy_bytes("dualcast::tensor::copy", raw_data(), dev(), c.data(), c.dev(), nbytes());
+      return;
+    }
+    assign_raw(src.to(dev(), "dualcast::tensor::copy"));
+    return;
+  }
+  if (copy_small_dense(src))
+    return;
+  if constexpr (is_index_element_v<T>) {
+    int_copy("copy", raw_view(), src.data(), T(0), src.cview().broadcast_to(shape_));
+  } else if constexpr (is_dual_v<T>) {
+    detail::dual_host_only("dualcast::tensor::copy", dev());
+    detail::each_element(
+        shape_, [](T &y, T const &x) { y = x; }, raw_view(), src.cview().broadcast_to(shape_));
+  } else {
+    on_device("copy", [&](auto const &ex) {
+      apply(ex, detail::copy_kernel, out(raw_view()), src.cview());
+    });
+  }
+}
+
+template <class T> bool tensor<T>::copy_small_dense(tensor const &src) const {
+  constexpr std::size_t small = std::size_t(64) << 10;
+  if (!st_ || !src.st_ || !dev().is_host() || !(src.dims() == dims()) || nbytes() > small ||
+      !is_contiguous() || !src.is_contiguous())
+    return false;
+  auto const to = detail::flat_interval_of<T>(raw_data(), size()),
+             from = detail::flat_interval_of<T>(src.data(), size());
+  if (to.lo == from.lo)
+    return true; // the same elements: nothing to copy
+  if (detail::intervals_meet(to, from))
+    return false;
+  if (nbytes() != 0)
+    std::memcpy(raw_data(), src.data(), nbytes());
+  return true;
+}
+
+template <class T> tensor<T> tensor<T>::to(device d, char const *op) const {
+  if (dev() == d)
+    return *this;
+  tensor c = contiguous(); // on the source device
+  tensor r = empty(shape_, d);
+  detail::copy_bytes(op, r.raw_data(), d, c.data(), c.dev(), nbytes());
+  return r;
+}
+
+template <class T> std::size_t tensor<T>::checked_bytes(shape const &s) {
+  constexpr std::size_t max = std::numeric_limits<std::size_t>::max();
+  std::size_t n = 1;
+  bool overflow = false;
+  for (int i = 0; i < s.rank; ++i) {
+    std::size_t e = std::size_t(s.ext[i]);
+    if (e == 0)
+      return sizeof(T);
+    overflow = overflow || n > max / e;
+    n = overflow ? n : n * e;
+  }
+  if (overflow || n > std::size_t(std::numeric_limits<index_t>::max()) || n > max / sizeof(T))
+    throw allocation_error(
+        "dualcast::tensor::empty: shape " + to_string(s) + " needs " +
+        (overflow ? std::string("more than ") + std::to_string(max) + " elements"
+                  : std::to_string(n) + " elements of " + std::to_string(sizeof(T)) + " bytes") +
+        ", more than " + std::to_string(max) + " bytes (size overflow)");
+  return n * sizeof(T);
+}
+
+// The compiled component's instantiations (dualcast/core/compiled.hpp): the members above are
+// defined outside the class so that they are not inline, which lets a program linking the
+// component skip compiling them.
+#define DUALCAST_X(T)                                                                              \
+  DUALCAST_INSTANTIATE tensor<T> tensor<T>::empty(shape const &, device, memory_resource &);       \
+  DUALCAST_INSTANTIATE tensor<T> tensor<T>::full(shape const &, T, device);                        \
+  DUALCAST_INSTANTIATE tensor<T> tensor<T>::from(shape const &, std::vector<T> const &);           \
+  DUALCAST_INSTANTIATE T tensor<T>::item() const;                                                  \
+  DUALCAST_INSTANTIATE tensor<T> tensor<T>::clone() const;                                         \
+  DUALCAST_INSTANTIATE tensor<T> const &tensor<T>::fill_(T) const;                                 \
+  DUALCAST_INSTANTIATE void tensor<T>::assign_raw(tensor<T> const &) const;                        \
+  DUALCAST_INSTANTIATE bool tensor<T>::copy_small_dense(tensor<T> const &) const;                  \
+  DUALCAST_INSTANTIATE tensor<T> tensor<T>::to(device, char const *) const;                        \
+  DUALCAST_INSTANTIATE std::size_t tensor<T>::checked_bytes(shape const &);
+DUALCAST_EACH_FLOAT_TYPE(DUALCAST_X)
+#undef DUALCAST_X
 
 } // namespace DUALCAST_TAPE_ABI
 

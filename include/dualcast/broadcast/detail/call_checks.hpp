@@ -383,6 +383,8 @@ shape check_vjp(char const *op, array_args<T, N> const &a, int const *active, vi
 
 // The compiled component's instantiations (dualcast/core/compiled.hpp).
 #define DUALCAST_X(T)                                                                              \
+  DUALCAST_INSTANTIATE shape broadcast_args<T>(char const *, view<T const> const *, int const *,   \
+                                               std::size_t);                                       \
   DUALCAST_INSTANTIATE void check_output<T>(char const *, char const *, int, view<T> const &,      \
                                             shape const &);                                        \
   DUALCAST_INSTANTIATE void check_fits<T>(char const *, view<T const> const *, int const *,        \

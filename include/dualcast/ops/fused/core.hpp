@@ -213,23 +213,11 @@ template <class T> struct fused_scratch {
 };
 template <class T> class fused_backward {
 public:
-  explicit fused_backward(fused_core<T> const &c) : s_(scratch()) {
-    s_.target.resize(c.in.size());
-    s_.flat_target.resize(c.in.size());
-    s_.temp_tensor.resize(c.in.size());
-    s_.add.assign(c.in.size(), 0);
-    s_.temp.assign(c.in.size(), 0);
-    s_.ybar.resize(c.out.size());
-  }
+  // (Defined below the class: not inline, so that the compiled component can hold them.)
+  explicit fused_backward(fused_core<T> const &c);
   fused_backward(fused_backward const &) = delete;
   fused_backward &operator=(fused_backward const &) = delete;
-  ~fused_backward() {
-    for (auto &t : s_.temp_tensor)
-      if (t.defined())
-        t = tensor<T>{};
-    for (auto &y : s_.ybar)
-      y = tensor<T>{};
-  }
+  ~fused_backward();
   fused_scratch<T> &operator*() const { return s_; }
   fused_scratch<T> *operator->() const { return &s_; }
 
@@ -240,6 +228,21 @@ private:
   }
   fused_scratch<T> &s_;
 };
+template <class T> fused_backward<T>::fused_backward(fused_core<T> const &c) : s_(scratch()) {
+  s_.target.resize(c.in.size());
+  s_.flat_target.resize(c.in.size());
+  s_.temp_tensor.resize(c.in.size());
+  s_.add.assign(c.in.size(), 0);
+  s_.temp.assign(c.in.size(), 0);
+  s_.ybar.resize(c.out.size());
+}
+template <class T> fused_backward<T>::~fused_backward() {
+  for (auto &t : s_.temp_tensor)
+    if (t.defined())
+      t = tensor<T>{};
+  for (auto &y : s_.ybar)
+    y = tensor<T>{};
+}
 
 // Backward's first step: the outputs' cotangents (zeros where an output has none).
 template <class T> [[gnu::noinline]] void gather_ybar(fused_core<T> const &c, fused_scratch<T> &b) {
@@ -496,6 +499,9 @@ template <class T>
   DUALCAST_INSTANTIATE bool flat_ybar<T>(fused_core<T> const &, fused_scratch<T> const &,          \
                                          T const **, index_t *);                                   \
   DUALCAST_INSTANTIATE void finish_targets<T>(fused_core<T> const &, fused_scratch<T> const &);    \
+  DUALCAST_INSTANTIATE fused_backward<T>::fused_backward(fused_core<T> const &);                   \
+  DUALCAST_INSTANTIATE fused_backward<T>::~fused_backward();                                       \
+  DUALCAST_INSTANTIATE view<T> partial_at<T>(fused_core<T> const &, std::size_t, std::size_t);     \
   DUALCAST_INSTANTIATE tensor<T> alloc_partials<T>(                                                \
       arena &, fused_core<T> &, arena_array<saved_tensor> &, std::size_t, view<T> *);
 DUALCAST_EACH_FLOAT_TYPE(DUALCAST_X)

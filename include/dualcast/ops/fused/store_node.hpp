@@ -8,6 +8,7 @@
 #include <dualcast/arrays/view_overlap.hpp>
 #include <dualcast/backend/seam.hpp>
 #include <dualcast/broadcast/broadcast.hpp>
+#include <dualcast/core/compiled.hpp>
 #include <dualcast/kernel/kernel.hpp>
 #include <dualcast/numbers/detail/tuple.hpp>
 #include <dualcast/ops/fused/core.hpp>
@@ -150,6 +151,13 @@ void merge_repeated(Ex const &ex, fused_core<T> const &c, view<T> const *all, st
     }
   }
 }
+
+// The compiled component's instantiations (dualcast/core/compiled.hpp).
+#define DUALCAST_X(T)                                                                              \
+  DUALCAST_INSTANTIATE void merge_repeated<T, cpu>(cpu const &, fused_core<T> const &,             \
+                                                   view<T> const *, std::size_t);
+DUALCAST_EACH_FLOAT_TYPE(DUALCAST_X)
+#undef DUALCAST_X
 
 // Forward and recording of a store node: `ins` are the kernel's array arguments (views),
 // `scalars` its scalar table (Layout: where each argument comes from), `outs` the output values,

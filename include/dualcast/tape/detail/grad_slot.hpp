@@ -14,6 +14,7 @@
 #include <dualcast/arrays/view_overlap.hpp>
 #include <dualcast/backend/device.hpp>
 #include <dualcast/backend/seam.hpp>
+#include <dualcast/core/compiled.hpp>
 #include <dualcast/core/errors.hpp>
 #include <dualcast/tensor/detail/device_dispatch.hpp>
 #include <dualcast/tensor/detail/recycling_allocator.hpp>
@@ -280,6 +281,18 @@ template <class T> tensor<T> out_grad(grad_slot<T> const &s) {
   }
   return tensor<T>::zeros(shape{}, s.dev).broadcast_to(s.dims);
 }
+
+// The compiled component's instantiations (dualcast/core/compiled.hpp).
+#define DUALCAST_X(T)                                                                              \
+  DUALCAST_INSTANTIATE bool ensure_grad<T>(grad_slot<T> &);                                        \
+  DUALCAST_INSTANTIATE bool grad_target_in<T>(grad_slot<T> &);                                     \
+  DUALCAST_INSTANTIATE tensor<T> grad_zeroed<T>(grad_slot<T> &);                                   \
+  DUALCAST_INSTANTIATE void accumulate_grad<T>(grad_slot<T> &, tensor<T> const &, cpu const &);    \
+  DUALCAST_INSTANTIATE void accumulate_grad<T>(grad_slot<T> &, tensor<T> &&, cpu const &);         \
+  DUALCAST_INSTANTIATE void seed_grad<T>(grad_slot<T> &, tensor<T> const &, cpu const &);          \
+  DUALCAST_INSTANTIATE tensor<T> out_grad<T>(grad_slot<T> const &);
+DUALCAST_EACH_FLOAT_TYPE(DUALCAST_X)
+#undef DUALCAST_X
 
 } // namespace DUALCAST_TAPE_ABI
 } // namespace dualcast::detail
