@@ -281,8 +281,14 @@ public:
   tensor clone() const;
   // Runs f(executor) on this tensor's device (tensor/detail/device_dispatch.hpp).
   template <class F> decltype(auto) on_device(char const *op, F &&f) const {
-    return detail::on_device(std::string("dualcast::tensor::") + op, dev(), detail::ambient_cpu(),
-                             std::forward<F>(f));
+    // The qualified name only where it can be needed (another device's errors): no string built
+    // per host call. Appended, not `std::string(...) + op`, whose moved temporary g++ 12 reports
+    // as a false -Warray-bounds where this is inlined.
+    if (dev().is_host())
+      return detail::on_device(op, dev(), detail::ambient_cpu(), std::forward<F>(f));
+    std::string name("dualcast::tensor::");
+    name += op;
+    return detail::on_device(name, dev(), detail::ambient_cpu(), std::forward<F>(f));
   }
 
   // ---- in place (bump the version) ------------------------------------------------------------
