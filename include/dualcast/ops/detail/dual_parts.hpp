@@ -35,6 +35,28 @@ inline constexpr bool any_duals_v = (holds_duals<std::remove_cvref_t<A>>::value 
 
 template <class D> using real_part_t = typename D::value_type;
 
+// Part c (0: the value, 1 + k: partial k) of x's elements read in place, as a plain view with
+// x's shape and K + 1 times its strides (a broadcast dimension keeps stride 0): what the fused
+// node's SIMD passes read and write instead of splitting the dual arrays into part tensors and
+// joining them again (for the D-LSTM's 14-element arrays, the tensors' allocations and reference
+// counts cost more than the copies). The passes read each element by the same instructions
+// wherever it lies, so the values keep the plain tape's bits.
+template <class D, class E> view<E> dual_part_view(view<D> const &v, int c) {
+  static_assert(sizeof(D) == sizeof(real_part_t<std::remove_cv_t<D>>) * (D::size + 1) &&
+                    std::is_standard_layout_v<std::remove_cv_t<D>>,
+                "dualcast: a dual number is its value followed by its partials, packed");
+  index_t st[max_rank > 0 ? max_rank : 1];
+  for (int i = 0; i < v.rank(); ++i)
+    st[i] = v.stride(i) * index_t(D::size + 1);
+  return view<E>(reinterpret_cast<E *>(v.data()) + c, v.dims(), static_cast<index_t const *>(st));
+}
+template <class D> view<real_part_t<D> const> part_view(tensor<D> const &x, int c) {
+  return dual_part_view<D const, real_part_t<D> const>(x.cview(), c);
+}
+// The same, writable, of a tensor the caller has just allocated (no version bump).
+template <class D> view<real_part_t<D>> part_raw_view(tensor<D> const &x, int c) {
+  return dual_part_view<D, real_part_t<D>>(x.raw_view(), c);
+}
 // Part c (-1: the value, k >= 0: partial k) of a dual tensor, as a contiguous plain tensor.
 template <class D> tensor<real_part_t<D>> dual_component(tensor<D> const &x, int c) {
   dual_host_only("dualcast (a tape over duals)", x.dev());
