@@ -267,8 +267,10 @@ template <class V> index_t flat_stride(V const &v, shape const &s) {
     return 1;
   }
 }
+// add[o]: add to output o instead of overwriting it.
 template <class Op, bool S, class Ex, class T, class Outs, class... A>
-void apply_fresh_run(Ex const &ex, Op const &op, Outs const &outs, A const &...args) {
+void apply_fresh_run(Ex const &ex, Op const &op, Outs const &outs,
+                     std::array<bool, std::tuple_size_v<Outs>> const &add, A const &...args) {
   constexpr std::size_t NO = std::tuple_size_v<Outs>;
   shape const s = outs[0].dims();
   index_t const in_st[] = {flat_stride(args, s)..., 1};
@@ -288,12 +290,11 @@ void apply_fresh_run(Ex const &ex, Op const &op, Outs const &outs, A const &...a
     };
     (arg(args), ...);
     for (std::size_t o = 0; o < NO; ++o)
-      p.out[o].ptr = outs[o].data(), p.out[o].stride[0] = out_st[o], p.add[o] = false;
+      p.out[o].ptr = outs[o].data(), p.out[o].stride[0] = out_st[o], p.add[o] = add[o];
     backend_map<S>(hook{}, ex, p, op);
     return;
   }
   auto plan = plan_with_args<T, Op::num_in, int(NO)>(s, collect_arrays<T>(args...));
-  std::array<bool, NO> const add{};
   plan.add_outs(outs.data(), add.data(), NO);
   backend_map<S>(hook{}, ex, plan.p, op);
 }
@@ -305,7 +306,7 @@ void apply_fresh(Ex const &ex, kernel<F, S> const &k, pack<O...> const &outs, A 
   using VT = view_element_t<T, O..., A...>;
   if constexpr (call_fits<F, S, values_mode, T>(type_list<O..., A...>{}, type_list<A...>{})) {
     values_op<F, call_layout<A...>, int(sizeof...(O))> op{{k.f, scalar_table<F>(args...)}};
-    apply_fresh_run<decltype(op), S, Ex, VT>(ex, op, views_of<VT>(outs), args...);
+    apply_fresh_run<decltype(op), S, Ex, VT>(ex, op, views_of<VT>(outs), outs.add, args...);
   }
 }
 template <class Ex, class F, bool S, int C, int... I, class... O, class... P, class... A>
@@ -321,7 +322,10 @@ void apply_fresh(Ex const &ex, kernel<F, S> const &k, active_set<C, I...>, pack<
         std::tuple_cat(outs.items, partials.items));
     partials_op<F, call_layout<A...>, int(sizeof...(O)), Active> op{
         {k.f, scalar_table<F>(args...)}};
-    apply_fresh_run<decltype(op), S, Ex, VT>(ex, op, all, args...);
+    std::array<bool, sizeof...(O) + sizeof...(P)> add{};
+    for (std::size_t o = 0; o < sizeof...(O); ++o)
+      add[o] = outs.add[o];
+    apply_fresh_run<decltype(op), S, Ex, VT>(ex, op, all, add, args...);
   }
 }
 

@@ -15,6 +15,7 @@
 // (plain_cotangent_values), so that the gradient's values have the plain tape's bits.
 #pragma once
 
+#include <dualcast/arrays/view_overlap.hpp>
 #include <dualcast/broadcast/broadcast.hpp>
 #include <dualcast/core/errors.hpp>
 #include <dualcast/kernel/kernel.hpp>
@@ -82,7 +83,8 @@ template <class D, class P, class... A> struct dual_fused_call {
   // d y_k / d x_a by the plain SIMD pass on the inputs' values vals, contracted with the
   // cotangents' values gyv by its contraction kernel, summed over broadcast dimensions by the
   // backend's reduction. Written into dst[i] (the value part of array i's fresh gradient, in its
-  // own dims) for each variable array whose dst is given. When every such array has the call's
+  // own dims; added to where add[i]) for each variable array whose dst is given. When every such
+  // array has the call's
   // shape s, all of them in ONE contraction pass (contract_all_fn: the same order of operations
   // as contract_kernel, so the same bits) instead of one per variable. scratch: contiguous
   // arrays of n = s.size() elements, NO * (1 + NA) + max(NA, 1) of them.
@@ -90,7 +92,8 @@ template <class D, class P, class... A> struct dual_fused_call {
   static void plain_cotangent_values(Ex const &ex, F const &f, scalars const &sc, Seq seq,
                                      std::array<view<R const>, NX_> const &vals,
                                      std::array<view<R const>, NO> const &gyv, shape const &s,
-                                     std::array<view<R>, NX_> const &dst, R *scratch) {
+                                     std::array<view<R>, NX_> const &dst,
+                                     std::array<bool, NX_> const &add, R *scratch) {
     index_t const n = s.size();
     auto row = [&](std::size_t r) { return view<R>(scratch + index_t(r) * n, s); };
     std::array<view<R>, NO> yv;
@@ -125,13 +128,17 @@ template <class D, class P, class... A> struct dual_fused_call {
     }
     if (one_pass) {
       std::array<view<R>, std::size_t(NA)> c;
+      std::array<bool, std::size_t(NA)> c_add{};
       for (int a = 0; a < NA; ++a) {
-        view<R> const &d = dst[std::size_t(arr[std::size_t(a)])];
-        c[std::size_t(a)] = d.data() ? d : row(spare);
+        std::size_t const i = std::size_t(arr[std::size_t(a)]);
+        c[std::size_t(a)] = dst[i].data() ? dst[i] : row(spare);
+        c_add[std::size_t(a)] = dst[i].data() && add[i];
       }
       [&]<std::size_t... a, std::size_t... o, std::size_t... q>(
           std::index_sequence<a...>, std::index_sequence<o...>, std::index_sequence<q...>) {
-        apply_fresh(ex, kernel<contract_all_fn<int(NO), NA>>{{}}, out(c[a]...), gyv[o]...,
+        auto targets = out(c[a]...);
+        targets.add = c_add;
+        apply_fresh(ex, kernel<contract_all_fn<int(NO), NA>>{{}}, targets, gyv[o]...,
                     view<R const>(pv[q])...);
       }
       (std::make_index_sequence<std::size_t(NA)>{}, std::make_index_sequence<NO>{},
@@ -139,20 +146,23 @@ template <class D, class P, class... A> struct dual_fused_call {
       return;
     }
     for (int a = 0; a < NA; ++a) {
-      view<R> const &d = dst[std::size_t(arr[std::size_t(a)])];
+      std::size_t const i = std::size_t(arr[std::size_t(a)]);
+      view<R> const &d = dst[i];
       if (!d.data())
         continue;
       bool const same = d.dims() == s;
-      view<R> c = same ? d : row(spare);
+      auto c = out(same ? d : row(spare));
+      c.add[0] = same && add[i];
       [&]<std::size_t... k>(std::index_sequence<k...>) {
-        apply_fresh(ex, contract_kernel, out(c),
+        apply_fresh(ex, contract_kernel, c,
                     (k % 2 == 0
                          ? gyv[k / 2]
                          : view<R const>(pv[(k / 2) * std::size_t(NA) + std::size_t(a)]))...);
       }
       (std::make_index_sequence<2 * NO>{});
       if (!same)
-        backend_reduce(hook{}, ex, s, static_cast<R const *>(c.data()), d, false);
+        backend_reduce(hook{}, ex, s, static_cast<R const *>(std::get<0>(c.items).data()), d,
+                       add[i]);
     }
   }
 };
@@ -405,15 +415,41 @@ auto fused_duals(kernel<F, S> const &k, A const &...a) {
         for (int k = 0; k < K; ++k)
           gt[o * std::size_t(K) + std::size_t(k)] = part_view(gy[o], 1 + k);
       }
-      // The needed variables' gradients, fresh dual arrays of their own shapes, written part by
-      // part in place; dst[i]: array i's value part (none where no gradient is needed).
+      // The needed variables' gradients, written part by part in place: each gradient itself
+      // (g.target: overwritten where fresh, added to where it holds sums already) unless its
+      // memory meets an earlier target's, or, holding sums, an array the passes read (a variable
+      // passed twice, overlapping slices of one): then a fresh temporary, added to the gradient
+      // at the end (g.add). dst[i]: array i's value part (none where no gradient is needed).
       std::array<tensor<D>, std::size_t(NX)> gx;
+      std::array<bool, std::size_t(NX)> acc{}, temp{};
       std::array<view<R>, std::size_t(NX)> dst{};
+      extent_range read[NX + NO], placed[NX];
+      for (int i = 0; i < NX; ++i)
+        read[i] = range_of(xs[std::size_t(i)].cview());
+      for (std::size_t o = 0; o < NO; ++o)
+        read[std::size_t(NX) + o] = range_of(gy[o].cview());
+      int n_placed = 0;
       for (std::size_t u = 0; u < sizeof...(A); ++u) {
         int const i = P::array_index[u], a = P::var_index[u];
         if (a < 0 || !g.needs(std::size_t(i)))
           continue;
-        gx[std::size_t(i)] = tensor<D>::empty(shapes[i]);
+        auto [t, ac] = g.target(std::size_t(i));
+        extent_range const r = range_of(t.cview());
+        bool meets = false;
+        for (int q = 0; q < n_placed; ++q)
+          meets = meets || ranges_meet(placed[q], r);
+        for (int q = 0; ac && q < NX + int(NO); ++q)
+          meets = meets || ranges_meet(read[q], r);
+        if (meets) { // (a fresh gradient must hold zeros before g.add adds to it)
+          if (!ac)
+            t.assign_raw(tensor<D>::zeros(shape{}, t.dev()));
+          gx[std::size_t(i)] = tensor<D>::empty(shapes[i]);
+          temp[std::size_t(i)] = true;
+        } else {
+          gx[std::size_t(i)] = t;
+          acc[std::size_t(i)] = ac;
+          placed[n_placed++] = r;
+        }
         dst[std::size_t(i)] = part_raw_view(gx[std::size_t(i)], 0);
       }
       // Scratch rows of n elements, one allocation: the plain cotangents' (NO (1 + NA) + 1), then
@@ -422,14 +458,15 @@ auto fused_duals(kernel<F, S> const &k, A const &...a) {
       tensor<R> scratch = tensor<R>::empty(shape{index_t(plain_rows + std::size_t(NA)), n});
       R *const sp = scratch.raw_data();
       // The values of the input cotangents: the plain store node's.
-      C::template plain_cotangent_values<NO, S>(ex, f, sc, seq, x.vals, gv, s, dst, sp);
+      C::template plain_cotangent_values<NO, S>(ex, f, sc, seq, x.vals, gv, s, dst, acc, sp);
       // Tangent k of x_a's cotangent, sum_o ybar_o.d[k] * d y_o / d x_a + ybar_o.val *
       // d (y_o.d[k]) / d x_a, is the VJP of the kernel on direction k's tangents alone
       // (tangent_fn with one tangent: outputs y_o, then y_o.d[k]) with output cotangents
       // ybar_o.d[k] and ybar_o.val: one pass per direction, contracting in registers, instead of
       // writing every output's partials (NO (1 + K) NA arrays) and contracting them in further
-      // passes. It writes partial k of each needed gradient of the call's shape in place, the
-      // others into scratch (a broadcast one is then summed into its partial k).
+      // passes. It writes partial k of each needed gradient of the call's shape in place (added
+      // to where acc), the others into scratch (a broadcast one is then summed into its partial
+      // k).
       using TF = tangent_fn<F, P, 1, true>;
       std::array<int, std::size_t(NA)> arr{};
       for (std::size_t u = 0; u < sizeof...(A); ++u)
@@ -437,11 +474,13 @@ auto fused_duals(kernel<F, S> const &k, A const &...a) {
           arr[std::size_t(P::var_index[u])] = P::array_index[u];
       for (int k = 0; k < K; ++k) {
         std::array<view<R>, std::size_t(NA)> cv;
+        std::array<bool, std::size_t(NA)> cv_add{};
         for (int a = 0; a < NA; ++a) {
           std::size_t const i = std::size_t(arr[std::size_t(a)]);
-          cv[std::size_t(a)] = dst[i].data() && shapes[i] == s
-                                   ? part_raw_view(gx[i], 1 + k)
-                                   : view<R>(sp + index_t(plain_rows + std::size_t(a)) * n, s);
+          bool const in_place = dst[i].data() && shapes[i] == s;
+          cv[std::size_t(a)] = in_place ? part_raw_view(gx[i], 1 + k)
+                                        : view<R>(sp + index_t(plain_rows + std::size_t(a)) * n, s);
+          cv_add[std::size_t(a)] = in_place && acc[i];
         }
         auto const *tk = x.tv.data() + std::size_t(k * NX);
         auto const *gk = gt.data() + std::size_t(k);
@@ -453,7 +492,7 @@ auto fused_duals(kernel<F, S> const &k, A const &...a) {
             vjp_op<TF, Layout, int(2 * NO), active_of<A...>> op{
                 {TF{f}, scalar_table<TF>(arg..., tk[i]...)}};
             apply_fresh_run<decltype(op), S, std::decay_t<decltype(ex)>, R>(
-                ex, op, cv, arg..., tk[i]..., gk[o * std::size_t(K)]..., gv[o]...);
+                ex, op, cv, cv_add, arg..., tk[i]..., gk[o * std::size_t(K)]..., gv[o]...);
           });
         }
         (std::make_index_sequence<std::size_t(NX)>{}, std::make_index_sequence<NO>{});
@@ -461,11 +500,11 @@ auto fused_duals(kernel<F, S> const &k, A const &...a) {
           std::size_t const i = std::size_t(arr[std::size_t(a)]);
           if (dst[i].data() && !(shapes[i] == s))
             backend_reduce(hook{}, ex, s, static_cast<R const *>(cv[std::size_t(a)].data()),
-                           part_raw_view(gx[i], 1 + k), false);
+                           part_raw_view(gx[i], 1 + k), acc[i]);
         }
       }
       for (int i = 0; i < NX; ++i)
-        if (dst[std::size_t(i)].data())
+        if (temp[std::size_t(i)])
           g.add(std::size_t(i), std::move(gx[std::size_t(i)]));
     } else {
       (void)ex;
