@@ -168,20 +168,6 @@ template <class R> bool all_zero_part(tensor<R> const &p) {
       return false;
   return true;
 }
-// Plain tensors cut from one allocation, `arrays` rows of m elements (a node's scratch arrays:
-// one allocation instead of one each; they live as long as any of them does). take(s): the next
-// row as a contiguous tensor of shape s (at most m elements).
-template <class R> struct part_block {
-  tensor<R> block;
-  index_t used = 0, m;
-  part_block(index_t arrays, index_t m_) : block(tensor<R>::empty(shape{arrays, m_})), m(m_) {}
-  tensor<R> operator()(shape const &s) {
-    if (used >= block.extent(0) || s.size() > m)
-      throw tape_error("dualcast: a node's scratch block is too small (a bug)");
-    tensor<R> t = block.select(0, used++); // (cheaper than slice and reshape: no checks)
-    return s.rank == 1 && s.ext[0] == m ? t : t.slice(0, 0, s.size()).reshape(s);
-  }
-};
 // The dual tensor of shape s whose parts are parts (value, partials; each contiguous, shape s).
 template <class D>
 tensor<D> dual_join(shape const &s, std::array<tensor<real_part_t<D>>, D::size + 1> const &parts) {
