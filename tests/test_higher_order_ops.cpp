@@ -191,3 +191,22 @@ TEST_CASE("fused nodes on duals: contiguous, strided and broadcast arguments, ra
       },
       x, v);
 }
+
+TEST_CASE(
+    "fused nodes on duals: gradients written in place, overlapping slices through temporaries") {
+  // Backward writes each variable's gradient in place, part by part: overwritten where fresh,
+  // added to where it already holds sums (x and its slices feed several nodes), a strided slice's
+  // gradient into its base's (every other column); a gradient whose memory meets an earlier
+  // one's in the same node (overlapping slices l and r of x) goes through a temporary.
+  T64 x = random_tensor({4, 6}, 43), v = random_tensor({4, 6}, 44);
+  check_second_order(
+      [&](auto const &xv) {
+        auto l = dc::slice(xv, 1, 0, 4), r = dc::slice(xv, 1, 2, 6);       // overlapping
+        auto e = dc::slice(xv, 1, 0, 6, 2), o = dc::slice(xv, 1, 1, 6, 2); // strided, disjoint
+        auto a = dc::detail::as_var(dc::tanh(l) * r + dc::sin(r) * l);
+        auto b = dc::detail::as_var(dc::exp(e * 0.3) * dc::cos(o) + e * o);
+        auto c = dc::detail::as_var(dc::tanh(xv) * xv);
+        return dc::sum(a * a) + dc::sum(b * b) * 0.5 + dc::sum(c * dc::sin(c));
+      },
+      x, v);
+}

@@ -241,38 +241,62 @@ void vjp_flat(Ex const &ex, kernel<F, S> const &k, std::array<T const *, N> cons
 // The tape's own calls on arrays it has just allocated for them (the fused node on duals,
 // ops/fused/dual_node.hpp): its outputs are fresh and distinct, so the aliasing check (a tenth of
 // that node's time, docs/higher-order.md) is skipped, and so are the shape checks (it computed
-// the call's shape, the outputs' shape, from the arguments). When every array is contiguous in
-// that shape the pass runs on pointers taken from the arguments directly (the views' copies into
-// arrays cost a node of the D-LSTM more than its arithmetic); the user's calls above keep every
-// check.
-template <class V> bool flat_in_shape(V const &v, shape const &s) {
-  if constexpr (is_view_v<V>)
-    return v.dims() == s && v.is_contiguous();
-  else
-    return true;
+// the call's shape, the outputs' shape, from the arguments). When every array walks that shape as
+// one run of equally spaced elements (contiguous, or a part of a contiguous array of duals: every
+// (K + 1)-th number) the pass runs on pointers and those strides without a launch plan (the
+// views' copies into a plan cost a node of the D-LSTM more than its arithmetic); the user's calls
+// above keep every check.
+// The spacing of v's elements when it walks shape s as one run of equally spaced elements (1:
+// contiguous), else 0 (another shape, broadcast, gaps between rows).
+template <class V> index_t flat_stride(V const &v, shape const &s) {
+  if constexpr (is_view_v<V>) {
+    if (v.rank() == 1 && s.rank == 1) // (the usual case: one test)
+      return v.extent(0) == s.ext[0] && v.stride(0) > 0 ? v.stride(0) : 0;
+    if (!(v.dims() == s))
+      return 0;
+    index_t c = 0, run = 1; // c: the spacing; run: elements inside dimension i
+    for (int i = v.rank() - 1; i >= 0; --i) {
+      if (v.extent(i) == 1)
+        continue;
+      if (c == 0)
+        c = v.stride(i);
+      if (c <= 0 || v.stride(i) != c * run)
+        return 0;
+      run *= v.extent(i);
+    }
+    return c == 0 ? 1 : c;
+  } else {
+    return 1;
+  }
 }
+// add[o]: add to output o instead of overwriting it.
 template <class Op, bool S, class Ex, class T, class Outs, class... A>
-void apply_fresh_run(Ex const &ex, Op const &op, Outs const &outs, A const &...args) {
+void apply_fresh_run(Ex const &ex, Op const &op, Outs const &outs,
+                     std::array<bool, std::tuple_size_v<Outs>> const &add, A const &...args) {
   constexpr std::size_t NO = std::tuple_size_v<Outs>;
   shape const s = outs[0].dims();
-  bool flat = (flat_in_shape(args, s) && ...);
-  for (auto const &o : outs)
-    flat = flat && flat_in_shape(o, s);
+  index_t const in_st[] = {flat_stride(args, s)..., 1};
+  bool flat = true;
+  for (index_t st : in_st)
+    flat = flat && st > 0;
+  std::array<index_t, NO> out_st;
+  for (std::size_t o = 0; o < NO; ++o)
+    flat = flat && (out_st[o] = flat_stride(outs[o], s)) > 0;
   if (flat) {
     auto p = flat_params<T, Op::num_in, int(NO)>(s.size());
-    int i = 0;
+    int i = 0, j = 0;
     auto arg = [&](auto const &x) {
       if constexpr (is_view_v<std::remove_cvref_t<decltype(x)>>)
-        p.in[i].ptr = x.data(), p.in[i++].stride[0] = 1;
+        p.in[i].ptr = x.data(), p.in[i++].stride[0] = in_st[j];
+      ++j;
     };
     (arg(args), ...);
     for (std::size_t o = 0; o < NO; ++o)
-      p.out[o].ptr = outs[o].data(), p.out[o].stride[0] = 1, p.add[o] = false;
+      p.out[o].ptr = outs[o].data(), p.out[o].stride[0] = out_st[o], p.add[o] = add[o];
     backend_map<S>(hook{}, ex, p, op);
     return;
   }
   auto plan = plan_with_args<T, Op::num_in, int(NO)>(s, collect_arrays<T>(args...));
-  std::array<bool, NO> const add{};
   plan.add_outs(outs.data(), add.data(), NO);
   backend_map<S>(hook{}, ex, plan.p, op);
 }
@@ -284,7 +308,7 @@ void apply_fresh(Ex const &ex, kernel<F, S> const &k, pack<O...> const &outs, A 
   using VT = view_element_t<T, O..., A...>;
   if constexpr (call_fits<F, S, values_mode, T>(type_list<O..., A...>{}, type_list<A...>{})) {
     values_op<F, call_layout<A...>, int(sizeof...(O))> op{{k.f, scalar_table<F>(args...)}};
-    apply_fresh_run<decltype(op), S, Ex, VT>(ex, op, views_of<VT>(outs), args...);
+    apply_fresh_run<decltype(op), S, Ex, VT>(ex, op, views_of<VT>(outs), outs.add, args...);
   }
 }
 template <class Ex, class F, bool S, int C, int... I, class... O, class... P, class... A>
@@ -300,7 +324,10 @@ void apply_fresh(Ex const &ex, kernel<F, S> const &k, active_set<C, I...>, pack<
         std::tuple_cat(outs.items, partials.items));
     partials_op<F, call_layout<A...>, int(sizeof...(O)), Active> op{
         {k.f, scalar_table<F>(args...)}};
-    apply_fresh_run<decltype(op), S, Ex, VT>(ex, op, all, args...);
+    std::array<bool, sizeof...(O) + sizeof...(P)> add{};
+    for (std::size_t o = 0; o < sizeof...(O); ++o)
+      add[o] = outs.add[o];
+    apply_fresh_run<decltype(op), S, Ex, VT>(ex, op, all, add, args...);
   }
 }
 

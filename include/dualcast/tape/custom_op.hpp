@@ -110,6 +110,14 @@ public:
   // The tape's CPU executor (what host tensors' work runs on).
   cpu const &host() const { return host_; }
 
+  // Internal: room for n saves (an operation with a run-time number of inputs saving each: the
+  // fused node on duals saves its 13 arrays, which grew both vectors five times).
+  void reserve_saves(std::size_t n) {
+    if (requires_grad_) {
+      saved_.reserve(n);
+      what_.reserve(n);
+    }
+  }
   // Internal: the version checks of the saved tensors.
   std::vector<detail::saved_tensor> checks() const {
     std::vector<detail::saved_tensor> r;
@@ -318,6 +326,7 @@ auto custom_op(std::string_view name, Fwd &&fwd, Bwd &&bwd, std::vector<var<T>> 
   cpu const host = tp ? tp->ex : detail::ambient_cpu();
   auto const on_stream = detail::tape_stream_scope(tp, dev); // (CUDA tensors: the tape's stream)
   op_context<T, State> ctx(needs && tp, host);
+  ctx.reserve_saves(in.size());
   auto y = detail::on_device(op, dev, host, [&](auto const &ex) { return fwd(ex, ctx, values); });
   using R = std::remove_cvref_t<decltype(y)>;
   constexpr std::size_t NO = detail::outputs_of<R>::count;

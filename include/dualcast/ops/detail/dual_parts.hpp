@@ -34,7 +34,33 @@ template <class... A>
 inline constexpr bool any_duals_v = (holds_duals<std::remove_cvref_t<A>>::value || ...);
 
 template <class D> using real_part_t = typename D::value_type;
+// Whether a dual<T, K> is laid out as its value followed by its K partials, packed (what reading
+// a dual array's parts in place, with strides, relies on).
+template <class D>
+inline constexpr bool packed_dual_v =
+    sizeof(D) == sizeof(real_part_t<D>) * (D::size + 1) && std::is_standard_layout_v<D>;
 
+// Part c (0: the value, 1 + k: partial k) of x's elements read in place, as a plain view with
+// x's shape and K + 1 times its strides (a broadcast dimension keeps stride 0): what the fused
+// node's SIMD passes read and write instead of splitting the dual arrays into part tensors and
+// joining them again (for the D-LSTM's 14-element arrays, the tensors' allocations and reference
+// counts cost more than the copies). The passes read each element by the same instructions
+// wherever it lies, so the values keep the plain tape's bits.
+template <class D, class E> view<E> dual_part_view(view<D> const &v, int c) {
+  static_assert(packed_dual_v<std::remove_cv_t<D>>,
+                "dualcast: a dual number is its value followed by its partials, packed");
+  index_t st[max_rank > 0 ? max_rank : 1];
+  for (int i = 0; i < v.rank(); ++i)
+    st[i] = v.stride(i) * index_t(D::size + 1);
+  return view<E>(reinterpret_cast<E *>(v.data()) + c, v.dims(), static_cast<index_t const *>(st));
+}
+template <class D> view<real_part_t<D> const> part_view(tensor<D> const &x, int c) {
+  return dual_part_view<D const, real_part_t<D> const>(x.cview(), c);
+}
+// The same, writable, of a tensor the caller has just allocated (no version bump).
+template <class D> view<real_part_t<D>> part_raw_view(tensor<D> const &x, int c) {
+  return dual_part_view<D, real_part_t<D>>(x.raw_view(), c);
+}
 // Part c (-1: the value, k >= 0: partial k) of a dual tensor, as a contiguous plain tensor.
 template <class D> tensor<real_part_t<D>> dual_component(tensor<D> const &x, int c) {
   dual_host_only("dualcast (a tape over duals)", x.dev());
@@ -88,6 +114,23 @@ std::array<tensor<real_part_t<D>>, D::size + 1> dual_split(tensor<D> const &x, T
     r[std::size_t(c)] = take(x.dims());
     p[c] = r[std::size_t(c)].raw_data();
   }
+  if (packed_dual_v<D> && x.is_contiguous()) { // (loops on pointers, which vectorize)
+    R const *__restrict xe = reinterpret_cast<R const *>(x.data());
+    index_t const n = x.size();
+    constexpr int w = D::size + 1; // (a dual is its value and partials, packed: dual_part_view)
+    if constexpr (D::size == 1) {
+      R *__restrict p0 = p[0], *__restrict p1 = p[1];
+      for (index_t e = 0; e < n; ++e)
+        p0[e] = xe[2 * e], p1[e] = xe[2 * e + 1];
+    } else {
+      for (int c = 0; c < w; ++c) {
+        R *__restrict pc = p[c];
+        for (index_t e = 0; e < n; ++e)
+          pc[e] = xe[w * e + c];
+      }
+    }
+    return r;
+  }
   index_t e = 0; // (each_element visits the elements in row-major order)
   each_element(
       x.dims(),
@@ -125,20 +168,6 @@ template <class R> bool all_zero_part(tensor<R> const &p) {
       return false;
   return true;
 }
-// Plain tensors cut from one allocation, `arrays` rows of m elements (a node's scratch arrays:
-// one allocation instead of one each; they live as long as any of them does). take(s): the next
-// row as a contiguous tensor of shape s (at most m elements).
-template <class R> struct part_block {
-  tensor<R> block;
-  index_t used = 0, m;
-  part_block(index_t arrays, index_t m_) : block(tensor<R>::empty(shape{arrays, m_})), m(m_) {}
-  tensor<R> operator()(shape const &s) {
-    if (used >= block.extent(0) || s.size() > m)
-      throw tape_error("dualcast: a node's scratch block is too small (a bug)");
-    tensor<R> t = block.select(0, used++); // (cheaper than slice and reshape: no checks)
-    return s.rank == 1 && s.ext[0] == m ? t : t.slice(0, 0, s.size()).reshape(s);
-  }
-};
 // The dual tensor of shape s whose parts are parts (value, partials; each contiguous, shape s).
 template <class D>
 tensor<D> dual_join(shape const &s, std::array<tensor<real_part_t<D>>, D::size + 1> const &parts) {
@@ -157,7 +186,7 @@ tensor<D> dual_join(shape const &s, std::array<tensor<real_part_t<D>>, D::size +
 template <class D>
 void dual_join_into(tensor<D> const &x,
                     std::array<tensor<real_part_t<D>>, D::size + 1> const &parts) {
-  bool contiguous = x.is_contiguous();
+  bool contiguous = packed_dual_v<D> && x.is_contiguous();
   for (auto const &p : parts)
     contiguous = contiguous && p.is_contiguous();
   if (!contiguous) {
@@ -165,14 +194,20 @@ void dual_join_into(tensor<D> const &x,
       set_dual_component(x, c, parts[std::size_t(c + 1)]);
     return;
   }
-  D *y = x.raw_data();
-  real_part_t<D> const *p[D::size + 1];
-  for (int c = 0; c <= D::size; ++c)
-    p[c] = parts[std::size_t(c)].data();
-  for (index_t e = 0, n = x.size(); e < n; ++e) {
-    y[e].val = p[0][e];
-    for (int k = 0; k < D::size; ++k)
-      y[e].d[k] = p[k + 1][e];
+  using R = real_part_t<D>;
+  R *__restrict y = reinterpret_cast<R *>(x.raw_data()); // (packed: dual_part_view)
+  index_t const n = x.size();
+  constexpr int w = D::size + 1;
+  if constexpr (D::size == 1) {
+    R const *__restrict p0 = parts[0].data(), *__restrict p1 = parts[1].data();
+    for (index_t e = 0; e < n; ++e)
+      y[2 * e] = p0[e], y[2 * e + 1] = p1[e];
+  } else {
+    for (int c = 0; c < w; ++c) {
+      R const *__restrict pc = parts[std::size_t(c)].data();
+      for (index_t e = 0; e < n; ++e)
+        y[w * e + c] = pc[e];
+    }
   }
 }
 // f applied to every part of x (a linear operation on plain tensors): f(value), f(partial k).

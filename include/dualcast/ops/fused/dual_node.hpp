@@ -15,6 +15,7 @@
 // (plain_cotangent_values), so that the gradient's values have the plain tape's bits.
 #pragma once
 
+#include <dualcast/arrays/view_overlap.hpp>
 #include <dualcast/broadcast/broadcast.hpp>
 #include <dualcast/core/errors.hpp>
 #include <dualcast/kernel/kernel.hpp>
@@ -81,54 +82,88 @@ template <class D, class P, class... A> struct dual_fused_call {
   // computes them (ops/fused/store_node.hpp), so that they have its bits: the partials
   // d y_k / d x_a by the plain SIMD pass on the inputs' values vals, contracted with the
   // cotangents' values gyv by its contraction kernel, summed over broadcast dimensions by the
-  // backend's reduction. One per array whose dims are given (need), in those dims. take(s): a
-  // fresh plain tensor (part_block); its arrays are fresh, so the passes skip the aliasing check.
-  // Scratch: NO * (1 + NA) + 2 NA arrays of shape s at most.
-  template <std::size_t NO, bool S, class Ex, class F, class Seq, std::size_t NX_, class Take>
-  static std::array<tensor<R>, NX_>
-  plain_cotangent_values(Ex const &ex, F const &f, scalars const &sc, Seq seq,
-                         std::array<tensor<R>, NX_> const &vals,
-                         std::array<tensor<R>, NO> const &gyv, shape const &s,
-                         std::array<shape const *, NX_> const &need, Take &take) {
-    std::array<tensor<R>, NO> yv;
+  // backend's reduction. Written into dst[i] (the value part of array i's fresh gradient, in its
+  // own dims; added to where add[i]) for each variable array whose dst is given. When every such
+  // array has the call's
+  // shape s, all of them in ONE contraction pass (contract_all_fn: the same order of operations
+  // as contract_kernel, so the same bits) instead of one per variable. scratch: contiguous
+  // arrays of n = s.size() elements, NO * (1 + NA) + max(NA, 1) of them.
+  template <std::size_t NO, bool S, class Ex, class F, class Seq, std::size_t NX_>
+  static void plain_cotangent_values(Ex const &ex, F const &f, scalars const &sc, Seq seq,
+                                     std::array<view<R const>, NX_> const &vals,
+                                     std::array<view<R const>, NO> const &gyv, shape const &s,
+                                     std::array<view<R>, NX_> const &dst,
+                                     std::array<bool, NX_> const &add, R *scratch) {
+    index_t const n = s.size();
+    auto row = [&](std::size_t r) { return view<R>(scratch + index_t(r) * n, s); };
+    std::array<view<R>, NO> yv;
     for (std::size_t o = 0; o < NO; ++o)
-      yv[o] = take(s);
-    std::array<tensor<R>, NO * std::size_t(NA)> pv;
-    for (auto &t : pv)
-      t = take(s);
+      yv[o] = row(o);
+    std::array<view<R>, NO * std::size_t(NA)> pv;
+    for (std::size_t q = 0; q < pv.size(); ++q)
+      pv[q] = row(NO + q);
+    std::size_t const spare = NO * (1 + std::size_t(NA)); // a row for an unneeded output
     [&]<std::size_t... o, std::size_t... q, std::size_t... p>(
         std::index_sequence<o...>, std::index_sequence<q...>, std::index_sequence<p...>) {
       auto arg = [&]<std::size_t u>(std::integral_constant<std::size_t, u>) {
         if constexpr (P::array_index[u] >= 0)
-          return vals[std::size_t(P::array_index[u])].cview();
+          return vals[std::size_t(P::array_index[u])];
         else
           return std::get<u>(sc);
       };
-      apply_fresh(ex, kernel<F, S>{f}, active_of<A...>{}, out(yv[o].raw_view()...),
-                  out(pv[q].raw_view()...), arg(std::integral_constant<std::size_t, p>{})...);
+      apply_fresh(ex, kernel<F, S>{f}, active_of<A...>{}, out(yv[o]...), out(pv[q]...),
+                  arg(std::integral_constant<std::size_t, p>{})...);
     }
     (std::make_index_sequence<NO>{}, std::make_index_sequence<NO * std::size_t(NA)>{}, seq);
-    std::array<tensor<R>, NX_> gx;
+    // The variables' arrays (a -> i) and whether all needed ones have the call's shape.
+    std::array<int, std::size_t(NA > 0 ? NA : 1)> arr{};
+    bool one_pass = true;
     for (std::size_t u = 0; u < sizeof...(A); ++u) {
       int const i = P::array_index[u], a = P::var_index[u];
-      if (a < 0 || !need[std::size_t(i)])
+      if (a < 0)
         continue;
-      tensor<R> c = take(s);
+      arr[std::size_t(a)] = i;
+      if (dst[std::size_t(i)].data() && !(dst[std::size_t(i)].dims() == s))
+        one_pass = false;
+    }
+    if (one_pass) {
+      std::array<view<R>, std::size_t(NA)> c;
+      std::array<bool, std::size_t(NA)> c_add{};
+      for (int a = 0; a < NA; ++a) {
+        std::size_t const i = std::size_t(arr[std::size_t(a)]);
+        c[std::size_t(a)] = dst[i].data() ? dst[i] : row(spare);
+        c_add[std::size_t(a)] = dst[i].data() && add[i];
+      }
+      [&]<std::size_t... a, std::size_t... o, std::size_t... q>(
+          std::index_sequence<a...>, std::index_sequence<o...>, std::index_sequence<q...>) {
+        auto targets = out(c[a]...);
+        targets.add = c_add;
+        apply_fresh(ex, kernel<contract_all_fn<int(NO), NA>>{{}}, targets, gyv[o]...,
+                    view<R const>(pv[q])...);
+      }
+      (std::make_index_sequence<std::size_t(NA)>{}, std::make_index_sequence<NO>{},
+       std::make_index_sequence<NO * std::size_t(NA)>{});
+      return;
+    }
+    for (int a = 0; a < NA; ++a) {
+      std::size_t const i = std::size_t(arr[std::size_t(a)]);
+      view<R> const &d = dst[i];
+      if (!d.data())
+        continue;
+      bool const same = d.dims() == s;
+      auto c = out(same ? d : row(spare));
+      c.add[0] = same && add[i];
       [&]<std::size_t... k>(std::index_sequence<k...>) {
-        apply_fresh(ex, contract_kernel, out(c.raw_view()),
-                    (k % 2 == 0 ? gyv[k / 2].cview()
-                                : pv[(k / 2) * std::size_t(NA) + std::size_t(a)].cview())...);
+        apply_fresh(ex, contract_kernel, c,
+                    (k % 2 == 0
+                         ? gyv[k / 2]
+                         : view<R const>(pv[(k / 2) * std::size_t(NA) + std::size_t(a)]))...);
       }
       (std::make_index_sequence<2 * NO>{});
-      shape const &d = *need[std::size_t(i)];
-      gx[std::size_t(i)] = c;
-      if (!(d == s)) {
-        gx[std::size_t(i)] = take(d);
-        backend_reduce(hook{}, ex, s, static_cast<R const *>(c.data()),
-                       gx[std::size_t(i)].raw_view(), false);
-      }
+      if (!same)
+        backend_reduce(hook{}, ex, s, static_cast<R const *>(std::get<0>(c.items).data()), d,
+                       add[i]);
     }
-    return gx;
   }
 };
 
@@ -295,19 +330,19 @@ auto fused_duals(kernel<F, S> const &k, A const &...a) {
   F const f = k.f;
   auto const seq = std::index_sequence_for<A...>{};
 
-  // The array arguments' values and tangents (tangent k of array i at k * NX + i): the
-  // arguments of the kernel's and tangent_fn's SIMD passes.
+  // The array arguments' values and tangents (tangent k of array i at k * NX + i), read in place
+  // from the dual arrays (part_view: strided plain views): the arguments of the kernel's and
+  // tangent_fn's SIMD passes.
   struct parts {
-    std::array<tensor<R>, std::size_t(NX)> vals;
-    std::array<tensor<R>, std::size_t(NX *K)> tv;
+    std::array<view<R const>, std::size_t(NX)> vals;
+    std::array<view<R const>, std::size_t(NX *K)> tv;
   };
-  auto split = [](auto const &xs, part_block<R> &take) {
+  auto parts_of = [](auto const &xs) {
     parts r;
     for (int i = 0; i < NX; ++i) {
-      auto p = dual_split(xs[std::size_t(i)], take);
-      r.vals[std::size_t(i)] = std::move(p[0]);
+      r.vals[std::size_t(i)] = part_view(xs[std::size_t(i)], 0);
       for (int k = 0; k < K; ++k)
-        r.tv[std::size_t(k * NX + i)] = std::move(p[std::size_t(k + 1)]);
+        r.tv[std::size_t(k * NX + i)] = part_view(xs[std::size_t(i)], 1 + k);
     }
     return r;
   };
@@ -316,7 +351,7 @@ auto fused_duals(kernel<F, S> const &k, A const &...a) {
     return [&]<std::size_t... p>(std::index_sequence<p...>) {
       auto arg = [&]<std::size_t q>(std::integral_constant<std::size_t, q>) {
         if constexpr (P::array_index[q] >= 0)
-          return x.vals[std::size_t(P::array_index[q])].cview();
+          return x.vals[std::size_t(P::array_index[q])];
         else
           return std::get<q>(sc);
       };
@@ -325,8 +360,8 @@ auto fused_duals(kernel<F, S> const &k, A const &...a) {
     (seq);
   };
 
-  auto forward = [f, split, with_args](auto const &ex, auto &ctx,
-                                       std::vector<tensor<D>> const &xs) {
+  auto forward = [f, parts_of, with_args](auto const &ex, auto &ctx,
+                                          std::vector<tensor<D>> const &xs) {
     shape shapes[NX];
     int pos[NX];
     for (int i = 0; i < NX; ++i) {
@@ -335,37 +370,30 @@ auto fused_duals(kernel<F, S> const &k, A const &...a) {
       ctx.save(xs[std::size_t(i)]);
     }
     shape const s = broadcast_shapes(name, static_cast<shape const *>(shapes), pos, NX);
-    // Every plain array of the node's passes from one allocation: the arguments' parts (each at
-    // most s's size), the outputs' parts.
-    part_block<R> take(index_t(NX + int(NO)) * (K + 1), s.size());
-    parts const x = split(xs, take);
-    // The parts of the outputs: y[o][0] the values by the plain kernel (the plain tape's SIMD
-    // pass: its bits), y[o][1 + k] the tangents by tangent_fn.
-    std::array<std::array<tensor<R>, std::size_t(K + 1)>, NO> y;
-    for (auto &yo : y)
-      for (auto &t : yo)
-        t = take(s);
+    parts const x = parts_of(xs);
+    // The outputs, written in place: their values by the plain kernel (the plain tape's SIMD
+    // pass: its bits), their tangents by tangent_fn.
+    std::array<tensor<D>, NO> ys;
+    for (auto &t : ys)
+      t = tensor<D>::empty(s);
     [&]<std::size_t... o, std::size_t... j, std::size_t... t>(
         std::index_sequence<o...>, std::index_sequence<j...>, std::index_sequence<t...>) {
       with_args(x, [&](auto const &...arg) {
-        apply_fresh(ex, kernel<F, S>{f}, out(y[o][0].raw_view()...), arg...);
+        apply_fresh(ex, kernel<F, S>{f}, out(part_raw_view(ys[o], 0)...), arg...);
         apply_fresh(ex, kernel<tangent_fn<F, P, K, false>, S>{{f}},
-                    out(y[j / std::size_t(K)][1 + j % std::size_t(K)].raw_view()...), arg...,
-                    x.tv[t].cview()...);
+                    out(part_raw_view(ys[j / std::size_t(K)], 1 + int(j % std::size_t(K)))...),
+                    arg..., x.tv[t]...);
       });
     }
     (std::make_index_sequence<NO>{}, std::make_index_sequence<NO * std::size_t(K)>{},
      std::make_index_sequence<std::size_t(NX * K)>{});
-    std::array<tensor<D>, NO> ys;
-    for (std::size_t o = 0; o < NO; ++o)
-      ys[o] = dual_join<D>(s, y[o]);
     if constexpr (NO == 1)
       return ys[0];
     else
       return ys;
   };
 
-  auto backward = [f, sc, seq, split, with_args](auto const &ex, auto const &ctx, auto &g) {
+  auto backward = [f, sc, seq, parts_of, with_args](auto const &ex, auto const &ctx, auto &g) {
     if constexpr (NA > 0) {
       std::array<tensor<D>, NX> xs;
       shape shapes[NX];
@@ -375,76 +403,109 @@ auto fused_duals(kernel<F, S> const &k, A const &...a) {
         shapes[i] = xs[std::size_t(i)].dims(), pos[i] = i;
       }
       shape const s = broadcast_shapes(name, static_cast<shape const *>(shapes), pos, NX);
-      // Every plain array of the node's passes from one allocation (each at most s's size): the
-      // arguments' and output cotangents' parts, the plain cotangents' scratch, the cotangents'
-      // tangent parts (K * NA of shape s, K * NA reduced).
-      constexpr index_t arrays =
-          index_t((NX + int(NO)) * (K + 1)) + index_t(NO) * (1 + NA) + 2 * NA + 2 * NA * K;
-      part_block<R> take(arrays, s.size());
-      parts const x = split(xs, take);
-      // The output cotangents' parts: gv values, gt[o * K + k] tangents.
-      std::array<tensor<R>, NO> gv;
-      std::array<tensor<R>, NO * std::size_t(K)> gt;
+      index_t const n = s.size();
+      parts const x = parts_of(xs);
+      // The output cotangents' parts, in place: gv values, gt[o * K + k] tangents.
+      std::array<tensor<D>, NO> gy;
+      std::array<view<R const>, NO> gv;
+      std::array<view<R const>, NO * std::size_t(K)> gt;
       for (std::size_t o = 0; o < NO; ++o) {
-        auto p = dual_split(g.out(o), take);
-        gv[o] = std::move(p[0]);
+        gy[o] = g.out(o);
+        gv[o] = part_view(gy[o], 0);
         for (int k = 0; k < K; ++k)
-          gt[o * std::size_t(K) + std::size_t(k)] = std::move(p[std::size_t(k + 1)]);
+          gt[o * std::size_t(K) + std::size_t(k)] = part_view(gy[o], 1 + k);
       }
-      std::array<shape const *, std::size_t(NX)> need{};
+      // The needed variables' gradients, written part by part in place: each gradient itself
+      // (g.target: overwritten where fresh, added to where it holds sums already) unless its
+      // memory meets an earlier target's, or, holding sums, an array the passes read (a variable
+      // passed twice, overlapping slices of one): then a fresh temporary, added to the gradient
+      // at the end (g.add). dst[i]: array i's value part (none where no gradient is needed).
+      std::array<tensor<D>, std::size_t(NX)> gx;
+      std::array<bool, std::size_t(NX)> acc{}, temp{};
+      std::array<view<R>, std::size_t(NX)> dst{};
+      extent_range read[NX + NO], placed[NX];
       for (int i = 0; i < NX; ++i)
-        if (g.needs(std::size_t(i)))
-          need[std::size_t(i)] = &shapes[i];
+        read[i] = range_of(xs[std::size_t(i)].cview());
+      for (std::size_t o = 0; o < NO; ++o)
+        read[std::size_t(NX) + o] = range_of(gy[o].cview());
+      int n_placed = 0;
+      for (std::size_t u = 0; u < sizeof...(A); ++u) {
+        int const i = P::array_index[u], a = P::var_index[u];
+        if (a < 0 || !g.needs(std::size_t(i)))
+          continue;
+        auto [t, ac] = g.target(std::size_t(i));
+        extent_range const r = range_of(t.cview());
+        bool meets = false;
+        for (int q = 0; q < n_placed; ++q)
+          meets = meets || ranges_meet(placed[q], r);
+        for (int q = 0; ac && q < NX + int(NO); ++q)
+          meets = meets || ranges_meet(read[q], r);
+        if (meets) { // (a fresh gradient must hold zeros before g.add adds to it)
+          if (!ac)
+            t.assign_raw(tensor<D>::zeros(shape{}, t.dev()));
+          gx[std::size_t(i)] = tensor<D>::empty(shapes[i]);
+          temp[std::size_t(i)] = true;
+        } else {
+          gx[std::size_t(i)] = t;
+          acc[std::size_t(i)] = ac;
+          placed[n_placed++] = r;
+        }
+        dst[std::size_t(i)] = part_raw_view(gx[std::size_t(i)], 0);
+      }
+      // Scratch rows of n elements, one allocation: the plain cotangents' (NO (1 + NA) + 1), then
+      // NA for the VJP passes' unneeded or broadcast outputs.
+      std::size_t const plain_rows = NO * (1 + std::size_t(NA)) + 1;
+      tensor<R> scratch = tensor<R>::empty(shape{index_t(plain_rows + std::size_t(NA)), n});
+      R *const sp = scratch.raw_data();
       // The values of the input cotangents: the plain store node's.
-      auto const vals =
-          C::template plain_cotangent_values<NO, S>(ex, f, sc, seq, x.vals, gv, s, need, take);
+      C::template plain_cotangent_values<NO, S>(ex, f, sc, seq, x.vals, gv, s, dst, acc, sp);
       // Tangent k of x_a's cotangent, sum_o ybar_o.d[k] * d y_o / d x_a + ybar_o.val *
       // d (y_o.d[k]) / d x_a, is the VJP of the kernel on direction k's tangents alone
       // (tangent_fn with one tangent: outputs y_o, then y_o.d[k]) with output cotangents
       // ybar_o.d[k] and ybar_o.val: one pass per direction, contracting in registers, instead of
       // writing every output's partials (NO (1 + K) NA arrays) and contracting them in further
-      // passes.
+      // passes. It writes partial k of each needed gradient of the call's shape in place (added
+      // to where acc), the others into scratch (a broadcast one is then summed into its partial
+      // k).
       using TF = tangent_fn<F, P, 1, true>;
-      std::array<std::array<tensor<R>, std::size_t(NA)>, std::size_t(K)> tb;
+      std::array<int, std::size_t(NA)> arr{};
+      for (std::size_t u = 0; u < sizeof...(A); ++u)
+        if (P::var_index[u] >= 0)
+          arr[std::size_t(P::var_index[u])] = P::array_index[u];
       for (int k = 0; k < K; ++k) {
         std::array<view<R>, std::size_t(NA)> cv;
+        std::array<bool, std::size_t(NA)> cv_add{};
         for (int a = 0; a < NA; ++a) {
-          tb[std::size_t(k)][std::size_t(a)] = take(s);
-          cv[std::size_t(a)] = tb[std::size_t(k)][std::size_t(a)].raw_view();
+          std::size_t const i = std::size_t(arr[std::size_t(a)]);
+          bool const in_place = dst[i].data() && shapes[i] == s;
+          cv[std::size_t(a)] = in_place ? part_raw_view(gx[i], 1 + k)
+                                        : view<R>(sp + index_t(plain_rows + std::size_t(a)) * n, s);
+          cv_add[std::size_t(a)] = in_place && acc[i];
         }
         auto const *tk = x.tv.data() + std::size_t(k * NX);
         auto const *gk = gt.data() + std::size_t(k);
         [&]<std::size_t... i, std::size_t... o>(std::index_sequence<i...>,
                                                 std::index_sequence<o...>) {
           with_args(x, [&](auto const &...arg) {
-            using Layout = call_layout<std::decay_t<decltype(arg)>...,
-                                       std::decay_t<decltype(tk[i].cview())>...>;
+            using Layout =
+                call_layout<std::decay_t<decltype(arg)>..., std::decay_t<decltype(tk[i])>...>;
             vjp_op<TF, Layout, int(2 * NO), active_of<A...>> op{
-                {TF{f}, scalar_table<TF>(arg..., tk[i].cview()...)}};
+                {TF{f}, scalar_table<TF>(arg..., tk[i]...)}};
             apply_fresh_run<decltype(op), S, std::decay_t<decltype(ex)>, R>(
-                ex, op, cv, arg..., tk[i].cview()..., gk[o * std::size_t(K)].cview()...,
-                gv[o].cview()...);
+                ex, op, cv, cv_add, arg..., tk[i]..., gk[o * std::size_t(K)]..., gv[o]...);
           });
         }
         (std::make_index_sequence<std::size_t(NX)>{}, std::make_index_sequence<NO>{});
-      }
-      for (std::size_t u = 0; u < sizeof...(A); ++u) {
-        int const i = P::array_index[u], a = P::var_index[u];
-        if (a < 0 || !need[std::size_t(i)])
-          continue;
-        std::array<tensor<R>, std::size_t(K + 1)> gx;
-        gx[0] = vals[std::size_t(i)];
-        for (int k = 0; k < K; ++k) {
-          tensor<R> const &c = tb[std::size_t(k)][std::size_t(a)];
-          gx[std::size_t(k + 1)] = c;
-          if (!(shapes[i] == s)) {
-            gx[std::size_t(k + 1)] = take(shapes[i]);
-            backend_reduce(hook{}, ex, s, static_cast<R const *>(c.data()),
-                           gx[std::size_t(k + 1)].raw_view(), false);
-          }
+        for (int a = 0; a < NA; ++a) {
+          std::size_t const i = std::size_t(arr[std::size_t(a)]);
+          if (dst[i].data() && !(shapes[i] == s))
+            backend_reduce(hook{}, ex, s, static_cast<R const *>(cv[std::size_t(a)].data()),
+                           part_raw_view(gx[i], 1 + k), acc[i]);
         }
-        g.add(std::size_t(i), dual_join<D>(shapes[i], gx));
       }
+      for (int i = 0; i < NX; ++i)
+        if (temp[std::size_t(i)])
+          g.add(std::size_t(i), std::move(gx[std::size_t(i)]));
     } else {
       (void)ex;
       (void)g;

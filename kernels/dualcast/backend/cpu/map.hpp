@@ -317,6 +317,28 @@ template <class T> struct batch_loop {
   void const *op;
 };
 
+// f(st) with the stride st as a compile-time constant for the small strides of the parts of dual
+// arrays (a tape over duals reads the value and each partial of dual<T, K> elements in place:
+// stride K + 1, ops/fused/dual_node.hpp), so that the packing loops vectorize; else as it is.
+template <class F> inline void strided_rows(index_t st, F const &f) {
+  switch (st) {
+  case 1:
+    f(std::integral_constant<index_t, 1>{});
+    break;
+  case 2:
+    f(std::integral_constant<index_t, 2>{});
+    break;
+  case 3:
+    f(std::integral_constant<index_t, 3>{});
+    break;
+  case 5:
+    f(std::integral_constant<index_t, 5>{});
+    break;
+  default:
+    f(st);
+  }
+}
+
 // Elements per packed chunk of a row that is strided (or of a row's partial last batch).
 inline constexpr index_t pack_elements = 64;
 
@@ -370,8 +392,13 @@ void run_row(batch_loop<T> const &op, T const *const *in, index_t const *in_stri
         if (in_stride[k] == 1 && m == mp) {
           ip[k] = in[k] + done;
         } else {
-          for (index_t j = 0; j < mp; ++j)
-            in_buf[k][j] = in[k][(done + std::min(j, m - 1)) * in_stride[k]];
+          T const *src = in[k] + done * in_stride[k];
+          strided_rows(in_stride[k], [&](auto st) {
+            for (index_t j = 0; j < m; ++j)
+              in_buf[k][j] = src[j * st];
+          });
+          for (index_t j = m; j < mp; ++j)
+            in_buf[k][j] = src[(m - 1) * in_stride[k]];
           ip[k] = in_buf[k];
         }
       }
@@ -384,13 +411,14 @@ void run_row(batch_loop<T> const &op, T const *const *in, index_t const *in_stri
         if (op_out[k] != out_buf[k])
           continue;
         T *o = out[k] + done * out_stride[k];
-        index_t st = out_stride[k];
-        if (add[k])
-          for (index_t j = 0; j < m; ++j)
-            o[j * st] = o[j * st] + out_buf[k][j];
-        else
-          for (index_t j = 0; j < m; ++j)
-            o[j * st] = out_buf[k][j];
+        strided_rows(out_stride[k], [&](auto st) {
+          if (add[k])
+            for (index_t j = 0; j < m; ++j)
+              o[j * st] = o[j * st] + out_buf[k][j];
+          else
+            for (index_t j = 0; j < m; ++j)
+              o[j * st] = out_buf[k][j];
+        });
       }
     done += m;
   }
