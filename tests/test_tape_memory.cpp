@@ -177,6 +177,15 @@ TEST_CASE("tape memory: a fused node's leaves outlive their variables until clea
   }
   tp.clear(); // (the tape lets go of the leaf)
   CHECK(w_slot.expired());
+  // Under no_grad nothing is recorded, so nothing holds the leaves an inference loop makes.
+  {
+    dc::no_grad const off(tp);
+    V64 v = tp.variable(w0.clone());
+    w_slot = v.slot();
+    V64 const z = dc::tanh(x * v + v);
+    CHECK_FALSE(z.requires_grad());
+  }
+  CHECK(w_slot.expired());
 }
 
 TEST_CASE("tape memory: lazy elementwise, matmul and sum nodes on small arrays") {

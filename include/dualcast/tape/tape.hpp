@@ -338,9 +338,10 @@ public:
   }
   // Internal: memory that lives until clear() (where operations keep their nodes' state).
   detail::arena &node_memory() { return arena_; }
-  // Internal: keeps a leaf's gradient slot alive until clear(), from its first use in the current
-  // generation (check_graph_alive), so that the nodes of the generation may refer to it with a
-  // plain pointer (ops/fused/core.hpp) even when its variable is gone before backward.
+  // Internal: keeps a leaf's gradient slot alive until clear(), from its first use by an operation
+  // recorded in the current generation (check_graph_alive), so that the nodes of the generation
+  // may refer to it with a plain pointer (ops/fused/core.hpp) even when its variable is gone
+  // before backward. (Not under no_grad: an inference loop's leaves are not kept.)
   void hold_leaf(std::shared_ptr<void> slot) { held_leaves_.push_back(std::move(slot)); }
   // Bytes of node bookkeeping in the tape's arena since the last clear() (the nodes, their
   // operand references, names, shapes and version checks; not the tensors they save).
@@ -609,9 +610,14 @@ template <class T> inline void check_graph_alive(char const *op, var<T> const &x
   if (!s || !tp)
     return;
   if (s->is_leaf) { // (where a leaf is first used in this generation: see grad_slot::first_use)
-    if (s->side().use_generation != tp->generation()) {
-      s->side_->use_generation = tp->generation();
-      s->side_->first_use = tp->node_count();
+    auto &side = s->side();
+    if (side.use_generation != tp->generation()) {
+      side.use_generation = tp->generation();
+      side.first_use = tp->node_count();
+    }
+    // (from its first use by an operation that records: a node's plain pointer to its slot)
+    if (side.held_generation != tp->generation() && tp->grad_enabled()) {
+      side.held_generation = tp->generation();
       tp->hold_leaf(x.slot());
     }
   } else if (s->generation != tp->generation() && tp->grad_enabled()) {

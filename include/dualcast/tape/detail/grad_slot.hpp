@@ -127,6 +127,8 @@ template <class T> struct grad_slot {
     // (tape::on_gradient_ready).
     std::uint64_t use_generation = ~std::uint64_t(0);
     std::size_t first_use = 0;
+    // The generation in which its tape last took a reference to it (tape::hold_leaf).
+    std::uint64_t held_generation = ~std::uint64_t(0);
     // A view variable: its gradient is base->grad.slice(region).
     std::shared_ptr<grad_slot> base;
     struct slice_of_base {
