@@ -974,7 +974,8 @@ def node_bytes_table():
             "timed). Arena: the node in the tape's arena with its operand references, shapes and "
             "saved-tensor records (32 bytes each), not the tensors saved; with slots: plus the "
             "gradient slot of each output (a block outside the arena, "
-            "`detail::slot_block_bytes`; g++ 12's standard library).\n\n"
+            "`detail::slot_block_bytes`; g++ 12's standard library; a gradient, while backward "
+            "holds one, adds its tensor header, 160 bytes, made and dropped with it).\n\n"
             + table(["node", "bytes in the arena", "saved tensors", "bytes with its slots",
                      "with its slots, beyond the saved tensors' records"], body))
 

@@ -24,7 +24,11 @@
 // Output: CSV rows benchmark,variant,size,threads,median_ms,us_per_node,nodes,ratio_to_plain,
 //   bytes_per_node,saved_per_node,paired_ratio,paired_ratio_q1,paired_ratio_q3 (the last five
 //   only where they apply).
-//   tape_overhead [--reps N] [--threads N] [--quick] [--data DIR]
+//   tape_overhead [--reps N] [--threads N] [--quick] [--data DIR] [--only node_bytes|dlstm]
+//     [--cpu-clock]
+// --only dlstm: the node bytes and the D-LSTM rows alone (no node chains, no unfused gradient).
+// --cpu-clock: the D-LSTM's runs timed by the process's CPU time instead of the wall clock (with
+//   --threads 1: on a machine shared with other work, its time slices do not count).
 #include "common.hpp"
 #include "models/dlstm.hpp"
 
@@ -32,6 +36,7 @@
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
+#include <ctime>
 #include <string>
 #include <vector>
 
@@ -132,9 +137,12 @@ int main(int argc, char **argv) {
   int const reps = o.reps, threads = o.threads;
   bool const quick = o.quick;
   std::string data = DUALCAST_DATA_DIR;
-  for (std::size_t i = 0; i + 1 < o.rest.size(); ++i)
-    if (o.rest[i] == "--data")
+  bool cpu_clock = false;
+  for (std::size_t i = 0; i < o.rest.size(); ++i) {
+    if (o.rest[i] == "--data" && i + 1 < o.rest.size())
       data = o.rest[i + 1];
+    cpu_clock = cpu_clock || o.rest[i] == "--cpu-clock";
+  }
   std::printf("benchmark,variant,size,threads,median_ms,us_per_node,nodes,ratio_to_plain,"
               "bytes_per_node,saved_per_node,paired_ratio,paired_ratio_q1,paired_ratio_q3\n");
   node_bytes();
@@ -162,8 +170,19 @@ int main(int argc, char **argv) {
   double sink = 0;
   // Each timed run follows an untimed run of the same variant, so that every variant is measured
   // warm, as in a loop calling it.
-  auto timed = [](auto const &run, std::vector<double> &into) {
+  auto timed = [cpu_clock](auto const &run, std::vector<double> &into) {
     run();
+    if (cpu_clock) {
+      auto cpu_ms = [] {
+        timespec t{};
+        clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &t);
+        return 1e3 * double(t.tv_sec) + 1e-6 * double(t.tv_nsec);
+      };
+      double const c0 = cpu_ms();
+      run();
+      into.push_back(cpu_ms() - c0);
+      return;
+    }
     auto t0 = clock_type::now();
     run();
     into.push_back(ms_since(t0));
@@ -222,6 +241,8 @@ int main(int argc, char **argv) {
     }
     std::fflush(stdout);
   }
+  if (o.only == "dlstm")
+    return 0;
   // ---- node chains --------------------------------------------------------------------------
   char const *names[] = {"fused", "lazy", "unfused"};
   for (dc::index_t n : {dc::index_t(14), dc::index_t(256), dc::index_t(4096), dc::index_t(65536)}) {

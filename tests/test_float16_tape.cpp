@@ -564,7 +564,7 @@ template <class T16> void broadcast_accumulation() {
     s->dev = g.dev();
     for (int t = 0; t < times; ++t)
       dc::detail::accumulate_grad(*s, g, dc::cpu{});
-    auto const got = doubles(s->grad);
+    auto const got = doubles(s->grad.get());
     auto const r = doubles(ref);
     for (std::size_t i = 0; i < r.size(); ++i) {
       float const once = float(T16(float(r[i])));

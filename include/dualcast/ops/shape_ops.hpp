@@ -133,7 +133,7 @@ var<T> slice_var(var<T> const &x, int d0, index_t begin0, index_t end0, index_t 
     // A kept gradient must not change when x's gradient changes later (a leaf's gradient is
     // added to its earlier value at the end of backward): keep a copy.
     if (auto s = w.lock(); s && s->retain && s->grad.defined())
-      s->grad = s->grad.clone();
+      s->grad = s->grad->clone();
   });
   return r;
 }

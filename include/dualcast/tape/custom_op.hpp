@@ -166,7 +166,7 @@ public:
   bool reached(std::size_t k) const { return out_[k] && out_[k]->grad.defined(); }
   tensor<T> out(std::size_t k) const { return detail::out_grad(*out_[k]); }
   bool needs(std::size_t i) const { return in_[i] != nullptr; }
-  shape const &input_shape(std::size_t i) const { return in_[i]->dims; }
+  shape input_shape(std::size_t i) const { return in_[i]->dims.get(); }
 
   void add(std::size_t i, tensor<T> const &t) const {
     if (in_[i])

@@ -99,7 +99,7 @@ public:
     if (!slot_)
       return tensor<T>{};
     if (slot_->grad.defined())
-      return slot_->grad;
+      return slot_->grad.get();
     if (slot_->is_leaf || slot_->retained_at_backward)
       return zeros_on_tape_stream();
     if (slot_->retain)
@@ -234,6 +234,7 @@ public:
   // its value on as a constant, as a truncated backpropagation through time does).
   void clear() {
     destroy_nodes();
+    held_leaves_.clear();
     arena_.reset();
     ++generation_;
   }
@@ -276,6 +277,11 @@ public:
   }
   // Internal: memory that lives until clear() (where operations keep their nodes' state).
   detail::arena &node_memory() { return arena_; }
+  // Internal: keeps a leaf's gradient slot alive until clear(), from its first use by an operation
+  // recorded in the current generation (check_graph_alive), so that the nodes of the generation
+  // may refer to it with a plain pointer (ops/fused/core.hpp) even when its variable is gone
+  // before backward. (Not under no_grad: an inference loop's leaves are not kept.)
+  void hold_leaf(std::shared_ptr<void> slot) { held_leaves_.push_back(std::move(slot)); }
   // Bytes of node bookkeeping in the tape's arena since the last clear() (the nodes, their
   // operand references, names, shapes and version checks; not the tensors they save).
   std::size_t node_memory_bytes() const { return arena_.bytes_used(); }
@@ -376,7 +382,8 @@ private:
   detail::arena arena_;
   std::uint64_t generation_ = 0;
   bool grad_enabled_ = true;
-  std::vector<detail::node *> nodes_; // in the arena
+  std::vector<detail::node *> nodes_;              // in the arena
+  std::vector<std::shared_ptr<void>> held_leaves_; // (hold_leaf)
   std::vector<std::function<bool(detail::leaf_step)>> leaves_;
   struct grad_hook {
     hook_id id;
@@ -465,12 +472,11 @@ template <class T> var<T> tape::variable(tensor<T> value, bool requires_grad) {
     switch (step) {
     case detail::leaf_step::zero:
       if (s->grad.defined())
-        s->grad.fill_(T(0));
+        s->grad->fill_(T(0));
       h.held_zero = true;
       break;
     case detail::leaf_step::stash:
-      h.held = std::move(s->grad);
-      s->grad = tensor<T>{};
+      h.held = s->grad.take();
       h.replace_held = false;
       break;
     case detail::leaf_step::commit:
@@ -478,7 +484,7 @@ template <class T> var<T> tape::variable(tensor<T> value, bool requires_grad) {
         s->grad = std::move(h.held); // not reached by this backward
       } else {
         if (h.held.defined() && !h.held_zero && !h.replace_held)
-          detail::add_into(s->grad, h.held);
+          detail::add_into(s->grad.get(), h.held);
         h.held_zero = false;
       }
       h.held = tensor<T>{};
@@ -608,13 +614,19 @@ namespace detail {
 // with the message built in place it took 2 % of the GradBench lstm jacobian)
 template <class T> inline void check_graph_alive(char const *op, var<T> const &x) {
   auto *const s = x.slot().get();
-  tape const *tp = x.owner();
+  tape *const tp = x.owner();
   if (!s || !tp)
     return;
   if (s->is_leaf) { // (where a leaf is first used in this generation: see grad_slot::first_use)
-    if (s->side().use_generation != tp->generation()) {
-      s->side_->use_generation = tp->generation();
-      s->side_->first_use = tp->node_count();
+    auto &side = s->side();
+    if (side.use_generation != tp->generation()) {
+      side.use_generation = tp->generation();
+      side.first_use = tp->node_count();
+    }
+    // (from its first use by an operation that records: a node's plain pointer to its slot)
+    if (side.held_generation != tp->generation() && tp->grad_enabled()) {
+      side.held_generation = tp->generation();
+      tp->hold_leaf(x.slot());
     }
   } else if (s->generation != tp->generation() && tp->grad_enabled()) {
     graph_freed(op);

@@ -5,6 +5,7 @@
 // compile than one with 4.
 #pragma once
 
+#include <dualcast/arrays/compact_shape.hpp>
 #include <dualcast/arrays/view_overlap.hpp>
 #include <dualcast/broadcast/detail/call_checks.hpp>
 #include <dualcast/core/compiled.hpp>
@@ -71,7 +72,7 @@ template <class T>
 template <class T> using slot_ptr = std::shared_ptr<grad_slot<T>>;
 
 // A node's output slots, read where its node (tape_node.hpp's fn_node, which holds them) hands
-// them to backward: not a copy per node.
+// them to backward (kept in the backward's scratch, fused_scratch): not a copy per node.
 template <class T> struct out_slots_ref {
   slot_ptr<T> const *p = nullptr;
   std::size_t n = 0;
@@ -80,11 +81,16 @@ template <class T> struct out_slots_ref {
 };
 
 // The kernel-independent state of a recorded fused node.
+//
+// Its input slots are plain pointers, not owning ones (8 bytes each where a shared_ptr takes 16:
+// 88 bytes of an 11-input LSTM cell's node, issue 36): an intermediate's slot is owned by the
+// node that computed it, which lives on the same tape at least as long as this one (both go at
+// tape::clear()), and a leaf's is held by the tape from its first use in a generation until
+// clear() (tape::hold_leaf, from check_graph_alive, which fused() runs on every variable).
 template <class T> struct fused_core {
-  arena_array<slot_ptr<T>> in; // the variables' slots in argument order (null: no gradient)
-  arena_array<shape> in_shape; // the shapes of the variables without a slot, in order (a slot
-                               // knows its variable's shape)
-  out_slots_ref<T> out;        // the outputs' slots (set when backward runs)
+  arena_array<grad_slot<T> *> in; // the variables' slots in argument order (null: no gradient)
+  arena_array<shape> in_shape;    // the shapes of the variables without a slot, in order (a slot
+                                  // knows its variable's shape)
   // A store node's partial arrays d y_k / d x_a of the variables with a gradient, each of the
   // call's shape, in ONE block (output-major, partial_at; saved by the node, which keeps it): a
   // tensor each cost 160 bytes of bookkeeping and an allocation, 3.8 KiB for an 11-input cell
@@ -92,7 +98,7 @@ template <class T> struct fused_core {
   T *partials = nullptr;
   device dev;
   cpu host;
-  shape s; // the call's iteration shape
+  compact_shape s; // the call's iteration shape (arrays/compact_shape.hpp: 16 bytes, not 72)
 };
 
 // The core of a node over the arguments r (n of them), every array in the tape's memory; `saves`
@@ -112,16 +118,15 @@ template <class T>
     }
     arrays += r[i].value() ? 1 : 0;
   }
-  fused_core<T> c{arena_array<slot_ptr<T>>(mem, nv),
+  fused_core<T> c{arena_array<grad_slot<T> *>(mem, nv),
                   arena_array<shape>(mem, unslotted),
-                  {},
                   nullptr,
                   dev,
                   host,
                   s};
   for (std::size_t i = 0, a = 0, u = 0; i < n; ++i)
     if (r[i].v) {
-      c.in[a++] = r[i].v->slot();
+      c.in[a++] = r[i].v->slot().get();
       if (!r[i].v->slot())
         c.in_shape[u++] = r[i].v->dims();
     }
@@ -210,11 +215,12 @@ template <class T> struct fused_scratch {
   std::vector<T *> flat_target; // the same as pointers, for a flat node
   std::vector<tensor<T>> temp_tensor, ybar;
   std::vector<char> add, temp;
+  out_slots_ref<T> out; // the node's output slots
 };
 template <class T> class fused_backward {
 public:
   // (Defined below the class: not inline, so that the compiled component can hold them.)
-  explicit fused_backward(fused_core<T> const &c);
+  fused_backward(fused_core<T> const &c, out_slots_ref<T> out);
   fused_backward(fused_backward const &) = delete;
   fused_backward &operator=(fused_backward const &) = delete;
   ~fused_backward();
@@ -228,13 +234,15 @@ private:
   }
   fused_scratch<T> &s_;
 };
-template <class T> fused_backward<T>::fused_backward(fused_core<T> const &c) : s_(scratch()) {
+template <class T>
+fused_backward<T>::fused_backward(fused_core<T> const &c, out_slots_ref<T> out) : s_(scratch()) {
+  s_.out = out;
   s_.target.resize(c.in.size());
   s_.flat_target.resize(c.in.size());
   s_.temp_tensor.resize(c.in.size());
   s_.add.assign(c.in.size(), 0);
   s_.temp.assign(c.in.size(), 0);
-  s_.ybar.resize(c.out.size());
+  s_.ybar.resize(out.size());
 }
 template <class T> fused_backward<T>::~fused_backward() {
   for (auto &t : s_.temp_tensor)
@@ -242,12 +250,14 @@ template <class T> fused_backward<T>::~fused_backward() {
       t = tensor<T>{};
   for (auto &y : s_.ybar)
     y = tensor<T>{};
+  s_.out = {};
 }
 
 // Backward's first step: the outputs' cotangents (zeros where an output has none).
 template <class T> [[gnu::noinline]] void gather_ybar(fused_core<T> const &c, fused_scratch<T> &b) {
-  for (std::size_t k = 0; k < c.out.size(); ++k)
-    b.ybar[k] = out_grad(*c.out[k]);
+  (void)c;
+  for (std::size_t k = 0; k < b.out.size(); ++k)
+    b.ybar[k] = out_grad(*b.out[k]);
 }
 
 // Address intervals [lo, hi) kept four to a vector, each new one tested against all kept ones
@@ -304,7 +314,7 @@ template <class T>
     auto const &sl = c.in[a];
     bool repeated = false;
     for (std::size_t o = 0; o < a; ++o)
-      repeated |= c.in[o].get() == sl.get();
+      repeated |= c.in[o] == sl;
     b.temp[a] = !sl || repeated;
     b.add[a] = !b.temp[a] && grad_target_in(*sl); // (true: add to what the gradient holds)
   }
@@ -324,9 +334,9 @@ template <class T>
   std::size_t unslotted = 0;
   for (std::size_t a = 0; a < na; ++a) {
     auto const &sl = c.in[a];
-    shape const &sa = sl ? sl->dims : c.in_shape[unslotted++];
+    shape const sa = sl ? sl->dims.get() : c.in_shape[unslotted++];
     if (!b.temp[a]) {
-      view<T> const g = sl->grad.raw_view();
+      view<T> const g = sl->grad->raw_view();
       view<T const> const gv(g);
       extent_range const rg = range_of(gv);
       bool overlapping = false; // (a view of a base gradient: it holds zeros or sums already)
@@ -365,7 +375,7 @@ template <class T>
 [[gnu::noinline]] bool place_flat_targets(fused_core<T> const &c, fused_scratch<T> &b) {
   std::size_t const na = c.in.size();
   for (std::size_t a = 0; a < na; ++a)
-    if (!b.temp[a] && !is_dense(c.in[a]->grad))
+    if (!b.temp[a] && !is_dense(c.in[a]->grad.get()))
       return false;
   index_t const len = c.s.size();
   // The placed gradients' intervals, each computed once. A gradient allocated by this backward
@@ -374,7 +384,7 @@ template <class T>
   interval_set placed;
   for (std::size_t a = 0; a < na; ++a) {
     if (!b.temp[a]) {
-      T *const g = c.in[a]->grad.raw_data();
+      T *const g = c.in[a]->grad->raw_data();
       flat_interval const rg = flat_interval_of<T>(g, len);
       bool const older = b.add[a] || c.in[a]->base();
       bool overlapping = false;
@@ -429,7 +439,7 @@ template <class T>
 template <class T>
 [[gnu::noinline]] bool flat_ybar(fused_core<T> const &c, fused_scratch<T> const &b, T const **y,
                                  index_t *stride) {
-  for (std::size_t k = 0; k < c.out.size(); ++k) {
+  for (std::size_t k = 0; k < b.out.size(); ++k) {
     tensor<T> const &t = b.ybar[k];
     if (!(t.dims() == c.s))
       return false;
@@ -499,7 +509,7 @@ template <class T>
   DUALCAST_INSTANTIATE bool flat_ybar<T>(fused_core<T> const &, fused_scratch<T> const &,          \
                                          T const **, index_t *);                                   \
   DUALCAST_INSTANTIATE void finish_targets<T>(fused_core<T> const &, fused_scratch<T> const &);    \
-  DUALCAST_INSTANTIATE fused_backward<T>::fused_backward(fused_core<T> const &);                   \
+  DUALCAST_INSTANTIATE fused_backward<T>::fused_backward(fused_core<T> const &, out_slots_ref<T>); \
   DUALCAST_INSTANTIATE fused_backward<T>::~fused_backward();                                       \
   DUALCAST_INSTANTIATE view<T> partial_at<T>(fused_core<T> const &, std::size_t, std::size_t);     \
   DUALCAST_INSTANTIATE tensor<T> alloc_partials<T>(                                                \

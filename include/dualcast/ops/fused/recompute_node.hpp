@@ -41,10 +41,10 @@ bool is_flat(array_args<T, N> const &ins, std::array<tensor<T>, K> const &outs, 
 template <int K, class Active, class Layout, class Ex, class F, bool S, class T, std::size_t N,
           class Scalars>
 void recompute_backward(Ex const &ex, kernel<F, S> const &k, fused_core<T> const &c,
-                        array_args<T, N> const *ins, std::array<T const *, N> const *flat_in,
-                        Scalars const &scalars) {
+                        out_slots_ref<T> out, array_args<T, N> const *ins,
+                        std::array<T const *, N> const *flat_in, Scalars const &scalars) {
   constexpr int NA = Active::count;
-  fused_backward<T> const b(c);
+  fused_backward<T> const b(c, out);
   gather_ybar(c, *b);
   claim_targets(c, *b);
   std::array<T const *, K> yp;
@@ -116,12 +116,11 @@ void recompute_node(Ex const &ex, tape &tp, kernel<F, S> const &k, array_args<T,
   }
   tp.record_static<T, K>(
       "fused elementwise (recompute)", out_slots,
-      [ex, k, in, views, scalars,
-       c = std::move(core)](std::array<slot_ptr<T>, K> const &os) mutable {
-        c.out = {os.data(), os.size()};
+      [ex, k, in, views, scalars, c = std::move(core)](std::array<slot_ptr<T>, K> const &os) {
+        out_slots_ref<T> const out{os.data(), os.size()};
         if (!views) {
-          recompute_backward<K, Active, Layout>(ex, k, c, static_cast<array_args<T, N> *>(nullptr),
-                                                &in, scalars);
+          recompute_backward<K, Active, Layout>(
+              ex, k, c, out, static_cast<array_args<T, N> *>(nullptr), &in, scalars);
           return;
         }
         array_args<T, N> a;
@@ -129,7 +128,7 @@ void recompute_node(Ex const &ex, tape &tp, kernel<F, S> const &k, array_args<T,
         for (std::size_t i = 0; i < N; ++i)
           a.pos[i] = Layout::array_positions[i];
         recompute_backward<K, Active, Layout>(
-            ex, k, c, &a, static_cast<std::array<T const *, N> *>(nullptr), scalars);
+            ex, k, c, out, &a, static_cast<std::array<T const *, N> *>(nullptr), scalars);
       },
       std::move(saves));
 }

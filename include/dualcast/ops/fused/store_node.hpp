@@ -180,9 +180,8 @@ void store_node(Ex const &ex, tape &tp, kernel<F, S> const &k, array_args<T, N> 
     merge_repeated<T>(ex, core, all.data() + K, std::size_t(K));
   tp.record_static<T, K>(
       "fused elementwise (store)", out_slots,
-      [ex, c = std::move(core)](std::array<slot_ptr<T>, K> const &os) mutable {
-        c.out = {os.data(), os.size()};
-        fused_backward<T> const b(c);
+      [ex, c = std::move(core)](std::array<slot_ptr<T>, K> const &os) {
+        fused_backward<T> const b(c, {os.data(), os.size()});
         gather_ybar(c, *b);
         bool done = false;
         if constexpr (NA > 1)

@@ -9,6 +9,7 @@
 // one gradient in place.
 #pragma once
 
+#include <dualcast/arrays/compact_shape.hpp>
 #include <dualcast/arrays/shape.hpp>
 #include <dualcast/arrays/view.hpp>
 #include <dualcast/arrays/view_overlap.hpp>
@@ -28,13 +29,75 @@
 namespace dualcast::detail {
 inline namespace DUALCAST_TAPE_ABI { // see tensor/detail/device_dispatch.hpp
 
+// A slot's gradient: a tensor, held through a pointer to a header made when the gradient is
+// (recycled, as the slots' blocks are). A tape's slots are nearly all intermediates, whose
+// gradient exists only while backward runs from the node that writes it to the node that reads
+// it, so the 160-byte header in every slot was mostly unused (issue 36: it was 160 of a slot's 264
+// bytes). Reads as the tensor (an undefined one when there is none); written by assignment.
+template <class T> class grad_tensor {
+public:
+  grad_tensor() = default;
+  grad_tensor(grad_tensor const &) = delete;
+  grad_tensor &operator=(grad_tensor const &) = delete;
+  ~grad_tensor() { reset(); }
+
+  bool defined() const { return p_ != nullptr; }
+  tensor<T> const &get() const { return p_ ? *p_ : none(); }
+  operator tensor<T> const &() const { return get(); } // NOLINT(google-explicit-constructor)
+  tensor<T> const *operator->() const { return &get(); }
+  grad_tensor &operator=(tensor<T> const &t) {
+    if (!t.defined())
+      reset();
+    else if (p_)
+      *p_ = t;
+    else
+      p_ = make(t);
+    return *this;
+  }
+  grad_tensor &operator=(tensor<T> &&t) {
+    if (!t.defined())
+      reset();
+    else if (p_)
+      *p_ = std::move(t);
+    else
+      p_ = make(std::move(t));
+    return *this;
+  }
+  // The tensor, leaving none.
+  tensor<T> take() {
+    if (!p_)
+      return tensor<T>{};
+    tensor<T> t = std::move(*p_);
+    reset();
+    return t;
+  }
+  void reset() {
+    if (!p_)
+      return;
+    p_->~tensor<T>();
+    recycling_allocator<tensor<T>>{}.deallocate(p_, 1);
+    p_ = nullptr;
+  }
+
+private:
+  template <class U> static tensor<T> *make(U &&t) {
+    tensor<T> *p = recycling_allocator<tensor<T>>{}.allocate(1);
+    return ::new (static_cast<void *>(p)) tensor<T>(static_cast<U &&>(t));
+  }
+  static tensor<T> const &none() {
+    static tensor<T> const n;
+    return n;
+  }
+  tensor<T> *p_ = nullptr;
+};
+
 template <class T> struct grad_slot {
-  shape dims;
-  tensor<T> grad;
-  device dev;
+  compact_shape dims; // (arrays/compact_shape.hpp: 16 bytes, not 72)
+  grad_tensor<T> grad;
   // An intermediate's tape generation (tape::clear() starts a new one): the node that computed it
   // lives only while its generation is the tape's.
   std::uint64_t generation = 0;
+  device dev;
   bool is_leaf = true;
   bool retain = false; // keep an intermediate's gradient after backward
   // retain was set when the last backward over this slot's node started: an intermediate it left
@@ -65,6 +128,8 @@ template <class T> struct grad_slot {
     // (tape::on_gradient_ready).
     std::uint64_t use_generation = ~std::uint64_t(0);
     std::size_t first_use = 0;
+    // The generation in which its tape last took a reference to it (tape::hold_leaf).
+    std::uint64_t held_generation = ~std::uint64_t(0);
     // A view variable: its gradient is base->grad.slice(region).
     std::shared_ptr<grad_slot> base;
     struct slice_of_base {
@@ -115,7 +180,7 @@ template <class T> std::size_t slot_block_bytes() {
 // Makes a borrowed gradient (a seed, tape::backward) the slot's own before anything writes it.
 template <class T> void own_grad(grad_slot<T> &s) {
   if (s.borrowed) {
-    s.grad = s.grad.clone();
+    s.grad = s.grad->clone();
     s.borrowed = false;
   }
 }
@@ -138,7 +203,7 @@ template <class T> bool ensure_grad(grad_slot<T> &s) {
   }
   ensure_grad(*base);
   auto const &r = s.side_->region;
-  s.grad = base->grad.slice(r.dim, r.begin, r.end, r.step);
+  s.grad = base->grad->slice(r.dim, r.begin, r.end, r.step);
   grad_slot<T> *root = base;
   while (root->base())
     root = root->base();
@@ -147,8 +212,8 @@ template <class T> bool ensure_grad(grad_slot<T> &s) {
   auto &handed = root->side().handed;
   bool disjoint = true;
   for (auto const &h : handed)
-    disjoint = disjoint && !overlaps(h, s.grad.cview());
-  handed.push_back(s.grad.cview());
+    disjoint = disjoint && !overlaps(h, s.grad->cview());
+  handed.push_back(s.grad->cview());
   return disjoint;
 }
 
@@ -174,7 +239,7 @@ template <class T> bool grad_target_in(grad_slot<T> &s) {
 // The same, returning the gradient tensor with the flag.
 template <class T> std::pair<tensor<T>, bool> grad_target(grad_slot<T> &s) {
   bool const acc = grad_target_in(s);
-  return {s.grad, acc};
+  return {s.grad.get(), acc};
 }
 
 // The gradient tensor of a slot, zero-initialised if new (for operations that write some
@@ -183,7 +248,7 @@ template <class T> tensor<T> grad_zeroed(grad_slot<T> &s) {
   ensure_grad(s);
   if (!s.base())
     s.zeros_outside_views = false;
-  return s.grad;
+  return s.grad.get();
 }
 
 // grad += g, where g has the slot's shape or a shape the slot broadcasts to (then summed over the
@@ -269,7 +334,7 @@ template <class T> void accumulate_grad(grad_slot<T> &s, tensor<T> &&g, cpu cons
 // wrote to it, so an unreached output costs no allocation.
 template <class T> tensor<T> out_grad(grad_slot<T> const &s) {
   if (s.grad.defined())
-    return s.grad;
+    return s.grad.get();
   if (s.dev.is_host()) {
     thread_local tensor<T> zero;
     thread_local std::uint64_t version = 0;

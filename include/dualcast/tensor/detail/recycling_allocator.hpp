@@ -44,10 +44,10 @@ template <class T> struct recycling_allocator {
   static_assert(alignof(T) <= __STDCPP_DEFAULT_NEW_ALIGNMENT__);
   static constexpr std::size_t size = sizeof(T) < sizeof(void *) ? sizeof(void *) : sizeof(T);
   // Per thread and size: as many blocks as fit in 64 MiB, at least 16384. A long tape holds a
-  // gradient slot (280 bytes with its control block, g++ 12) and a storage handle per node output
-  // -- GradBench's lstm at l = 6, c = 8192: about 100,000 of each -- and with a cap of 16384 the
-  // rest went back to malloc and came from it again at the next tape, a cost per node that only
-  // long tapes paid.
+  // gradient slot (72 bytes with its control block, g++ 12; a gradient's tensor header while
+  // backward holds one) and a storage handle per node output -- GradBench's lstm at l = 6,
+  // c = 8192: about 100,000 of each -- and with a cap of 16384 the rest went back to malloc and
+  // came from it again at the next tape, a cost per node that only long tapes paid.
   static constexpr std::size_t max_kept = (std::size_t(64) << 20) / size > (1 << 14)
                                               ? (std::size_t(64) << 20) / size
                                               : 1 << 14;

@@ -1,0 +1,89 @@
+// dualcast/arrays/compact_shape.hpp: a shape kept in 16 bytes where a dualcast::shape takes 72.
+//
+// A tape keeps a shape in every gradient slot and in every fused node, two slots and a node per
+// layer-step of a D-LSTM: at 72 bytes each they were about a third of a fused node's bookkeeping
+// (issue 36). Nearly every shape there has at most three dimensions of fewer than 2^32 elements,
+// which fit inline; any other is kept whole in a block of its own.
+#pragma once
+
+#include <dualcast/arrays/shape.hpp>
+
+#include <cstdint>
+
+namespace dualcast::detail {
+
+class compact_shape {
+public:
+  compact_shape() = default;
+  compact_shape(shape const &s) { set(s); } // NOLINT(google-explicit-constructor): as a shape
+  compact_shape(compact_shape const &o) { set(o.get()); }
+  compact_shape &operator=(compact_shape const &o) {
+    if (this != &o)
+      *this = o.get();
+    return *this;
+  }
+  compact_shape &operator=(shape const &s) {
+    drop();
+    set(s);
+    return *this;
+  }
+  ~compact_shape() { drop(); }
+
+  // The shape itself (a copy: 72 bytes on the stack).
+  shape get() const {
+    if (rank_ < 0)
+      return *whole_;
+    shape s;
+    s.rank = rank_;
+    for (int d = 0; d < rank_; ++d)
+      s.ext[d] = at(d);
+    return s;
+  }
+  operator shape() const { return get(); } // NOLINT(google-explicit-constructor)
+  int rank() const { return rank_ < 0 ? whole_->rank : rank_; }
+  index_t size() const {
+    if (rank_ < 0)
+      return whole_->size();
+    index_t n = 1;
+    for (int d = 0; d < rank_; ++d)
+      n *= at(d);
+    return n;
+  }
+  friend bool operator==(compact_shape const &a, shape const &b) { return a.get() == b; }
+  friend bool operator==(shape const &a, compact_shape const &b) { return a == b.get(); }
+  friend bool operator==(compact_shape const &a, compact_shape const &b) {
+    return a.get() == b.get();
+  }
+
+private:
+  static constexpr int inline_rank = 3;
+  void set(shape const &s) {
+    bool fits = s.rank <= inline_rank;
+    for (int d = 0; fits && d < s.rank; ++d)
+      fits = s.ext[d] <= index_t(UINT32_MAX);
+    if (!fits) {
+      whole_ = new shape(s);
+      rank_ = -1;
+      return;
+    }
+    for (int d = 0; d < s.rank; ++d)
+      (d < 2 ? first_[d] : third_) = std::uint32_t(s.ext[d]);
+    rank_ = s.rank;
+  }
+  void drop() {
+    if (rank_ < 0)
+      delete whole_;
+    rank_ = 0;
+  }
+  index_t at(int d) const { return index_t(d < 2 ? first_[d] : third_); }
+  // The extents, or (rank_ < 0) the whole shape's block in place of the first two.
+  union {
+    std::uint32_t first_[2] = {};
+    shape *whole_;
+  };
+  std::uint32_t third_ = 0;
+  std::int32_t rank_ = 0;
+};
+static_assert(sizeof(compact_shape) == 16);
+
+} // namespace dualcast::detail
