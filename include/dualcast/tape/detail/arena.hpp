@@ -126,8 +126,11 @@ private:
 template <class X> class arena_array {
 public:
   arena_array() = default;
+  // (X may itself be a pointer -- a node's input slots -- whose size is what is meant here.)
   arena_array(arena &a, std::size_t n)
-      : p_(static_cast<X *>(a.allocate(n * sizeof(X), alignof(X)))), n_(n) {
+      : p_(static_cast<X *>(
+            a.allocate(n * sizeof(X), alignof(X)))), // NOLINT(bugprone-sizeof-expression)
+        n_(n) {
     construct(p_, n_);
   }
   arena_array(arena_array const &) = delete;
