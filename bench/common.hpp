@@ -10,6 +10,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <ctime>
 #include <functional>
 #include <string>
 #include <vector>
@@ -123,6 +124,24 @@ inline double host_ms(std::function<void()> const &run) {
   auto const t0 = std::chrono::steady_clock::now();
   run();
   return ms_since(t0);
+}
+// The same by a CPU clock (CLOCK_THREAD_CPUTIME_ID, CLOCK_PROCESS_CPUTIME_ID): on a machine
+// shared with other work, the CPU time a run took inflates far less than the wall clock.
+inline double cpu_ms(clockid_t clock, std::function<void()> const &run) {
+  auto now = [clock] {
+    timespec t{};
+    clock_gettime(clock, &t);
+    return 1e3 * double(t.tv_sec) + 1e-6 * double(t.tv_nsec);
+  };
+  double const t0 = now();
+  run();
+  return now() - t0;
+}
+inline double thread_cpu_ms(std::function<void()> const &run) {
+  return cpu_ms(CLOCK_THREAD_CPUTIME_ID, run);
+}
+inline double process_cpu_ms(std::function<void()> const &run) {
+  return cpu_ms(CLOCK_PROCESS_CPUTIME_ID, run);
 }
 
 // Times of `reps` repetitions of every variant, interleaved: each repetition runs all variants in

@@ -47,16 +47,6 @@ template <class V> auto constant(V const &x, dc::tensor<double> const &t) {
 }
 
 bench::run_timer timer = bench::host_ms; // (--cpu-clock: thread_cpu_ms)
-double thread_cpu_ms(std::function<void()> const &run) {
-  auto now = [] {
-    timespec t{};
-    clock_gettime(CLOCK_THREAD_CPUTIME_ID, &t);
-    return 1e3 * double(t.tv_sec) + 1e-6 * double(t.tv_nsec);
-  };
-  double const t0 = now();
-  run();
-  return now() - t0;
-}
 
 // Prints the gradient's and H v's rows from their interleaved times t[0], t[1].
 void print_rows(bench::options const &o, char const *bench, std::string const &size,
@@ -130,7 +120,7 @@ int main(int argc, char **argv) {
     if (o.rest[i] == "--loss" && i + 1 < o.rest.size())
       loss = o.rest[i + 1];
     if (o.rest[i] == "--cpu-clock")
-      timer = thread_cpu_ms;
+      timer = bench::thread_cpu_ms;
   }
   std::printf("benchmark,variant,size,threads,median_ms,paired_ratio,paired_ratio_q1,"
               "paired_ratio_q3\n");

@@ -173,14 +173,7 @@ int main(int argc, char **argv) {
   auto timed = [cpu_clock](auto const &run, std::vector<double> &into) {
     run();
     if (cpu_clock) {
-      auto cpu_ms = [] {
-        timespec t{};
-        clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &t);
-        return 1e3 * double(t.tv_sec) + 1e-6 * double(t.tv_nsec);
-      };
-      double const c0 = cpu_ms();
-      run();
-      into.push_back(cpu_ms() - c0);
+      into.push_back(bench::process_cpu_ms(run));
       return;
     }
     auto t0 = clock_type::now();
