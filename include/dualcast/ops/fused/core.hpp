@@ -254,8 +254,7 @@ template <class T> fused_backward<T>::~fused_backward() {
 }
 
 // Backward's first step: the outputs' cotangents (zeros where an output has none).
-template <class T> [[gnu::noinline]] void gather_ybar(fused_core<T> const &c, fused_scratch<T> &b) {
-  (void)c;
+template <class T> [[gnu::noinline]] void gather_ybar(fused_scratch<T> &b) {
   for (std::size_t k = 0; k < b.out.size(); ++k)
     b.ybar[k] = out_grad(*b.out[k]);
 }
@@ -499,7 +498,7 @@ template <class T>
                                                   device const &, cpu const &, shape const &);     \
   DUALCAST_INSTANTIATE void const *pack_views<T>(arena &, view<T const> const *, std::size_t);     \
   DUALCAST_INSTANTIATE void unpack_views<T>(void const *, view<T const> *, std::size_t);           \
-  DUALCAST_INSTANTIATE void gather_ybar<T>(fused_core<T> const &, fused_scratch<T> &);             \
+  DUALCAST_INSTANTIATE void gather_ybar<T>(fused_scratch<T> &);                                    \
   DUALCAST_INSTANTIATE void claim_targets<T>(fused_core<T> const &, fused_scratch<T> &);           \
   DUALCAST_INSTANTIATE void place_targets<T>(fused_core<T> const &, fused_scratch<T> &);           \
   DUALCAST_INSTANTIATE bool place_flat_targets<T>(fused_core<T> const &, fused_scratch<T> &);      \

@@ -45,7 +45,7 @@ void recompute_backward(Ex const &ex, kernel<F, S> const &k, fused_core<T> const
                         std::array<T const *, N> const *flat_in, Scalars const &scalars) {
   constexpr int NA = Active::count;
   fused_backward<T> const b(c, out);
-  gather_ybar(c, *b);
+  gather_ybar(*b);
   claim_targets(c, *b);
   std::array<T const *, K> yp;
   index_t ys[K];

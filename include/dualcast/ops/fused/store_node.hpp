@@ -182,7 +182,7 @@ void store_node(Ex const &ex, tape &tp, kernel<F, S> const &k, array_args<T, N> 
       "fused elementwise (store)", out_slots,
       [ex, c = std::move(core)](std::array<slot_ptr<T>, K> const &os) {
         fused_backward<T> const b(c, {os.data(), os.size()});
-        gather_ybar(c, *b);
+        gather_ybar(*b);
         bool done = false;
         if constexpr (NA > 1)
           done = contract_all<T, K, NA>(ex, c, b->ybar, std::make_index_sequence<std::size_t(NA)>{},
