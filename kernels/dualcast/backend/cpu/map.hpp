@@ -173,6 +173,17 @@ template <class L> DUALCAST_FORCEINLINE void narrow_lanes(element_storage s, L c
   using u16_t = typename vec16<W>::u16_t;
   using u32_t = typename vec16<W>::u32_t;
   u16_t b;
+#if defined(DUALCAST_HAS_BF16_CONVERT)
+  if constexpr (W == 16)
+    if (s == element_storage::bfloat16) {
+      __m256i bits;
+      if (bfloat16_bits_of_16(__builtin_bit_cast(__m512, x.v), bits)) {
+        b = __builtin_bit_cast(u16_t, bits);
+        std::memcpy(p, &b, sizeof b);
+        return;
+      }
+    }
+#endif
 #if defined(__AVX2__)
   if constexpr (W == 8)
     if (s == element_storage::bfloat16) {
