@@ -85,6 +85,35 @@ TEST_CASE("lazy: a chain of separate elementwise calls is ONE fused node") {
   CHECK(u.nodes == 9);
 }
 
+TEST_CASE("lazy: operands that are temporaries give up their leaves, named ones keep theirs") {
+  // join moves the leaves out of a temporary operand (each level of sigmoid(x * w + b)) and
+  // copies a named one's: a named expr and a named variable used in several operators stay whole.
+  auto a = random_tensor({3, 4}, 41), b = random_tensor({3, 4}, 42), c = random_tensor({4}, 43);
+  auto k = random_tensor({3, 4}, 44); // a constant tensor leaf, in a named expr and a temporary
+  auto r = check_all(
+      [k](auto const &v) {
+        auto e = v[0] * v[1] + k;                                // named: copied by each use
+        auto g = dc::sigmoid(e + v[2]) * dc::tanh(e - k * v[2]); // temporaries: moved
+        V64 h = g * e;                                           // e's leaves still there
+        return V64(dc::sin(V64(h * 2.0)) * h + dc::exp(e) / (2.0 + v[1] * v[1])); // var temporary
+      },
+      {a, b, c});
+  CHECK(r.nodes == 3);
+  dc::tape tp;
+  auto x = tp.variable(a), y = tp.variable(b);
+  auto e = x * y + k;
+  auto f = dc::tanh(e) * e - e; // e used three times (copied), the inner temporaries moved
+  CHECK((x.requires_grad() && y.requires_grad())); // (named variables: copied, not moved)
+  CHECK(e.vars[0].slot() == x.slot());
+  CHECK(e.vars[1].slot() == y.slot());
+  CHECK(e.tensors[0].data() == k.data());
+  CHECK(f.vars.size() == 6);
+  for (auto const &v : f.vars)
+    CHECK((v.slot() == x.slot() || v.slot() == y.slot()));
+  CHECK(f.tensors[0].data() == k.data());
+  CHECK(f.tensors[2].data() == k.data());
+}
+
 TEST_CASE("lazy: nothing is recorded before materialisation -- eval() is cached") {
   dc::tape tp;
   auto x = tp.variable(random_tensor({5}, 4));

@@ -21,6 +21,7 @@
 #include <cstdint>
 #include <memory>
 #include <string>
+#include <tuple>
 #include <type_traits>
 #include <utility>
 
@@ -137,25 +138,22 @@ template <class A> using elem_t = typename elem<std::remove_cvref_t<A>>::type;
 template <class A>
 concept lazy_operand = is_var_v<A> || is_expr_v<A>;
 template <class A>
-concept leaf_operand = lazy_operand<A> || is_tensor_v<A> || std::is_arithmetic_v<A>;
+concept leaf_operand =
+    lazy_operand<A> || is_tensor_v<A> || std::is_arithmetic_v<std::remove_cvref_t<A>>;
 
 template <class A, class B> struct pair_elem {
   using type = std::conditional_t<std::is_void_v<elem_t<A>>, elem_t<B>, elem_t<A>>;
 };
 
 // Any operand as an operand of join of element type T: exprs, variables and tensors by
-// reference (join copies their leaves once, into the expr it makes: a copy here as well was a
-// variable -- 184 bytes and two reference counts -- per leaf and operator level), scalars as
-// scalar leaves.
-template <class T, class A> decltype(auto) as_expr(A const &a) {
-  if constexpr (is_expr_v<A> || is_var_v<A>) {
+// reference, as they came (join copies their leaves once, into the expr it makes, or moves them out
+// of a temporary: a copy here as well was a variable -- 184 bytes and two reference counts -- per
+// leaf and operator level), scalars as scalar leaves.
+template <class T, class A> decltype(auto) as_expr(A &&a) {
+  if constexpr (is_expr_v<A> || is_var_v<A> || is_tensor_v<A>) {
     static_assert(std::is_same_v<elem_t<A>, T>,
                   "dualcast: elementwise operands must have one element type");
-    return a;
-  } else if constexpr (is_tensor_v<A>) {
-    static_assert(std::is_same_v<elem_t<A>, T>,
-                  "dualcast: elementwise operands must have one element type");
-    return a;
+    return std::forward<A>(a);
   } else {
     return sleaf<scalar_of_t<T>>{scalar_of_t<T>(a)}; // (a real number also on a tape over duals)
   }
@@ -196,11 +194,56 @@ template <class X> shape dims_of(X const &x) {
     return shape{};
 }
 
-// Joins operands (exprs, tensors, scalar leaves) under one operation node.
-template <class T, class Op, class... X> auto join(char const *op, X const &...x) {
-  constexpr int counts_v[] = {leaf_counts<X>::nv...};
-  constexpr int counts_t[] = {leaf_counts<X>::nt...};
-  constexpr int NV = (0 + ... + leaf_counts<X>::nv), NT = (0 + ... + leaf_counts<X>::nt);
+// Where a join's variable (Var) or tensor leaf I comes from: (the operand, its leaf there).
+template <bool Var, std::size_t I, class... X>
+constexpr std::pair<std::size_t, std::size_t> locate() {
+  constexpr int counts[] = {(Var ? leaf_counts<X>::nv : leaf_counts<X>::nt)..., 0};
+  std::size_t k = 0, i = I;
+  while (i >= std::size_t(counts[k]))
+    i -= std::size_t(counts[k++]);
+  return {k, i};
+}
+// Variable leaf J of operand y (an expr, or a variable: its one leaf), copied, or moved out of a
+// temporary expr (each of its leaves is taken once).
+template <class T, std::size_t J, class Y> var<T> var_leaf(Y &&y) {
+  if constexpr (is_expr_v<Y>) {
+    if constexpr (std::is_lvalue_reference_v<Y>)
+      return y.vars[J];
+    else
+      return std::move(y.vars[J]);
+  } else {
+    return std::forward<Y>(y);
+  }
+}
+template <class T, std::size_t J, class Y> tensor<T> tensor_leaf(Y &&y) {
+  if constexpr (is_expr_v<Y>) {
+    if constexpr (std::is_lvalue_reference_v<Y>)
+      return y.tensors[J];
+    else
+      return std::move(y.tensors[J]);
+  } else {
+    return std::forward<Y>(y);
+  }
+}
+// The storage version at capture of leaf J (variables first, then tensors) of operand y.
+template <bool Var, std::size_t J, class Y> std::uint64_t leaf_version(Y const &y) {
+  if constexpr (is_expr_v<Y>)
+    return y.versions[(Var ? 0 : std::size_t(Y::num_vars)) + J];
+  else if constexpr (is_var_v<Y>)
+    return y.value().version();
+  else
+    return y.version();
+}
+
+// Joins operands (exprs, variables, tensors, scalar leaves) under one operation node. The new
+// expr's leaves are built in place from the operands' (moved out of temporaries: in
+// sigmoid(x * w + b) each level's expr is a temporary, and a copy of its leaves cost two atomic
+// reference counts per variable, and as many again when the temporary died).
+template <class T, class Op, class... X> auto join(char const *op, X &&...x) {
+  constexpr int counts_v[] = {leaf_counts<std::remove_cvref_t<X>>::nv...};
+  constexpr int counts_t[] = {leaf_counts<std::remove_cvref_t<X>>::nt...};
+  constexpr int NV = (0 + ... + leaf_counts<std::remove_cvref_t<X>>::nv),
+                NT = (0 + ... + leaf_counts<std::remove_cvref_t<X>>::nt);
   // Shape and tape checks now, so that errors point at the operation that caused them.
   tape *tp = nullptr;
   shape s{};
@@ -210,8 +253,8 @@ template <class T, class Op, class... X> auto join(char const *op, X const &...x
     if constexpr (is_expr_v<Y>) {
       if (tp && y.owner() != tp)
         throw tape_error(std::string(op) + ": operands are variables of different tapes");
-      for (auto const &v : y.vars)
-        check_graph_alive(op, v);
+      // (an expr's leaves were checked when it was joined, and materialisation checks them all
+      // again: checked at every level, a leaf of the D-LSTM's gates was checked 4 times)
       tp = y.owner();
     } else if constexpr (is_var_v<Y>) {
       if (tp && y.owner() != tp)
@@ -219,13 +262,18 @@ template <class T, class Op, class... X> auto join(char const *op, X const &...x
       check_graph_alive(op, y);
       tp = y.owner();
     }
-    bool ok = true;
-    shape d = dims_of(y);
-    shape b = broadcast_pair(s, d, ok);
-    if (!ok)
-      throw shape_error(std::string(op) + ": shapes " + to_string(s) + " and " + to_string(d) +
-                        " do not broadcast");
-    s = first ? d : b;
+    if constexpr (is_expr_v<Y> || is_var_v<Y> || is_tensor_v<Y>) {
+      if (first) {
+        s = y.dims();
+      } else {
+        bool ok = true;
+        shape const b = broadcast_pair(s, y.dims(), ok);
+        if (!ok)
+          throw shape_error(std::string(op) + ": shapes " + to_string(s) + " and " +
+                            to_string(y.dims()) + " do not broadcast");
+        s = b;
+      }
+    } // (a scalar broadcasts with every shape)
     first = false;
   };
   (check(x), ...);
@@ -259,45 +307,48 @@ template <class T, class Op, class... X> auto join(char const *op, X const &...x
   }
   (std::index_sequence_for<X...>{});
 
-  expr<T, decltype(node), NV, NT> e{node, {}, {}, {}, s};
-  std::size_t iv = 0, it = 0;
-  std::array<std::uint64_t, std::size_t(NT) + 1> tver{};
-  // The operands' leaves copied once, straight into e.
-  auto add = [&](auto const &y) {
-    using Y = std::remove_cvref_t<decltype(y)>;
-    if constexpr (is_expr_v<Y>) {
-      // (index loops over std::array<_, 0> are "pointless comparisons" to nvcc: count instead)
-      std::size_t i = 0;
-      for (auto const &v : y.vars)
-        e.vars[iv] = v, e.versions[iv] = y.versions[i++], ++iv;
-      for (auto const &t : y.tensors)
-        e.tensors[it] = t, tver[it] = y.versions[i++], ++it;
-    } else if constexpr (is_var_v<Y>) {
-      e.vars[iv] = y, e.versions[iv] = y.value().version(), ++iv;
-    } else if constexpr (is_tensor_v<Y>) {
-      e.tensors[it] = y, tver[it] = y.version(), ++it;
-    }
-  };
-  (add(x), ...);
-  for (int i = 0; i < NT; ++i)
-    e.versions[std::size_t(NV + i)] = tver[std::size_t(i)];
-  return e;
+  // The leaves, each constructed once in place: the versions first (read from the operands before
+  // any leaf is moved out of them), then variables and tensors.
+  auto ops = std::forward_as_tuple(std::forward<X>(x)...);
+  auto versions = [&]<std::size_t... I, std::size_t... J>(std::index_sequence<I...>,
+                                                          std::index_sequence<J...>) {
+    return std::array<std::uint64_t, std::size_t(NV + NT)>{
+        leaf_version<true, locate<true, I, std::remove_cvref_t<X>...>().second>(
+            std::get<locate<true, I, std::remove_cvref_t<X>...>().first>(ops))...,
+        leaf_version<false, locate<false, J, std::remove_cvref_t<X>...>().second>(
+            std::get<locate<false, J, std::remove_cvref_t<X>...>().first>(ops))...};
+  }
+  (std::make_index_sequence<std::size_t(NV)>{}, std::make_index_sequence<std::size_t(NT)>{});
+  return [&]<std::size_t... I, std::size_t... J>(std::index_sequence<I...>,
+                                                 std::index_sequence<J...>) {
+    // (std::get on the moved tuple of references: each operand as it came, lvalue or rvalue)
+    return expr<T, decltype(node), NV, NT>{
+        node,
+        {var_leaf<T, locate<true, I, std::remove_cvref_t<X>...>().second>(
+            std::get<locate<true, I, std::remove_cvref_t<X>...>().first>(std::move(ops)))...},
+        {tensor_leaf<T, locate<false, J, std::remove_cvref_t<X>...>().second>(
+            std::get<locate<false, J, std::remove_cvref_t<X>...>().first>(std::move(ops)))...},
+        versions,
+        s};
+  }
+  (std::make_index_sequence<std::size_t(NV)>{}, std::make_index_sequence<std::size_t(NT)>{});
 }
 
-template <class Op, class A> auto make_unary(char const *op, A const &a) {
+template <class Op, class A> auto make_unary(char const *op, A &&a) {
   using T = elem_t<A>;
-  return join<T, Op>(op, as_expr<T>(a));
+  return join<T, Op>(op, as_expr<T>(std::forward<A>(a)));
 }
-template <class Op, class A, class B> auto make_binary(char const *op, A const &a, B const &b) {
+template <class Op, class A, class B> auto make_binary(char const *op, A &&a, B &&b) {
   using T = typename pair_elem<A, B>::type;
-  return join<T, Op>(op, as_expr<T>(a), as_expr<T>(b));
+  return join<T, Op>(op, as_expr<T>(std::forward<A>(a)), as_expr<T>(std::forward<B>(b)));
 }
 
 template <class Op, class A, class B, class C>
-auto make_ternary(char const *op, A const &a, B const &b, C const &c) {
+auto make_ternary(char const *op, A &&a, B &&b, C &&c) {
   using T =
       std::conditional_t<std::is_void_v<elem_t<A>>, typename pair_elem<B, C>::type, elem_t<A>>;
-  return join<T, Op>(op, as_expr<T>(a), as_expr<T>(b), as_expr<T>(c));
+  return join<T, Op>(op, as_expr<T>(std::forward<A>(a)), as_expr<T>(std::forward<B>(b)),
+                     as_expr<T>(std::forward<C>(c)));
 }
 
 // Throws version_error if a leaf of e was modified in place since e captured it.

@@ -131,7 +131,7 @@ template <class T, class X> decltype(auto) whole_expr(X const &x) {
     return x;
 }
 
-template <class T, class P, class... E> auto eval_fused(P pol, E const &...es) {
+template <class T, class P, class... E> auto eval_fused_many(P pol, E const &...es) {
   std::tuple<decltype(whole_expr<T>(es))...> all{whole_expr<T>(es)...};
   constexpr int counts_v[] = {leaf_counts<E>::nv...};
   constexpr int counts_t[] = {leaf_counts<E>::nt...};
@@ -178,6 +178,19 @@ template <class T, class P, class... E> auto eval_fused(P pol, E const &...es) {
   (std::index_sequence_for<E...>{});
 
   return fused_trees<T>(pol, tp, vars, tens, trees);
+}
+template <class T, class P, class... E> auto eval_fused(P pol, E const &...es) {
+  if constexpr (sizeof...(E) == 1 && (is_expr_v<E> && ...)) {
+    // One expr: its leaves as they are (copied into arrays of their own, an LSTM gate's were 10
+    // variables of 184 bytes and two atomic reference counts each, per materialisation).
+    auto const &e = std::get<0>(std::tie(es...));
+    check_versions(e);
+    for (auto const &v : e.vars)
+      check_graph_alive("dualcast::eval", v);
+    return fused_trees<T>(pol, e.owner(), e.vars, e.tensors, detail::make_tuple(e.tree));
+  } else {
+    return eval_fused_many<T>(pol, es...);
+  }
 }
 
 // One expression materialised as its node, behind a function of a stated type, so that the

@@ -19,6 +19,7 @@
 #include <dualcast/ops/lazy/expr.hpp>
 
 #include <type_traits>
+#include <utility>
 
 namespace dualcast {
 
@@ -112,67 +113,80 @@ concept where_args = where_cond<C> && leaf_operand<A> && leaf_operand<B> && some
 
 template <class A, class B>
 requires detail::lz::lazy_pair<A, B>
-auto operator+(A const &a, B const &b) {
-  return detail::lz::make_binary<detail::lz::op_add>("dualcast::operator+", a, b);
+auto operator+(A &&a, B &&b) {
+  return detail::lz::make_binary<detail::lz::op_add>("dualcast::operator+", std::forward<A>(a),
+                                                     std::forward<B>(b));
 }
 template <class A, class B>
 requires detail::lz::lazy_pair<A, B>
-auto operator-(A const &a, B const &b) {
-  return detail::lz::make_binary<detail::lz::op_sub>("dualcast::operator-", a, b);
+auto operator-(A &&a, B &&b) {
+  return detail::lz::make_binary<detail::lz::op_sub>("dualcast::operator-", std::forward<A>(a),
+                                                     std::forward<B>(b));
 }
 template <class A, class B>
 requires detail::lz::lazy_pair<A, B>
-auto operator*(A const &a, B const &b) {
-  return detail::lz::make_binary<detail::lz::op_mul>("dualcast::operator*", a, b);
+auto operator*(A &&a, B &&b) {
+  return detail::lz::make_binary<detail::lz::op_mul>("dualcast::operator*", std::forward<A>(a),
+                                                     std::forward<B>(b));
 }
 template <class A, class B>
 requires detail::lz::lazy_pair<A, B>
-auto operator/(A const &a, B const &b) {
-  return detail::lz::make_binary<detail::lz::op_div>("dualcast::operator/", a, b);
+auto operator/(A &&a, B &&b) {
+  return detail::lz::make_binary<detail::lz::op_div>("dualcast::operator/", std::forward<A>(a),
+                                                     std::forward<B>(b));
 }
 template <class A, class B>
 requires detail::lz::lazy_pair<A, B>
-auto pow(A const &a, B const &b) {
-  return detail::lz::make_binary<detail::lz::op_pow>("dualcast::pow", a, b);
+auto pow(A &&a, B &&b) {
+  return detail::lz::make_binary<detail::lz::op_pow>("dualcast::pow", std::forward<A>(a),
+                                                     std::forward<B>(b));
 }
 template <class A, class B>
 requires detail::lz::lazy_pair<A, B>
-auto atan2(A const &y, B const &x) {
-  return detail::lz::make_binary<detail::lz::op_atan2>("dualcast::atan2", y, x);
+auto atan2(A &&y, B &&x) {
+  return detail::lz::make_binary<detail::lz::op_atan2>("dualcast::atan2", std::forward<A>(y),
+                                                       std::forward<B>(x));
 }
 template <class A, class B>
 requires detail::lz::lazy_pair<A, B>
-auto hypot(A const &a, B const &b) {
-  return detail::lz::make_binary<detail::lz::op_hypot>("dualcast::hypot", a, b);
+auto hypot(A &&a, B &&b) {
+  return detail::lz::make_binary<detail::lz::op_hypot>("dualcast::hypot", std::forward<A>(a),
+                                                       std::forward<B>(b));
 }
 // Elementwise max / min with broadcasting (PyTorch's maximum / minimum; max / min are the
 // reductions, ops/reduce.hpp). NaN in either argument propagates.
 template <class A, class B>
 requires detail::lz::lazy_pair<A, B>
-auto maximum(A const &a, B const &b) {
-  return detail::lz::make_binary<detail::lz::op_maximum>("dualcast::maximum", a, b);
+auto maximum(A &&a, B &&b) {
+  return detail::lz::make_binary<detail::lz::op_maximum>("dualcast::maximum", std::forward<A>(a),
+                                                         std::forward<B>(b));
 }
 template <class A, class B>
 requires detail::lz::lazy_pair<A, B>
-auto minimum(A const &a, B const &b) {
-  return detail::lz::make_binary<detail::lz::op_minimum>("dualcast::minimum", a, b);
+auto minimum(A &&a, B &&b) {
+  return detail::lz::make_binary<detail::lz::op_minimum>("dualcast::minimum", std::forward<A>(a),
+                                                         std::forward<B>(b));
 }
 // x clamped to [lo, hi]; lo and hi are scalars, tensors, variables or expressions (broadcast).
 template <class X, class L, class H>
 requires detail::lz::lazy_operand<X> && detail::lz::leaf_operand<L> && detail::lz::leaf_operand<H>
-auto clamp(X const &x, L const &lo, H const &hi) {
-  return detail::lz::make_ternary<detail::lz::op_clamp>("dualcast::clamp", x, lo, hi);
+auto clamp(X &&x, L &&lo, H &&hi) {
+  return detail::lz::make_ternary<detail::lz::op_clamp>("dualcast::clamp", std::forward<X>(x),
+                                                        std::forward<L>(lo), std::forward<H>(hi));
 }
 // a where cond != 0, else b, broadcast together. cond: a tensor (a mask of 0 / 1 values), or a
 // variable or expression whose values decide (no gradient flows into it).
 template <class C, class A, class B>
 requires detail::lz::where_args<C, A, B>
-auto where(C const &cond, A const &a, B const &b) {
-  return detail::lz::make_ternary<detail::lz::op_where>("dualcast::where", cond, a, b);
+auto where(C &&cond, A &&a, B &&b) {
+  return detail::lz::make_ternary<detail::lz::op_where>("dualcast::where", std::forward<C>(cond),
+                                                        std::forward<A>(a), std::forward<B>(b));
 }
 template <class A>
 requires detail::lz::lazy_operand<A>
-auto operator-(A const &a) { return detail::lz::make_unary<detail::lz::op_neg>("operator-", a); }
+auto operator-(A &&a) {
+  return detail::lz::make_unary<detail::lz::op_neg>("operator-", std::forward<A>(a));
+}
 
 #define DUALCAST_DETAIL_LAZY_UNARY(fn)                                                             \
   namespace detail::lz {                                                                           \
@@ -185,7 +199,9 @@ auto operator-(A const &a) { return detail::lz::make_unary<detail::lz::op_neg>("
   }                                                                                                \
   template <class A>                                                                               \
   requires detail::lz::lazy_operand<A>                                                             \
-  auto fn(A const &a) { return detail::lz::make_unary<detail::lz::op_##fn>("dualcast::" #fn, a); }
+  auto fn(A &&a) {                                                                                 \
+    return detail::lz::make_unary<detail::lz::op_##fn>("dualcast::" #fn, std::forward<A>(a));      \
+  }
 DUALCAST_DETAIL_LAZY_UNARY(exp)
 DUALCAST_DETAIL_LAZY_UNARY(expm1)
 DUALCAST_DETAIL_LAZY_UNARY(exp2)
