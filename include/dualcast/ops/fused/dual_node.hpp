@@ -4,9 +4,11 @@
 // The node is the fused node of the plain tape with one more level of nesting, run as the plain
 // tape's SIMD passes on the parts (value, partial k) of the dual arrays. Forward: the values are
 // the kernel run by `apply` on the values' parts (the plain tape's pass, so the values have its
-// bits); the tangents are tangent_fn -- the kernel on dual<X, K> numbers whose K partials are the
-// inputs' tangent parts, passed as K more arrays per input -- run by the same `apply`. Backward:
-// x_a's cotangent is sum_o ybar_o * d y_o / d x_a in dual arithmetic, tangent k:
+// bits: the store node's values-and-partials pass where the plain node of the call stores its
+// partials, which are then kept for backward; else its values pass); the tangents are tangent_fn --
+// the kernel on dual<X, K> numbers whose K partials are the inputs' tangent parts, passed as K more
+// arrays per input -- run by the same `apply`. Backward: x_a's cotangent is
+// sum_o ybar_o * d y_o / d x_a in dual arithmetic, tangent k:
 //   sum_o ybar_o.d[k] * d y_o / d x_a + ybar_o.val * d (y_o.d[k]) / d x_a
 // (the Hessian-vector product's term): the VJP of tangent_fn on direction k's tangents (outputs
 // y_o and y_o.d[k]; the variables active, so d (y_o.d[k]) / d x_a are second derivatives along
@@ -89,8 +91,8 @@ template <class D, class P, class... A> struct dual_fused_call {
   // shape s, all of them in ONE contraction pass (contract_all_fn: the same order of operations
   // as contract_kernel, so the same bits) instead of one per variable. scratch: contiguous
   // arrays of n = s.size() elements, NO * (1 + NA) + max(NA, 1) of them. stored: the partials
-  // (NO * NA rows of n, row o * NA + a), when forward kept them (the plain store node's pass,
-  // dual_forward_stores); else they are computed here, by that pass.
+  // (NO * NA rows of n, row o * NA + a), when forward kept them (fused_duals: where the plain
+  // node of the call stores them); else they are computed here, by the same pass.
   template <std::size_t NO, bool S, class Ex, class F, class Seq, std::size_t NX_>
   static void plain_cotangent_values(Ex const &ex, F const &f, scalars const &sc, Seq seq,
                                      std::array<view<R const>, NX_> const &vals,
