@@ -106,6 +106,20 @@ TEST_CASE("hvp: Rosenbrock's Hessian exactly, H v against central differences") 
   check_close(dc::hessian<3>(rosenbrock, x).to_vector(), h, 1e-12);
 }
 
+TEST_CASE("grad_and_hvp: an MLP at the sizes where the BLAS's blocked kernels run") {
+  // X (72 x 40) W (40 x 36): a constant times a variable, one gemm on the dual arrays in place
+  // (forward, and X^T times the cotangent in backward), whose values must still be the plain
+  // tape's dot products bit for bit; h (72 x 36) W2 (36 x 6): a variable times a constant.
+  T64 const X = random_tensor({72, 40}, 21), b = random_tensor({36}, 22),
+            W2 = random_tensor({36, 6}, 23);
+  auto f = [&](auto const &W) {
+    auto h = dc::tanh(dc::matmul(constant(W, X), W) + constant(W, b));
+    auto y = dc::tanh(dc::matmul(h, constant(W, W2)));
+    return dc::sum(y) + dc::mean(y * y);
+  };
+  check_second_order(f, random_tensor({40, 36}, 24), random_tensor({40, 36}, 25), true);
+}
+
 TEST_CASE("hessian: a quadratic form x^T A x has H = A + A^T (matmul on a vector)") {
   T64 A = random_tensor({6, 6}, 3), x = random_tensor({6}, 4);
   auto f = [&](auto const &xv) { return dc::sum(xv * dc::matmul(constant(xv, A), xv)); };

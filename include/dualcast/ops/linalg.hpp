@@ -218,9 +218,19 @@ template <class T> tensor<T> maybe_transposed(tensor<T> const &x, bool t) {
 template <class R, int K, class G>
 void dual_gemm_parts(tensor<dual<R, K>> const &a, tensor<dual<R, K>> const &b,
                      tensor<dual<R, K>> const &c, dual<R, K> const &beta, G const &plain_gemm) {
-  // Each operand and the result taken apart, and the result put together, in one pass each.
+  // Each operand and the result taken apart, and the result put together, in one pass each; a
+  // constant operand (the data X of a loss X W, X^T in backward) as its values alone, copied in
+  // one pass that tests its partials (not a copy of its partials to be scanned afterwards).
   R const bv = beta.val;
-  auto const ap = dual_split_like(a), bp = dual_split_like(b);
+  auto const parts_of = [](tensor<dual<R, K>> const &x) {
+    std::array<tensor<R>, std::size_t(K + 1)> r;
+    r[0] = dual_values_if_constant(x);
+    if (!r[0].defined())
+      r = dual_split_like(x);
+    return r; // (a constant's partials undefined: zero)
+  };
+  auto const ap = parts_of(a), bp = parts_of(b);
+  auto const live = [](tensor<R> const &part) { return part.defined() && !all_zero_part(part); };
   std::array<tensor<R>, std::size_t(K + 1)> cp;
   if (bv == R(0))
     for (auto &t : cp)
@@ -234,7 +244,7 @@ void dual_gemm_parts(tensor<dual<R, K>> const &a, tensor<dual<R, K>> const &b,
       plain_gemm(av, bvv, cq, bv);
     } else {
       tensor<R> const &aq = ap[std::size_t(p + 1)], &bq = bp[std::size_t(p + 1)];
-      bool const a_live = !all_zero_part(aq), b_live = !all_zero_part(bq);
+      bool const a_live = live(aq), b_live = live(bq);
       if (a_live)
         plain_gemm(aq, bvv, cq, bv);
       if (b_live)

@@ -13,6 +13,8 @@
 
 #include <algorithm>
 #include <array>
+#include <bit>
+#include <cstdint>
 #include <string>
 #include <type_traits>
 #include <vector>
@@ -167,6 +169,45 @@ template <class R> bool all_zero_part(tensor<R> const &p) {
     if (e[i] != 0)
       return false;
   return true;
+}
+// The values of x laid out as dual_component_like lays them out, when every partial of x is zero
+// (a constant's, as the data of a loss); else an undefined tensor, found at the first non-zero
+// partial -- usually the first element, so a variable costs next to nothing -- and also for x
+// not a permutation of a dense array (the caller's general way then decides). One pass that
+// copies the values and tests the partials, in blocks (a block that the compiler vectorizes, then
+// the test).
+template <class D> tensor<real_part_t<D>> dual_values_if_constant(tensor<D> const &x) {
+  using R = real_part_t<D>;
+  dual_host_only("dualcast (a tape over duals)", x.dev());
+  dense_order const o = dense_order_of(x);
+  tensor<D> const xp = x.permuted(o.order);
+  if (!packed_dual_v<D> || !xp.is_contiguous())
+    return {};
+  constexpr int w = D::size + 1; // (packed: dual_part_view)
+  R const *__restrict xe = reinterpret_cast<R const *>(xp.data());
+  index_t const n = xp.size();
+  for (int k = 1; n > 0 && k < w; ++k)
+    if (xe[k] != R(0))
+      return {};
+  auto r = tensor<R>::empty(xp.dims(), x.dev());
+  R *__restrict y = r.raw_data();
+  // The partials' bits ORed, the sign bit shifted out (-0 is zero; a NaN is not): integer
+  // operations, which vectorize with the copy.
+  using U = std::conditional_t<sizeof(R) == 8, std::uint64_t, std::uint32_t>;
+  static_assert(sizeof(U) == sizeof(R));
+  constexpr index_t block = 1024;
+  for (index_t e0 = 0; e0 < n; e0 += block) {
+    index_t const e1 = std::min(n, e0 + block);
+    U live = 0;
+    for (index_t e = e0; e < e1; ++e) {
+      y[e] = xe[w * e];
+      for (int k = 1; k < w; ++k)
+        live |= std::bit_cast<U>(xe[w * e + k]) << 1;
+    }
+    if (live != 0)
+      return {};
+  }
+  return r.permuted(o.inverse);
 }
 // The dual tensor of shape s whose parts are parts (value, partials; each contiguous, shape s).
 template <class D>

@@ -4,9 +4,11 @@
 // The node is the fused node of the plain tape with one more level of nesting, run as the plain
 // tape's SIMD passes on the parts (value, partial k) of the dual arrays. Forward: the values are
 // the kernel run by `apply` on the values' parts (the plain tape's pass, so the values have its
-// bits); the tangents are tangent_fn -- the kernel on dual<X, K> numbers whose K partials are the
-// inputs' tangent parts, passed as K more arrays per input -- run by the same `apply`. Backward:
-// x_a's cotangent is sum_o ybar_o * d y_o / d x_a in dual arithmetic, tangent k:
+// bits: the store node's values-and-partials pass where the plain node of the call stores its
+// partials, which are then kept for backward; else its values pass); the tangents are tangent_fn --
+// the kernel on dual<X, K> numbers whose K partials are the inputs' tangent parts, passed as K more
+// arrays per input -- run by the same `apply`. Backward: x_a's cotangent is
+// sum_o ybar_o * d y_o / d x_a in dual arithmetic, tangent k:
 //   sum_o ybar_o.d[k] * d y_o / d x_a + ybar_o.val * d (y_o.d[k]) / d x_a
 // (the Hessian-vector product's term): the VJP of tangent_fn on direction k's tangents (outputs
 // y_o and y_o.d[k]; the variables active, so d (y_o.d[k]) / d x_a are second derivatives along
@@ -22,6 +24,7 @@
 #include <dualcast/numbers/dual.hpp>
 #include <dualcast/ops/detail/dual_parts.hpp>
 #include <dualcast/ops/fused/args.hpp>
+#include <dualcast/ops/fused/cost_model.hpp>
 #include <dualcast/ops/fused/store_node.hpp>
 #include <dualcast/tape/custom_op.hpp>
 #include <dualcast/tape/tape.hpp>
@@ -87,13 +90,15 @@ template <class D, class P, class... A> struct dual_fused_call {
   // array has the call's
   // shape s, all of them in ONE contraction pass (contract_all_fn: the same order of operations
   // as contract_kernel, so the same bits) instead of one per variable. scratch: contiguous
-  // arrays of n = s.size() elements, NO * (1 + NA) + max(NA, 1) of them.
+  // arrays of n = s.size() elements, NO * (1 + NA) + max(NA, 1) of them. stored: the partials
+  // (NO * NA rows of n, row o * NA + a), when forward kept them (fused_duals: where the plain
+  // node of the call stores them); else they are computed here, by the same pass.
   template <std::size_t NO, bool S, class Ex, class F, class Seq, std::size_t NX_>
   static void plain_cotangent_values(Ex const &ex, F const &f, scalars const &sc, Seq seq,
                                      std::array<view<R const>, NX_> const &vals,
                                      std::array<view<R const>, NO> const &gyv, shape const &s,
                                      std::array<view<R>, NX_> const &dst,
-                                     std::array<bool, NX_> const &add, R *scratch) {
+                                     std::array<bool, NX_> const &add, R *scratch, R *stored) {
     index_t const n = s.size();
     auto row = [&](std::size_t r) { return view<R>(scratch + index_t(r) * n, s); };
     std::array<view<R>, NO> yv;
@@ -101,19 +106,20 @@ template <class D, class P, class... A> struct dual_fused_call {
       yv[o] = row(o);
     std::array<view<R>, NO * std::size_t(NA)> pv;
     for (std::size_t q = 0; q < pv.size(); ++q)
-      pv[q] = row(NO + q);
+      pv[q] = stored ? view<R>(stored + index_t(q) * n, s) : row(NO + q);
     std::size_t const spare = NO * (1 + std::size_t(NA)); // a row for an unneeded output
-    [&]<std::size_t... o, std::size_t... q, std::size_t... p>(
-        std::index_sequence<o...>, std::index_sequence<q...>, std::index_sequence<p...>) {
-      auto arg = [&]<std::size_t u>(std::integral_constant<std::size_t, u>) {
-        if constexpr (P::array_index[u] >= 0)
-          return vals[std::size_t(P::array_index[u])];
-        else
-          return std::get<u>(sc);
-      };
-      apply_fresh(ex, kernel<F, S>{f}, active_of<A...>{}, out(yv[o]...), out(pv[q]...),
-                  arg(std::integral_constant<std::size_t, p>{})...);
-    }
+    if (!stored)
+      [&]<std::size_t... o, std::size_t... q, std::size_t... p>(
+          std::index_sequence<o...>, std::index_sequence<q...>, std::index_sequence<p...>) {
+        auto arg = [&]<std::size_t u>(std::integral_constant<std::size_t, u>) {
+          if constexpr (P::array_index[u] >= 0)
+            return vals[std::size_t(P::array_index[u])];
+          else
+            return std::get<u>(sc);
+        };
+        apply_fresh(ex, kernel<F, S>{f}, active_of<A...>{}, out(yv[o]...), out(pv[q]...),
+                    arg(std::integral_constant<std::size_t, p>{})...);
+      }
     (std::make_index_sequence<NO>{}, std::make_index_sequence<NO * std::size_t(NA)>{}, seq);
     // The variables' arrays (a -> i) and whether all needed ones have the call's shape.
     std::array<int, std::size_t(NA > 0 ? NA : 1)> arr{};
@@ -360,8 +366,27 @@ auto fused_duals(kernel<F, S> const &k, A const &...a) {
     (seq);
   };
 
-  auto forward = [f, parts_of, with_args](auto const &ex, auto &ctx,
-                                          std::vector<tensor<D>> const &xs) {
+  // Whether the plain tape's node of this call stores its partials (policy::automatic: the tape's
+  // default or the cost model, ops/fused/cost_model.hpp, on the same counts): then forward runs
+  // the plain store node's pass -- the values and the partials d y / d x together, its bits -- and
+  // keeps the partials for backward's cotangent values (as long as the store node keeps its own),
+  // instead of a values pass here and one more pass over the inputs in backward for the partials.
+  // Otherwise forward runs the plain recompute node's values pass, and backward the partials'.
+  int n_required = 0;
+  std::size_t input_bytes = 0;
+  for (auto const &v : arrays) {
+    n_required += v.requires_grad() ? 1 : 0;
+    input_bytes += std::size_t(v.size()) * sizeof(R);
+  }
+  policy_kind const tape_default = tp ? tp->default_policy : policy_kind::automatic;
+  auto stores = [n_required, input_bytes, tape_default](index_t n) {
+    return choose_policy(policy_kind::automatic, tape_default,
+                         compiled_nodes<policy_kind::automatic, int(NO), NA>::store, int(NO),
+                         n_required, n, sizeof(R), input_bytes) == policy_kind::store;
+  };
+
+  auto forward = [f, parts_of, with_args, stores](auto const &ex, auto &ctx,
+                                                  std::vector<tensor<D>> const &xs) {
     shape shapes[NX];
     int pos[NX];
     for (int i = 0; i < NX; ++i) {
@@ -379,7 +404,22 @@ auto fused_duals(kernel<F, S> const &k, A const &...a) {
     [&]<std::size_t... o, std::size_t... j, std::size_t... t>(
         std::index_sequence<o...>, std::index_sequence<j...>, std::index_sequence<t...>) {
       with_args(x, [&](auto const &...arg) {
-        apply_fresh(ex, kernel<F, S>{f}, out(part_raw_view(ys[o], 0)...), arg...);
+        bool stored = false;
+        if constexpr (NA > 0) {
+          if (ctx.requires_grad() && stores(s.size())) {
+            index_t const n = s.size();
+            ctx.data = tensor<R>::empty(shape{index_t(NO * std::size_t(NA)), n});
+            R *const pd = ctx.data.raw_data();
+            [&]<std::size_t... q>(std::index_sequence<q...>) {
+              apply_fresh(ex, kernel<F, S>{f}, active_of<A...>{}, out(part_raw_view(ys[o], 0)...),
+                          out(view<R>(pd + index_t(q) * n, s)...), arg...);
+            }
+            (std::make_index_sequence<NO * std::size_t(NA)>{});
+            stored = true;
+          }
+        }
+        if (!stored)
+          apply_fresh(ex, kernel<F, S>{f}, out(part_raw_view(ys[o], 0)...), arg...);
         apply_fresh(ex, kernel<tangent_fn<F, P, K, false>, S>{{f}},
                     out(part_raw_view(ys[j / std::size_t(K)], 1 + int(j % std::size_t(K)))...),
                     arg..., x.tv[t]...);
@@ -458,7 +498,9 @@ auto fused_duals(kernel<F, S> const &k, A const &...a) {
       tensor<R> scratch = tensor<R>::empty(shape{index_t(plain_rows + std::size_t(NA)), n});
       R *const sp = scratch.raw_data();
       // The values of the input cotangents: the plain store node's.
-      C::template plain_cotangent_values<NO, S>(ex, f, sc, seq, x.vals, gv, s, dst, acc, sp);
+      R *const stored = ctx.data.defined() ? ctx.data.raw_data() : nullptr;
+      C::template plain_cotangent_values<NO, S>(ex, f, sc, seq, x.vals, gv, s, dst, acc, sp,
+                                                stored);
       // Tangent k of x_a's cotangent, sum_o ybar_o.d[k] * d y_o / d x_a + ybar_o.val *
       // d (y_o.d[k]) / d x_a, is the VJP of the kernel on direction k's tangents alone
       // (tangent_fn with one tangent: outputs y_o, then y_o.d[k]) with output cotangents
@@ -512,7 +554,7 @@ auto fused_duals(kernel<F, S> const &k, A const &...a) {
       (void)ctx;
     }
   };
-  return custom_op(name, forward, backward, arrays);
+  return custom_op<tensor<R>>(name, forward, backward, arrays);
 }
 
 } // namespace dualcast::detail
