@@ -203,6 +203,11 @@ constexpr std::pair<std::size_t, std::size_t> locate() {
     i -= std::size_t(counts[k++]);
   return {k, i};
 }
+// Operand K of a join from its tuple of forwarding references, as it came (lvalue or rvalue): each
+// leaf is taken from it once, so an rvalue operand is moved from leaf by leaf, never twice.
+template <std::size_t K, class Ops> decltype(auto) join_operand(Ops &ops) {
+  return std::forward<std::tuple_element_t<K, Ops>>(std::get<K>(ops));
+}
 // Variable leaf J of operand y (an expr, or a variable: its one leaf), copied, or moved out of a
 // temporary expr (each of its leaves is taken once).
 template <class T, std::size_t J, class Y> var<T> var_leaf(Y &&y) {
@@ -321,13 +326,12 @@ template <class T, class Op, class... X> auto join(char const *op, X &&...x) {
   (std::make_index_sequence<std::size_t(NV)>{}, std::make_index_sequence<std::size_t(NT)>{});
   return [&]<std::size_t... I, std::size_t... J>(std::index_sequence<I...>,
                                                  std::index_sequence<J...>) {
-    // (std::get on the moved tuple of references: each operand as it came, lvalue or rvalue)
     return expr<T, decltype(node), NV, NT>{
         node,
         {var_leaf<T, locate<true, I, std::remove_cvref_t<X>...>().second>(
-            std::get<locate<true, I, std::remove_cvref_t<X>...>().first>(std::move(ops)))...},
+            join_operand<locate<true, I, std::remove_cvref_t<X>...>().first>(ops))...},
         {tensor_leaf<T, locate<false, J, std::remove_cvref_t<X>...>().second>(
-            std::get<locate<false, J, std::remove_cvref_t<X>...>().first>(std::move(ops)))...},
+            join_operand<locate<false, J, std::remove_cvref_t<X>...>().first>(ops))...},
         versions,
         s};
   }
