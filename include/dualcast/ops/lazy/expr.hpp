@@ -208,27 +208,16 @@ constexpr std::pair<std::size_t, std::size_t> locate() {
 template <std::size_t K, class Ops> decltype(auto) join_operand(Ops &ops) {
   return std::forward<std::tuple_element_t<K, Ops>>(std::get<K>(ops));
 }
-// Variable leaf J of operand y (an expr, or a variable: its one leaf), copied, or moved out of a
-// temporary expr (each of its leaves is taken once).
-template <class T, std::size_t J, class Y> var<T> var_leaf(Y &&y) {
-  if constexpr (is_expr_v<Y>) {
-    if constexpr (std::is_lvalue_reference_v<Y>)
-      return y.vars[J];
-    else
-      return std::move(y.vars[J]);
-  } else {
-    return std::forward<Y>(y);
-  }
-}
-template <class T, std::size_t J, class Y> tensor<T> tensor_leaf(Y &&y) {
-  if constexpr (is_expr_v<Y>) {
-    if constexpr (std::is_lvalue_reference_v<Y>)
-      return y.tensors[J];
-    else
-      return std::move(y.tensors[J]);
-  } else {
-    return std::forward<Y>(y);
-  }
+// Variable (Var) or tensor leaf J of operand y -- an expr, or a variable / tensor: its one leaf --
+// copied, or moved out of a temporary (each of its leaves is taken once).
+template <bool Var, std::size_t J, class Y> auto join_leaf(Y &&y) {
+  using L = std::remove_cvref_t<Y>;
+  if constexpr (!is_expr_v<L>)
+    return L(std::forward<Y>(y));
+  else if constexpr (Var)
+    return std::get<J>(std::forward<Y>(y).vars);
+  else
+    return std::get<J>(std::forward<Y>(y).tensors);
 }
 // The storage version at capture of leaf J (variables first, then tensors) of operand y.
 template <bool Var, std::size_t J, class Y> std::uint64_t leaf_version(Y const &y) {
@@ -328,9 +317,9 @@ template <class T, class Op, class... X> auto join(char const *op, X &&...x) {
                                                  std::index_sequence<J...>) {
     return expr<T, decltype(node), NV, NT>{
         node,
-        {var_leaf<T, locate<true, I, std::remove_cvref_t<X>...>().second>(
+        {join_leaf<true, locate<true, I, std::remove_cvref_t<X>...>().second>(
             join_operand<locate<true, I, std::remove_cvref_t<X>...>().first>(ops))...},
-        {tensor_leaf<T, locate<false, J, std::remove_cvref_t<X>...>().second>(
+        {join_leaf<false, locate<false, J, std::remove_cvref_t<X>...>().second>(
             join_operand<locate<false, J, std::remove_cvref_t<X>...>().first>(ops))...},
         versions,
         s};
