@@ -7,7 +7,9 @@
 //   c2 = sigmoid(f) * c + sigmoid(i) * tanh(g);   h = sigmoid(o) * tanh(c2)
 //
 // Variants: dense_vjp / sparse_vjp (apply + vjp), dense_value_vjp / sparse_value_vjp (one pass),
-// hand_simd (the loop of bench/lstm_cell.cpp), copy (64 Mi floats, the bandwidth reference).
+// hand_simd (the loop of bench/lstm_cell.cpp), hand_accurate (the same with the kernel's
+// saturation-accurate derivatives), hand_forward (the same in forward mode), copy (64 Mi floats,
+// the bandwidth reference).
 // Output CSV: benchmark,variant,size,threads,median_ms,ratio_to_dense,ratio_to_hand,
 // ratio_to_floor,wins_vs_dense,reps,p_vs_dense (ratios: medians of per-repetition ratios).
 //   sparse_partials [--threads N] [--reps N] [--quick] [--only VARIANT]
@@ -72,8 +74,14 @@ template <class K> void fused_value_vjp(dc::cpu ex, K const &k, arrays &a) {
       dc::in(a.c(a.hbar), a.c(a.c2bar)));
 }
 
-// bench/lstm_cell.cpp's hand-written loop: values, then a backward loop recomputing activations.
-void hand_simd(int threads, arrays &a) {
+// bench/lstm_cell.cpp's hand-written loop: values, then a backward loop recomputing activations
+// (hand_simd). Two variants of its backward loop answer where the fused VJP's time goes:
+// Accurate takes the kernel's derivatives where a gate saturates (dual sigmoid and tanh, math/
+// dual.hpp: s (1 - s) with 1 - s as e s for x >= 0, and 1 - t^2 as 4 e / (1 + e)^2 with
+// e = exp(-2 |x|), which costs an exp and a division more per tanh); Forward computes the partials
+// of c2 and h with respect to each input first and contracts them with the cotangents after, as
+// sparse forward mode does (issue 41 item 2: a reverse sweep against sparse forward, by hand).
+template <bool Accurate, bool Forward> void hand_loop(int threads, arrays &a) {
   using B = dc::batch<float, dc::native_width<float>>;
   constexpr long W = B::size;
   const long n = a.n; // a multiple of W at every size used here
@@ -88,21 +96,48 @@ void hand_simd(int threads, arrays &a) {
     (so * dc::tanh(c2)).store(a.h.data() + e);
     c2.store(a.c2.data() + e);
   }
+  // d sigmoid / dx and d tanh / dx at x, from the activation s or t
+  auto dsig = [](B x, B s) {
+    if constexpr (Accurate)
+      return s * dc::select(x >= 0.0f, dc::exp(-x) * s, 1.0f - s);
+    else
+      return s * (1.0f - s);
+  };
+  auto dtanh = [](B x, B t) {
+    if constexpr (Accurate) {
+      B ex = dc::exp(-2.0f * dc::abs(x)), r = 1.0f / (1.0f + ex);
+      return 4.0f * ex * r * r;
+    } else {
+      return 1.0f - t * t;
+    }
+  };
 #pragma omp parallel for schedule(static) num_threads(threads)
   for (long e = 0; e < n; e += W) {
-    B si = dc::sigmoid(B::load(pi + e)), sf = dc::sigmoid(B::load(pf + e)),
-      tg = dc::tanh(B::load(pg + e));
-    B so = dc::sigmoid(B::load(po + e));
+    B xi = B::load(pi + e), xf = B::load(pf + e), xg = B::load(pg + e), xo = B::load(po + e);
+    B si = dc::sigmoid(xi), sf = dc::sigmoid(xf), tg = dc::tanh(xg), so = dc::sigmoid(xo);
     B c = B::load(pc + e);
     B c2 = sf * c + si * tg;
     B tc = dc::tanh(c2);
-    B hb = B::load(a.hbar.data() + e);
-    B gc2 = B::load(a.c2bar.data() + e) + hb * so * (1.0f - tc * tc);
-    (gc2 * tg * si * (1.0f - si)).store(a.xbar[0].data() + e);
-    (gc2 * c * sf * (1.0f - sf)).store(a.xbar[1].data() + e);
-    (gc2 * si * (1.0f - tg * tg)).store(a.xbar[2].data() + e);
-    (hb * tc * so * (1.0f - so)).store(a.xbar[3].data() + e);
-    (gc2 * sf).store(a.xbar[4].data() + e);
+    B hb = B::load(a.hbar.data() + e), cb = B::load(a.c2bar.data() + e);
+    B di = dsig(xi, si), df = dsig(xf, sf), dg = dtanh(xg, tg), dc2 = dtanh(c2, tc),
+      dout = dsig(xo, so);
+    if constexpr (Forward) { // each output's partials, then the contraction
+      B c2_i = tg * di, c2_f = c * df, c2_g = si * dg, c2_c = sf;
+      B sd = so * dc2;
+      B h_i = sd * c2_i, h_f = sd * c2_f, h_g = sd * c2_g, h_o = tc * dout, h_c = sd * c2_c;
+      (hb * h_i + cb * c2_i).store(a.xbar[0].data() + e);
+      (hb * h_f + cb * c2_f).store(a.xbar[1].data() + e);
+      (hb * h_g + cb * c2_g).store(a.xbar[2].data() + e);
+      (hb * h_o).store(a.xbar[3].data() + e);
+      (hb * h_c + cb * c2_c).store(a.xbar[4].data() + e);
+    } else { // reverse: the cotangent of c2 first
+      B gc2 = cb + hb * so * dc2;
+      (gc2 * tg * di).store(a.xbar[0].data() + e);
+      (gc2 * c * df).store(a.xbar[1].data() + e);
+      (gc2 * si * dg).store(a.xbar[2].data() + e);
+      (hb * tc * dout).store(a.xbar[3].data() + e);
+      (gc2 * sf).store(a.xbar[4].data() + e);
+    }
   }
 }
 
@@ -117,7 +152,9 @@ int main(int argc, char **argv) {
       {"sparse_vjp", [&](arrays &a) { fused_vjp(ex, lstm_sparse, a); }},
       {"dense_value_vjp", [&](arrays &a) { fused_value_vjp(ex, lstm, a); }},
       {"sparse_value_vjp", [&](arrays &a) { fused_value_vjp(ex, lstm_sparse, a); }},
-      {"hand_simd", [&](arrays &a) { hand_simd(threads, a); }}};
+      {"hand_simd", [&](arrays &a) { hand_loop<false, false>(threads, a); }},
+      {"hand_accurate", [&](arrays &a) { hand_loop<true, false>(threads, a); }},
+      {"hand_forward", [&](arrays &a) { hand_loop<false, true>(threads, a); }}};
   if (!o.only.empty()) {
     arrays a(256, 256);
     if (o.only == "none") // the setup alone, to subtract
@@ -179,5 +216,7 @@ int main(int argc, char **argv) {
     row("dense_value_vjp", t[2], &t[2], &floor1);
     row("sparse_value_vjp", t[3], &t[2], &floor1);
     row("hand_simd", t[4], &t[0], &floor2);
+    row("hand_accurate", t[5], &t[0], &floor2);
+    row("hand_forward", t[6], &t[0], &floor2);
   }
 }

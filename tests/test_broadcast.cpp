@@ -1920,6 +1920,37 @@ TEST_CASE_TEMPLATE("empty arrays do nothing, rank-8 arrays work", T, double, flo
 
 } // namespace
 
+TEST_CASE_TEMPLATE("vjp: finite cotangents whose sum overflows are kept as computed", T, double,
+                   float) {
+  // The VJP tests the sum of an element's cotangents for inf / NaN; here it overflows although
+  // each is finite (a false alarm): the cotangents must stay exactly the plain products, in SIMD
+  // and remainder lanes.
+  constexpr auto k = dc::kernel([](auto a, auto b, auto c, auto d) { return a * b + c * d; });
+  dc::cpu const ex{2};
+  const index_t n = 37;
+  const auto un = static_cast<std::size_t>(n);
+  T const big = std::numeric_limits<T>::max() * T(0.75);
+  std::vector<T> a(un), b(un), c(un, T(-0.0)), d(un), ybar(un, T(1));
+  std::vector<T> ga(un), gb(un), gc(un), gd(un);
+  std::mt19937 rng(5);
+  std::uniform_real_distribution<double> u(0.8, 1.0); // a + b > 1.2 max
+  for (std::size_t i = 0; i < un; ++i)
+    a[i] = big * T(u(rng)), b[i] = big * T(u(rng)), d[i] = T(u(rng));
+  shape const s{n};
+  auto in = [&](std::vector<T> const &v) { return dc::view<T const>{v.data(), s}; };
+  auto out = [&](std::vector<T> &v) { return dc::view<T>{v.data(), s}; };
+  dc::vjp(ex, k, dc::out(out(ga), out(gb), out(gc), out(gd)), dc::in(in(a), in(b), in(c), in(d)),
+          dc::in(in(ybar)));
+  for (std::size_t i = 0; i < un; ++i) {
+    CAPTURE(i);
+    REQUIRE(std::isinf(ga[i] + gb[i] + gc[i] + gd[i])); // the case under test: the sum overflows
+    CHECK(ga[i] == b[i]);
+    CHECK(gb[i] == a[i]);
+    CHECK(gc[i] == d[i]);
+    CHECK(gd[i] == T(0));
+  }
+}
+
 TEST_CASE_TEMPLATE("vjp where a derivative is infinite: unrelated cotangents stay finite", T,
                    double, float) {
   // sqrt'(0) = inf must not turn the cotangent of y into inf * 0 = NaN (SIMD and remainder lanes)
