@@ -187,13 +187,6 @@ std::array<T, N + M> concat(std::array<T, N> const &a, std::array<T, M> const &b
   return r;
 }
 
-template <class X> shape dims_of(X const &x) {
-  if constexpr (is_expr_v<X> || is_var_v<X> || is_tensor_v<X>)
-    return x.dims();
-  else
-    return shape{};
-}
-
 // Where a join's variable (Var) or tensor leaf I comes from: (the operand, its leaf there).
 template <bool Var, std::size_t I, class... X>
 constexpr std::pair<std::size_t, std::size_t> locate() {
