@@ -803,7 +803,7 @@ def compile_section():
              r["seconds"], r["peak_mib"]] for r in rs]
     compilers = sorted({r["compiler"] for r in rs})
     units = ""
-    units_rows = read_csv("compile_units.csv")  # scripts/compile-times release bench/results/compile_units.csv
+    units_rows = read_csv("compile_units.csv")  # scripts/compile-times test bench/results/compile_units.csv
     if units_rows is not None:
         us_ = sorted(units_rows, key=lambda r: -float(r["seconds"]))
         total = sum(float(r["seconds"]) for r in us_)

@@ -59,12 +59,24 @@ function(dualcast_use_pch target)
   dualcast_precompile_options(${target})
 endfunction()
 
+# dualcast_checked_program_options(<target>)
+#   For a program the tests run that is also run for its speed (an example, the GradBench tool),
+#   after dualcast_target_options: its precompiled header, and in a check build
+#   (DUALCAST_CHECK_BUILD) the tests' optimisation and theirs.
+function(dualcast_checked_program_options target)
+  if(DUALCAST_CHECK_BUILD)
+    dualcast_test_options(${target})
+    dualcast_use_pch(${target} CHECK)
+  else()
+    dualcast_use_pch(${target})
+  endif()
+endfunction()
+
 # dualcast_test_options(<target>)
 #   The tests' optimisation, after dualcast_target_options: DUALCAST_TEST_OPT (-O0 with g++), for
-#   the test executables only (never the examples, the benchmarks, the GradBench tool or
-#   dualcast::compiled, whose -O3 code the tests still call for every float / double kernel of
-#   the tape). The tests check values, gradients and errors, not speed; g++ spent most of CI's
-#   test stage optimising them (tests/CMakeLists.txt has the figures).
+#   the test executables (and, in a check build only, the examples, the GradBench tool and
+#   dualcast::compiled). The tests check values, gradients and errors, not speed; g++ spent most
+#   of CI's test stage optimising them (tests/CMakeLists.txt has the figures).
 function(dualcast_test_options target)
   target_compile_options(${target} PRIVATE
     "$<$<COMPILE_LANGUAGE:CXX>:${DUALCAST_TEST_OPT}>")

@@ -3,8 +3,9 @@
 // dual<T, N> and central differences; the fused kernels' partials, VJP and value_and_vjp with
 // sparse partials against the same kernels with dense ones.
 //
-// Bit for bit: this file is compiled with -ffp-contract=off (tests/CMakeLists.txt), so that the
-// compiler contracts no multiply-add into an FMA differently in the two instantiations. Then a
+// Bit for bit: this file is compiled without contraction (g++ at -O0, other compilers with
+// -ffp-contract=off: tests/CMakeLists.txt), so that the compiler contracts no multiply-add into
+// an FMA differently in the two instantiations. Then a
 // sparse result equals the dense one exactly, except that a partial which is zero may differ in
 // its sign (the dense sum adds the absent operand's +0 or -0 product; the sparse one leaves the
 // term out) -- `same` below checks exactly that. (With contraction on, as in the library's
