@@ -175,5 +175,11 @@ function(dualcast_add_python_kernels target)
   endif()
   if(NOT DEFINED arg_NATIVE OR arg_NATIVE)
     target_compile_options(${target} PRIVATE "$<$<COMPILE_LANGUAGE:CXX>:-march=native>")
+    # g++: the compiler's own vectoriser at 256 bits (dualcast's kernels pick their SIMD width
+    # themselves). g++ 12.2 crashes (an internal compiler error in the SLP vectoriser) on the
+    # torch cells at -O3 where -march=native enables AVX-512 and prefers 512-bit vectors (an AMD
+    # Zen 4, 2026-12-06); Intel CPUs prefer 256 bits already.
+    target_compile_options(${target} PRIVATE
+      "$<$<AND:$<COMPILE_LANGUAGE:CXX>,$<CXX_COMPILER_ID:GNU>>:-mprefer-vector-width=256>")
   endif()
 endfunction()
