@@ -12,6 +12,7 @@
 #include <cstring>
 #include <ctime>
 #include <functional>
+#include <new>
 #include <string>
 #include <vector>
 
@@ -29,6 +30,22 @@ extern "C" void scipy_openblas_set_num_threads(int) __attribute__((weak));
 extern "C" int scipy_openblas_get_parallel() __attribute__((weak));
 
 namespace bench {
+
+// The benchmarks' own arrays, 64-byte aligned as dualcast's tensors are (tensor/memory.hpp).
+// std::vector's large blocks start 16 bytes into a cache line, so that every 64-byte AVX-512 load
+// of a float array straddles two lines: on an AMD Zen 4 that made the float32 LSTM cell's
+// value_and_vjp 14 % slower than on aligned arrays, and 16-bit storage (half as wide per load)
+// look faster than float32 when it is not (bench/results/runs/2026-12-06-lstm16-aligned).
+template <class T> struct aligned_allocator {
+  using value_type = T;
+  static constexpr std::align_val_t alignment{64};
+  aligned_allocator() = default;
+  template <class U> aligned_allocator(aligned_allocator<U> const &) {}
+  T *allocate(std::size_t n) { return static_cast<T *>(::operator new(n * sizeof(T), alignment)); }
+  void deallocate(T *p, std::size_t) { ::operator delete(p, alignment); }
+  template <class U> bool operator==(aligned_allocator<U> const &) const { return true; }
+};
+template <class T> using aligned_vector = std::vector<T, aligned_allocator<T>>;
 
 struct options {
   bool quick = false;

@@ -50,7 +50,7 @@ constexpr auto lstm = dc::kernel([](auto i, auto f, auto g, auto o, auto c) {
 
 struct arrays {
   long n;
-  std::vector<float> in[5], h, c2, hbar, c2bar, xbar[5], part[10], tmp[12];
+  bench::aligned_vector<float> in[5], h, c2, hbar, c2bar, xbar[5], part[10], tmp[12];
   explicit arrays(long n_) : n(n_) {
     std::mt19937 gen(42);
     std::uniform_real_distribution<float> u(-2.f, 2.f);
@@ -91,8 +91,10 @@ template <class F> double median_ms(F &&f, int reps) {
   return bench::median(t);
 }
 
-dc::view<const float> cv(std::vector<float> const &v, dc::shape s) { return {v.data(), s}; }
-dc::view<float> mv(std::vector<float> &v, dc::shape s) { return {v.data(), s}; }
+dc::view<const float> cv(bench::aligned_vector<float> const &v, dc::shape s) {
+  return {v.data(), s};
+}
+dc::view<float> mv(bench::aligned_vector<float> &v, dc::shape s) { return {v.data(), s}; }
 
 void fused_vjp(dc::cpu ex, arrays &a, dc::shape s) {
   dc::apply(ex, lstm, dc::out(mv(a.h, s), mv(a.c2, s)), cv(a.in[0], s), cv(a.in[1], s),
@@ -170,10 +172,13 @@ void separate(dc::cpu ex, arrays &a, dc::shape s) {
 struct tape_inputs {
   dc::tensor<float> x[5], hbar, c2bar;
   tape_inputs(arrays const &a, dc::shape s) {
+    auto const from = [&](bench::aligned_vector<float> const &v) {
+      return dc::tensor<float>::from(s, std::vector<float>(v.begin(), v.end()));
+    };
     for (int k = 0; k < 5; ++k)
-      x[k] = dc::tensor<float>::from(s, a.in[k]);
-    hbar = dc::tensor<float>::from(s, a.hbar);
-    c2bar = dc::tensor<float>::from(s, a.c2bar);
+      x[k] = from(a.in[k]);
+    hbar = from(a.hbar);
+    c2bar = from(a.c2bar);
   }
 };
 void on_tape(tape_inputs const &in, int mode) {
@@ -250,7 +255,7 @@ void hand_scalar(int threads, arrays &a) {
 // Copy bandwidth between two 256 MiB buffers (far larger than any cache): the memory floor.
 // Returns the median time of one copy.
 double copy_ms(int threads, int reps, long n) {
-  std::vector<float> src(std::size_t(n), 1.0f), dst(std::size_t(n), 0.0f);
+  bench::aligned_vector<float> src(std::size_t(n), 1.0f), dst(std::size_t(n), 0.0f);
   float const *s = src.data();
   float *d = dst.data();
   return median_ms(

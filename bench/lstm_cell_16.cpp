@@ -37,8 +37,8 @@ namespace {
 // Arrays of the cell in gate storage G and cell storage C.
 template <class G, class C> struct cell_arrays {
   dc::shape s;
-  std::vector<G> gate[4], h, hbar, gbar[4];
-  std::vector<C> c, c2, cbar, xbar_c;
+  bench::aligned_vector<G> gate[4], h, hbar, gbar[4];
+  bench::aligned_vector<C> c, c2, cbar, xbar_c;
   explicit cell_arrays(dc::shape s_) : s(s_) {
     auto const n = std::size_t(s.size());
     std::mt19937 gen(42);
@@ -55,8 +55,10 @@ template <class G, class C> struct cell_arrays {
     for (auto &v : gbar)
       v.assign(n, G(0.f));
   }
-  template <class E> dc::view<E> m(std::vector<E> &v) { return {v.data(), s}; }
-  template <class E> dc::view<E const> r(std::vector<E> const &v) { return {v.data(), s}; }
+  template <class E> dc::view<E> m(bench::aligned_vector<E> &v) { return {v.data(), s}; }
+  template <class E> dc::view<E const> r(bench::aligned_vector<E> const &v) {
+    return {v.data(), s};
+  }
   auto inputs() { return dc::in(r(gate[0]), r(gate[1]), r(gate[2]), r(gate[3]), r(c)); }
   void value_and_vjp(dc::cpu ex) {
     dc::value_and_vjp(ex, dc::cells::lstm, dc::out(m(h), m(c2)),
@@ -73,7 +75,8 @@ template <class G, class C> struct cell_arrays {
   // with hbar / cbar (in the outputs' type: float where c is float, else G). The tensors are made
   // once (prepare_tape): the timed part is the tape's work. The tape runs on the ambient CPU
   // executor, whose thread count is OpenMP's (bench::parse sets it from --threads).
-  template <class E, class S> static dc::tensor<E> as_tensor(dc::shape s, std::vector<S> const &x) {
+  template <class E, class S>
+  static dc::tensor<E> as_tensor(dc::shape s, bench::aligned_vector<S> const &x) {
     std::vector<E> v;
     for (S e : x)
       v.push_back(E(float(e)));
@@ -116,7 +119,7 @@ template <class G, class C> struct cell_arrays {
 };
 
 double copy_ms(int threads, int reps, long n) {
-  std::vector<float> src(std::size_t(n), 1.0f), dst(std::size_t(n), 0.0f);
+  bench::aligned_vector<float> src(std::size_t(n), 1.0f), dst(std::size_t(n), 0.0f);
   float const *s = src.data();
   float *d = dst.data();
   auto run = [&] {

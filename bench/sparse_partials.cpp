@@ -38,11 +38,11 @@ constexpr auto lstm_sparse = dc::sparse_partials(lstm);
 struct arrays {
   long n;
   dc::shape s;
-  std::vector<float> in[5], h, c2, hbar, c2bar, xbar[5];
+  bench::aligned_vector<float> in[5], h, c2, hbar, c2bar, xbar[5];
   arrays(long B, long H) : n(B * H), s{B, H} {
     std::mt19937 gen(42);
     std::uniform_real_distribution<float> u(-2.f, 2.f);
-    auto fill = [&](std::vector<float> &v) {
+    auto fill = [&](bench::aligned_vector<float> &v) {
       v.resize(std::size_t(n));
       for (auto &x : v)
         x = u(gen);
@@ -54,8 +54,8 @@ struct arrays {
     for (auto &v : xbar)
       v.assign(std::size_t(n), 0.f);
   }
-  dc::view<const float> c(std::vector<float> const &v) const { return {v.data(), s}; }
-  dc::view<float> m(std::vector<float> &v) const { return {v.data(), s}; }
+  dc::view<const float> c(bench::aligned_vector<float> const &v) const { return {v.data(), s}; }
+  dc::view<float> m(bench::aligned_vector<float> &v) const { return {v.data(), s}; }
 };
 
 template <class K> void fused_vjp(dc::cpu ex, K const &k, arrays &a) {
