@@ -40,6 +40,7 @@
 #include <dualcast/tape/detail/tape_node.hpp>
 #include <dualcast/tape/policy.hpp>
 #include <dualcast/tensor/detail/device_dispatch.hpp>
+#include <dualcast/tensor/detail/recycling_allocator.hpp>
 #include <dualcast/tensor/memory.hpp>
 #include <dualcast/tensor/tensor.hpp>
 
@@ -74,6 +75,12 @@ enum class leaf_step : std::uint8_t { zero, stash, commit, rollback };
 inline namespace DUALCAST_TAPE_ABI {
 
 // A tensor on a tape: a value and, if it requires gradients, a gradient slot.
+//
+// A variable is a handle: its value, slot and tape live in one shared block that copies share
+// and nothing modifies (assigning a variable rebinds the handle), so a copy is 16 bytes and one
+// reference count. Lazy expressions copy a variable into every expression that uses it
+// (ops/lazy/expr.hpp); at 184 bytes and two reference counts per copy, building the four gates
+// of an LSTM step cost about as much as recording its nodes (issue 36).
 template <class T> class var {
   static_assert(!std::is_integral_v<T>,
                 "dualcast::var: integer tensors (indices) are never differentiable and cannot be "
@@ -83,26 +90,28 @@ public:
   using value_type = T;
   var() = default;
   var(tensor<T> value, std::shared_ptr<detail::grad_slot<T>> slot, tape *tp)
-      : value_(std::move(value)), slot_(std::move(slot)), tape_(tp) {}
+      : c_(std::allocate_shared<core>(detail::recycling_allocator<core>{}, std::move(value),
+                                      std::move(slot), tp)) {}
 
-  tensor<T> const &value() const { return value_; }
-  shape const &dims() const { return value_.dims(); }
-  int rank() const { return value_.rank(); }
-  index_t size() const { return value_.size(); }
-  bool requires_grad() const { return slot_ != nullptr; }
-  bool is_leaf() const { return !slot_ || slot_->is_leaf; }
+  tensor<T> const &value() const { return c_ ? c_->value : empty().value; }
+  shape const &dims() const { return value().dims(); }
+  int rank() const { return value().rank(); }
+  index_t size() const { return value().size(); }
+  bool requires_grad() const { return c_ && c_->slot != nullptr; }
+  bool is_leaf() const { return !requires_grad() || c_->slot->is_leaf; }
   // The accumulated gradient. A variable that requires gradients but that no backward reached has
   // zeros; one that requires none (a constant) an undefined tensor; an intermediate's gradient is
   // kept only when asked for with retain_grad() before backward (else tape_error), and reads as
   // zeros when that backward did not reach it.
   tensor<T> grad() const {
-    if (!slot_)
+    auto const &s = slot();
+    if (!s)
       return tensor<T>{};
-    if (slot_->grad.defined())
-      return slot_->grad.get();
-    if (slot_->is_leaf || slot_->retained_at_backward)
+    if (s->grad.defined())
+      return s->grad.get();
+    if (s->is_leaf || s->retained_at_backward)
       return zeros_on_tape_stream();
-    if (slot_->retain)
+    if (s->retain)
       throw tape_error("dualcast::var::grad: this intermediate variable has no gradient: no "
                        "backward over it has run since retain_grad() was called on it (call "
                        "retain_grad() before backward)");
@@ -110,26 +119,36 @@ public:
                      "keeps an intermediate's gradient only after retain_grad() was called on it");
   }
   // Whether a gradient is held (a leaf that backward reached, or a retained intermediate).
-  bool has_grad() const { return slot_ && slot_->grad.defined(); }
+  bool has_grad() const { return requires_grad() && c_->slot->grad.defined(); }
   // Keep this intermediate's gradient after backward, until the next backward starts (leaves
   // keep theirs and accumulate).
   var const &retain_grad() const {
-    if (slot_)
-      slot_->retain = true;
+    if (requires_grad())
+      c_->slot->retain = true;
     return *this;
   }
   // The value of a one-element variable (a CUDA one: copied on the tape's stream, which it waits
   // for).
   T item() const;
-  tape *owner() const { return tape_; }
-  std::shared_ptr<detail::grad_slot<T>> const &slot() const { return slot_; }
+  tape *owner() const { return c_ ? c_->tp : nullptr; }
+  std::shared_ptr<detail::grad_slot<T>> const &slot() const { return c_ ? c_->slot : empty().slot; }
 
 private:
   tensor<T> zeros_on_tape_stream() const;
 
-  tensor<T> value_;
-  std::shared_ptr<detail::grad_slot<T>> slot_;
-  tape *tape_ = nullptr;
+  struct core {
+    core() = default;
+    core(tensor<T> v, std::shared_ptr<detail::grad_slot<T>> s, tape *t)
+        : value(std::move(v)), slot(std::move(s)), tp(t) {}
+    tensor<T> value;
+    std::shared_ptr<detail::grad_slot<T>> slot;
+    tape *tp = nullptr;
+  };
+  static core const &empty() { // what a default-constructed (or moved-from) variable reads
+    static core const e{};
+    return e;
+  }
+  std::shared_ptr<core const> c_;
 };
 
 class tape {
@@ -554,12 +573,12 @@ template <class... A> stream_scope_if operands_stream_scope(device const &d, A c
 
 inline namespace DUALCAST_TAPE_ABI {
 template <class T> T var<T>::item() const {
-  auto const scope = detail::tape_stream_scope(tape_, value_.dev());
-  return value_.item();
+  auto const scope = detail::tape_stream_scope(owner(), value().dev());
+  return value().item();
 }
 template <class T> tensor<T> var<T>::zeros_on_tape_stream() const {
-  auto const scope = detail::tape_stream_scope(tape_, value_.dev());
-  return tensor<T>::zeros(dims(), value_.dev());
+  auto const scope = detail::tape_stream_scope(owner(), value().dev());
+  return tensor<T>::zeros(dims(), value().dev());
 }
 } // namespace DUALCAST_TAPE_ABI
 
