@@ -16,6 +16,7 @@
 #include <dualcast/tensor/detail/device_dispatch.hpp>
 #include <dualcast/tensor/tensor.hpp>
 
+#include <algorithm>
 #include <cstddef>
 #include <cstdint>
 #include <cstring>
@@ -236,13 +237,22 @@ private:
 };
 template <class T>
 fused_backward<T>::fused_backward(fused_core<T> const &c, out_slots_ref<T> out) : s_(scratch()) {
+  // The arrays only grow: the steps write every entry below c.in.size() that they read, and
+  // resized to each node's inputs, alternating nodes of 10 and 4 (a plain-operator LSTM step)
+  // destroyed and made views and tensors at every node.
+  std::size_t const na = c.in.size();
   s_.out = out;
-  s_.target.resize(c.in.size());
-  s_.flat_target.resize(c.in.size());
-  s_.temp_tensor.resize(c.in.size());
-  s_.add.assign(c.in.size(), 0);
-  s_.temp.assign(c.in.size(), 0);
-  s_.ybar.resize(out.size());
+  if (s_.target.size() < na) {
+    s_.target.resize(na);
+    s_.flat_target.resize(na);
+    s_.temp_tensor.resize(na);
+    s_.add.resize(na);
+    s_.temp.resize(na);
+  }
+  std::fill_n(s_.add.begin(), na, char(0));
+  std::fill_n(s_.temp.begin(), na, char(0));
+  if (s_.ybar.size() < out.size())
+    s_.ybar.resize(out.size());
 }
 template <class T> fused_backward<T>::~fused_backward() {
   for (auto &t : s_.temp_tensor)

@@ -252,7 +252,7 @@ template <class T, class Op, class... X> auto join(char const *op, X &&...x) {
     if constexpr (is_expr_v<Y> || is_var_v<Y> || is_tensor_v<Y>) {
       if (first) {
         s = y.dims();
-      } else {
+      } else if (!(y.dims() == s)) { // (equal shapes, the common case, broadcast to themselves)
         bool ok = true;
         shape const b = broadcast_pair(s, y.dims(), ok);
         if (!ok)
