@@ -629,24 +629,33 @@ namespace detail {
                    "there, as in truncated backpropagation through time), or call clear() "
                    "only after the last backward that should reach it");
 }
-// (inline, its message out of line: it runs for every operand of every operation, and as a call
-// with the message built in place it took 2 % of the GradBench lstm jacobian)
+// A leaf's first use in its tape's generation (see grad_slot::first_use), and from its first use
+// by an operation that records, the tape's reference to its slot (a node's plain pointer to it).
+template <class T>
+[[gnu::noinline]] void leaf_first_use(std::shared_ptr<grad_slot<T>> const &slot, tape &tp) {
+  auto &side = slot->side();
+  if (side.use_generation != tp.generation()) {
+    side.use_generation = tp.generation();
+    side.first_use = tp.node_count();
+  }
+  if (side.held_generation != tp.generation() && tp.grad_enabled()) {
+    side.held_generation = tp.generation();
+    tp.hold_leaf(slot);
+  }
+}
+// (inline, the rare work out of line: it runs for every operand of every operation -- a lazy
+// expression's every variable, too -- and as a call with the message built in place it took 2 %
+// of the GradBench lstm jacobian)
 template <class T> inline void check_graph_alive(char const *op, var<T> const &x) {
   auto *const s = x.slot().get();
   tape *const tp = x.owner();
   if (!s || !tp)
     return;
-  if (s->is_leaf) { // (where a leaf is first used in this generation: see grad_slot::first_use)
-    auto &side = s->side();
-    if (side.use_generation != tp->generation()) {
-      side.use_generation = tp->generation();
-      side.first_use = tp->node_count();
-    }
-    // (from its first use by an operation that records: a node's plain pointer to its slot)
-    if (side.held_generation != tp->generation() && tp->grad_enabled()) {
-      side.held_generation = tp->generation();
-      tp->hold_leaf(x.slot());
-    }
+  if (s->is_leaf) {
+    auto const *side = s->side_.get();
+    std::uint64_t const g = tp->generation();
+    if (!side || side->use_generation != g || (side->held_generation != g && tp->grad_enabled()))
+      leaf_first_use(x.slot(), *tp);
   } else if (s->generation != tp->generation() && tp->grad_enabled()) {
     graph_freed(op);
   }
