@@ -930,7 +930,8 @@ def gradbench_lstm_section(stem="gradbench_lstm_codipack", threads="one thread")
         g3 = lambda x: "--" if math.isnan(x) else (f"{x:.0f}" if x >= 100 else f"{x:.3g}")
         limit = LSTM_CODIPACK_TARGETS.get(wl)
         r = dc_j / cp_j
-        goal = "" if limit is None else f"<= {limit:g}: {'met' if r <= limit else 'not met'}"
+        goal = ("(no target)" if limit is None
+                else f"<= {limit:g}: {'met' if r <= limit else 'not met'}")
         body.append([f"l={kv['l']}, c={kv['c']}",
                      f"{g3(dc_o)} / {g3(dc_j)} ({dc_j / dc_o:.1f}x)",
                      f"{g3(b_o)} / {g3(b_j)}",
@@ -980,12 +981,50 @@ def node_bytes_table():
                      "with its slots, beyond the saved tensors' records"], body))
 
 
+def operators_table():
+    """The plain-operator D-LSTM's gradient against the fused cell's (issue 36: at most 1.5x, on one
+    thread and on two): bench/results/tape_operators.csv, `tape_overhead --only dlstm` at
+    --threads 1 and 2 (each run's rows, the paired ratio per repetition), with the run's machine,
+    date and command in tape_operators_machine.txt."""
+    rs = [r for r in rows("tape_operators") if r["benchmark"] == "dlstm"]
+    if not rs:
+        return ""
+    m = key_values("tape_operators_machine.txt")
+    body = []
+    for size in dict.fromkeys(r["size"] for r in rs):
+        for threads in dict.fromkeys(r["threads"] for r in rs if r["variant"] == "gradient"):
+            fused = ms(rs, variant="gradient", size=size, threads=threads)
+            for variant, name in (("operators_gradient", "gates lazy (two nodes per step)"),
+                                  ("operators_each_statement_gradient",
+                                   "every statement materialised (six or seven)")):
+                r = next((r for r in rs if r["variant"] == variant and r["size"] == size
+                          and r["threads"] == threads), None)
+                if r is None:
+                    continue
+                ratio = float(r["paired_ratio"])
+                goal = ("<= 1.5: " + ("met" if ratio <= 1.5 else "not met")
+                        if variant == "operators_gradient" else "--")
+                body.append([size.replace("_", ", ").replace("l", "l = ", 1).replace(
+                                 "c", "c = ", 1), threads, name, f"{fused:.2f}",
+                             f"{float(r['median_ms']):.2f}",
+                             f"**{ratio:.2f}** ({float(r['paired_ratio_q1']):.2f}-"
+                             f"{float(r['paired_ratio_q3']):.2f})", goal])
+    return ("\n\nThe D-LSTM written with plain tape operators against the fused cell (generated "
+            "from `bench/results/tape_operators.csv`: " + m.get("date", "?") + ", "
+            + m.get("cpu", "?") + ", " + m.get("load", "") + "; `" + m.get("command", "?")
+            + "`). Milliseconds, the median over repetitions; plain / fused is the median "
+            "(quartiles) of the per-repetition ratios, the two timed alternately.\n\n"
+            + table(["D-LSTM", "threads", "plain operators", "fused cell gradient",
+                     "plain-operator gradient", "plain / fused", "target"], body))
+
+
 def write_gradbench(path):
     if path.exists():
         text = replace_block(path.read_text(), GB_BEGIN, GB_END, gradbench_section(), path)
         if GBL_BEGIN in text:
             text = replace_block(text, GBL_BEGIN, GBL_END,
-                                 gradbench_lstm_section() + node_bytes_table(), path)
+                                 gradbench_lstm_section() + node_bytes_table()
+                                 + operators_table(), path)
         path.write_text(text)
 
 
