@@ -263,6 +263,26 @@ TEST_CASE(
     CHECK(g3[i] == doctest::Approx(std::cos(x3v[i])).epsilon(1e-14));
 }
 
+TEST_CASE("tape: a variable taken twice by one node, and a leaf's accumulation, on small and "
+          "large arrays") {
+  // A fused node's later uses of a variable go through a temporary added to the first use's
+  // gradient: a loop for small dense arrays, the checked call above 2^14 elements.
+  for (dc::index_t n : {dc::index_t(14), dc::index_t(16384), dc::index_t(16385)}) {
+    auto const x0 = random_tensor({n}, 41), c0 = random_tensor({n}, 42);
+    dc::tape tp;
+    auto x = tp.variable(x0);
+    auto c = tp.constant(c0);
+    tp.backward(dc::sum(x * c + x * x));
+    auto const g = x.grad().to_vector(), xv = x0.to_vector(), cv = c0.to_vector();
+    for (std::size_t i = 0; i < g.size(); ++i)
+      REQUIRE(g[i] == doctest::Approx(cv[i] + 2 * xv[i]).epsilon(1e-13));
+    tp.backward(dc::sum(x * c)); // a leaf adds the new gradient to what it holds
+    auto const g2 = x.grad().to_vector();
+    for (std::size_t i = 0; i < g.size(); ++i)
+      REQUIRE(g2[i] == g[i] + cv[i]);
+  }
+}
+
 TEST_CASE("tape: backward twice, keep_graph, accumulation, zero_grad, seeds") {
   auto X = random_tensor({2, 3}, 91);
   dc::tape tp;

@@ -33,6 +33,7 @@
 
 #include <cstdint>
 #include <cstring>
+#include <functional>
 #include <initializer_list>
 #include <limits>
 #include <memory>
@@ -546,9 +547,37 @@ DUALCAST_EACH_FLOAT_TYPE(DUALCAST_X)
 namespace detail {
 // dst += src (src broadcast to dst), without touching versions (gradient buffers); on their
 // device.
+// Whether t is laid out row-major without gaps (from its extents and strides, without a view).
+template <class T> bool dense_layout(tensor<T> const &t) {
+  index_t st = 1;
+  for (int i = t.rank() - 1; i >= 0; --i) {
+    if (t.extent(i) != 1 && t.stride(i) != st)
+      return false;
+    st *= t.extent(i);
+  }
+  return true;
+}
 template <class T> void add_into(tensor<T> const &dst, tensor<T> const &src) {
   char const *op = "dualcast::tape (gradient accumulation)";
   common_device(op, dst.dev(), src.dev());
+  if constexpr (std::is_floating_point_v<T>) {
+    // Small dense arrays of one shape on the host, apart in memory (a fused node's temporary
+    // gradient of a variable it takes twice, added into the first use's: an LSTM step's h): a
+    // loop, not a checked call (three quarters of the cost of such a variable's second use).
+    constexpr index_t small = index_t(1) << 14;
+    index_t const n = dst.size();
+    if (dst.dev().is_host() && n <= small && dst.dims() == src.dims() && dense_layout(dst) &&
+        dense_layout(src)) {
+      T *const d = dst.raw_data();
+      T const *const x = src.data();
+      std::less_equal<T const *> const before; // (a total order, across arrays too)
+      if (before(d + n, x) || before(x + n, d)) {
+        for (index_t i = 0; i < n; ++i)
+          d[i] += x[i];
+        return;
+      }
+    }
+  }
   if constexpr (is_dual_v<T>) { // (tensor/detail/dual_elements.hpp)
     dual_host_only(op, dst.dev());
     each_element(
