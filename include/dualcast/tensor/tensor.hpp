@@ -547,7 +547,8 @@ DUALCAST_EACH_FLOAT_TYPE(DUALCAST_X)
 namespace detail {
 // dst += src (src broadcast to dst), without touching versions (gradient buffers); on their
 // device.
-// Whether t is laid out row-major without gaps (from its extents and strides, without a view).
+// Whether t is laid out row-major without gaps, read from the tensor itself (tensor::is_contiguous
+// builds a view first, a 144-byte copy: a fused node's backward asks it of every gradient).
 template <class T> bool dense_layout(tensor<T> const &t) {
   index_t st = 1;
   for (int i = t.rank() - 1; i >= 0; --i) {

@@ -364,17 +364,6 @@ template <class T>
       ranges[a] = range_of(view<T const>(b.target[a]));
   }
 }
-// Whether t is laid out row-major without gaps (view::is_contiguous), read from the tensor itself:
-// tensor::is_contiguous builds a view first, a 144-byte copy, twice per variable and node here.
-template <class T> bool is_dense(tensor<T> const &t) {
-  index_t st = 1;
-  for (int i = t.rank() - 1; i >= 0; --i) {
-    if (t.extent(i) != 1 && t.stride(i) != st)
-      return false;
-    st *= t.extent(i);
-  }
-  return true;
-}
 
 // place_targets for a flat node (every array argument contiguous with the call's shape, so each
 // variable's gradient has that shape): the same decisions on pointers (b.flat_target), two
@@ -384,7 +373,7 @@ template <class T>
 [[gnu::noinline]] bool place_flat_targets(fused_core<T> const &c, fused_scratch<T> &b) {
   std::size_t const na = c.in.size();
   for (std::size_t a = 0; a < na; ++a)
-    if (!b.temp[a] && !is_dense(c.in[a]->grad.get()))
+    if (!b.temp[a] && !dense_layout(c.in[a]->grad.get()))
       return false;
   index_t const len = c.s.size();
   // The placed gradients' intervals, each computed once. A gradient allocated by this backward
@@ -458,7 +447,7 @@ template <class T>
           return false;
       return true;
     }();
-    if (is_dense(t))
+    if (dense_layout(t))
       stride[k] = 1;
     else if (zero_strided)
       stride[k] = 0;
