@@ -147,8 +147,8 @@ template <class A, class B> struct pair_elem {
 
 // Any operand as an operand of join of element type T: exprs, variables and tensors by
 // reference, as they came (join copies their leaves once, into the expr it makes, or moves them out
-// of a temporary: a copy here as well was a variable -- 184 bytes and two reference counts -- per
-// leaf and operator level), scalars as scalar leaves.
+// of a temporary: a copy here as well was a reference count per leaf and operator level), scalars
+// as scalar leaves.
 template <class T, class A> decltype(auto) as_expr(A &&a) {
   if constexpr (is_expr_v<A> || is_var_v<A> || is_tensor_v<A>) {
     static_assert(std::is_same_v<elem_t<A>, T>,
@@ -224,8 +224,8 @@ template <bool Var, std::size_t J, class Y> std::uint64_t leaf_version(Y const &
 
 // Joins operands (exprs, variables, tensors, scalar leaves) under one operation node. The new
 // expr's leaves are built in place from the operands' (moved out of temporaries: in
-// sigmoid(x * w + b) each level's expr is a temporary, and a copy of its leaves cost two atomic
-// reference counts per variable, and as many again when the temporary died).
+// sigmoid(x * w + b) each level's expr is a temporary, and a copy of its leaves cost an atomic
+// reference count per variable, and as many again when the temporary died).
 template <class T, class Op, class... X> auto join(char const *op, X &&...x) {
   constexpr int counts_v[] = {leaf_counts<std::remove_cvref_t<X>>::nv...};
   constexpr int counts_t[] = {leaf_counts<std::remove_cvref_t<X>>::nt...};

@@ -182,7 +182,7 @@ template <class T, class P, class... E> auto eval_fused_many(P pol, E const &...
 template <class T, class P, class... E> auto eval_fused(P pol, E const &...es) {
   if constexpr (sizeof...(E) == 1 && (is_expr_v<E> && ...)) {
     // One expr: its leaves as they are (copied into arrays of their own, an LSTM gate's were 10
-    // variables of 184 bytes and two atomic reference counts each, per materialisation).
+    // variables and their reference counts, per materialisation).
     auto const &e = std::get<0>(std::tie(es...));
     check_versions(e);
     for (auto const &v : e.vars)
