@@ -16,6 +16,20 @@
 
 namespace dualcast {
 
+namespace detail {
+// Whether extents s with these strides lay their elements out row-major without gaps (extents of
+// 1 take any stride): a view's, or a tensor's read in place.
+inline bool dense_strides(shape const &s, index_t const *stride) {
+  index_t st = 1;
+  for (int i = s.rank - 1; i >= 0; --i) {
+    if (s.ext[i] != 1 && stride[i] != st)
+      return false;
+    st *= s.ext[i];
+  }
+  return true;
+}
+} // namespace detail
+
 template <class T> class view {
 public:
   using element_type = T;
@@ -56,15 +70,7 @@ public:
   index_t stride(int i) const { return stride_[i]; }
   index_t const *strides() const { return stride_; }
   index_t size() const { return shape_.size(); }
-  bool is_contiguous() const {
-    index_t st = 1;
-    for (int i = rank() - 1; i >= 0; --i) {
-      if (shape_.ext[i] != 1 && stride_[i] != st)
-        return false;
-      st *= shape_.ext[i];
-    }
-    return true;
-  }
+  bool is_contiguous() const { return detail::dense_strides(shape_, stride_); }
 
   // The element at a multi-index (host memory only).
   template <class... I> T &operator()(I... i) const {

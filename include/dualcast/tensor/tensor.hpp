@@ -187,7 +187,9 @@ public:
   // Write access without bumping the version (unchecked): for freshly allocated results only.
   view<T> raw_view() const { return view<T>(raw_data(), shape_, stride_); }
 
-  bool is_contiguous() const { return cview().is_contiguous(); }
+  // (read in place: a view first is a 144-byte copy, and a fused node's backward asks it of every
+  // gradient)
+  bool is_contiguous() const { return detail::dense_strides(shape_, stride_); }
 
   // One element (host tensors): x(i, j) reads it, x(i, j) = v writes it and bumps the version.
   // The indices are checked (their number against the rank, each against its extent) unless
@@ -547,17 +549,6 @@ DUALCAST_EACH_FLOAT_TYPE(DUALCAST_X)
 namespace detail {
 // dst += src (src broadcast to dst), without touching versions (gradient buffers); on their
 // device.
-// Whether t is laid out row-major without gaps, read from the tensor itself (tensor::is_contiguous
-// builds a view first, a 144-byte copy: a fused node's backward asks it of every gradient).
-template <class T> bool dense_layout(tensor<T> const &t) {
-  index_t st = 1;
-  for (int i = t.rank() - 1; i >= 0; --i) {
-    if (t.extent(i) != 1 && t.stride(i) != st)
-      return false;
-    st *= t.extent(i);
-  }
-  return true;
-}
 template <class T> void add_into(tensor<T> const &dst, tensor<T> const &src) {
   char const *op = "dualcast::tape (gradient accumulation)";
   common_device(op, dst.dev(), src.dev());
@@ -567,8 +558,8 @@ template <class T> void add_into(tensor<T> const &dst, tensor<T> const &src) {
     // loop, not a checked call (three quarters of the cost of such a variable's second use).
     constexpr index_t small = index_t(1) << 14;
     index_t const n = dst.size();
-    if (dst.dev().is_host() && n <= small && dst.dims() == src.dims() && dense_layout(dst) &&
-        dense_layout(src)) {
+    if (dst.dev().is_host() && n <= small && dst.dims() == src.dims() && dst.is_contiguous() &&
+        src.is_contiguous()) {
       T *const d = dst.raw_data();
       T const *const x = src.data();
       std::less_equal<T const *> const before; // (a total order, across arrays too)

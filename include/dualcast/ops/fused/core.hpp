@@ -373,7 +373,7 @@ template <class T>
 [[gnu::noinline]] bool place_flat_targets(fused_core<T> const &c, fused_scratch<T> &b) {
   std::size_t const na = c.in.size();
   for (std::size_t a = 0; a < na; ++a)
-    if (!b.temp[a] && !dense_layout(c.in[a]->grad.get()))
+    if (!b.temp[a] && !c.in[a]->grad.get().is_contiguous())
       return false;
   index_t const len = c.s.size();
   // The placed gradients' intervals, each computed once. A gradient allocated by this backward
@@ -447,7 +447,7 @@ template <class T>
           return false;
       return true;
     }();
-    if (dense_layout(t))
+    if (t.is_contiguous())
       stride[k] = 1;
     else if (zero_strided)
       stride[k] = 0;
