@@ -123,16 +123,23 @@ TEST_CASE("hmlstm_update: FLUSH, COPY and UPDATE per element, masks constant") {
 }
 
 TEST_CASE("dlstm_cell: ADBench's D-LSTM layer-step, gradients of all eleven inputs") {
-  std::vector<T64> xs;
-  for (unsigned k = 0; k < 11; ++k)
-    xs.push_back(random_tensor({5}, 40 + k));
-  check_gradients(
-      [](std::vector<V64> const &x) {
-        auto [h2, s2] =
-            dc::dlstm_cell(x[0], x[1], x[2], x[3], x[4], x[5], x[6], x[7], x[8], x[9], x[10]);
-        return V64(h2 + s2 * 3.0);
-      },
-      xs);
+  // The cell has sparse partials: all eleven differentiated in one evaluation on the host (store:
+  // the partials pass; recompute: the VJP pass), on a part batch and on full batches and a tail.
+  for (dc::index_t n : {5, 19}) {
+    std::vector<T64> xs;
+    for (unsigned k = 0; k < 11; ++k)
+      xs.push_back(random_tensor({n}, 40 + k));
+    for (int pol = 0; pol < 2; ++pol)
+      check_gradients(
+          [&](std::vector<V64> const &x) {
+            auto [h2, s2] = pol == 0 ? dc::dlstm_cell(dc::policy::store, x[0], x[1], x[2], x[3],
+                                                      x[4], x[5], x[6], x[7], x[8], x[9], x[10])
+                                     : dc::dlstm_cell(dc::policy::recompute, x[0], x[1], x[2], x[3],
+                                                      x[4], x[5], x[6], x[7], x[8], x[9], x[10]);
+            return V64(h2 + s2 * 3.0);
+          },
+          xs);
+  }
 }
 
 TEST_CASE("cells over views: one pass, the same values as on the tape") {
