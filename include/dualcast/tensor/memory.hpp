@@ -98,6 +98,8 @@ public:
     if (!list.empty()) {
       p = list.back();
       list.pop_back();
+      if (!list.empty() && d.is_host() && c <= 4096) // (the next one's first line, to be written)
+        __builtin_prefetch(list.back(), 1);
       stats_.bytes_cached -= c;
       ++stats_.reuses;
     } else {

@@ -61,6 +61,10 @@ template <class T> struct recycling_allocator {
       if (l.head) {
         auto *b = l.head;
         l.head = b->next;
+        // The next block, asked for now: each pop reads its block's link, and on a long tape the
+        // blocks were freed (by the previous tape) long before, out of cache -- that load was
+        // half of tape::make_output's time (GradBench lstm, l = 2, c = 4096).
+        __builtin_prefetch(l.head, 1);
         --l.count;
         return reinterpret_cast<T *>(b);
       }
