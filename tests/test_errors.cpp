@@ -306,6 +306,29 @@ TEST_CASE("version_error: names the operation -- the other tensors are unchanged
   check_close(grads_of(a), ga);
 }
 
+TEST_CASE("version_error: a fused node saves each storage once, named by its first argument") {
+  // Two rows of one parameter and another variable: the recompute node keeps two saves (W's
+  // storage as argument 1, x's as argument 0); its gradient is unchanged by that.
+  constexpr auto k = dc::kernel([](auto a, auto b, auto c) { return a * dc::sin(b) + c * b; });
+  auto rows = [](V64 const &w) {
+    return std::pair{dc::reshape(dc::slice(w, 0, 0, 1), {4}),
+                     dc::reshape(dc::slice(w, 0, 1, 2), {4})};
+  };
+  auto const W = random_tensor({2, 4}, 11), X = random_tensor({4}, 12);
+  check_gradients(
+      [&](std::vector<V64> const &v) {
+        auto [w0, w1] = rows(v[0]);
+        return V64(dc::fused(dc::policy::recompute, k, v[1], w0, w1));
+      },
+      {W, X});
+  dc::tape tp;
+  auto w = tp.variable(W.clone()), x = tp.variable(X.clone());
+  auto [w0, w1] = rows(w);
+  auto loss = dc::sum(dc::fused(dc::policy::recompute, k, x, w0, w1));
+  w.value().scale_(2.0); // in place after the node saved it
+  CHECK_THROWS_WITH_AS(tp.backward(loss), Contains("argument 1 saved by"), dc::version_error);
+}
+
 TEST_CASE("version_error midway through backward: leaf gradients that nodes already reached are "
           "rolled back") {
   dc::tape tp;

@@ -43,7 +43,10 @@ template <class P> per_node cell_chain(P pol, int n) {
   auto m = tp.variable(random_tensor({4, 56}, 1, -0.5, 0.5));
   auto prm = dlstm::make_params(m, tp.variable(random_tensor({3, 14}, 2)), 2, 14);
   auto const &w = prm.layer[0];
-  V64 x = tp.variable(random_tensor({14}, 3)), h = x, s = x;
+  // (x, h and s on storages of their own, as later nodes have them: a node saves each storage
+  // once, so a first node on one variable thrice would save less than the rest)
+  V64 x = tp.variable(random_tensor({14}, 3)), h = tp.variable(random_tensor({14}, 4)),
+      s = tp.variable(random_tensor({14}, 5));
   per_node r = measure(tp, n, 2, [&] {
     auto hs = dc::fused(pol, dlstm::layer, x, h, s, w[0], w[1], w[2], w[3], w[4], w[5], w[6], w[7]);
     h = hs[0], s = hs[1];

@@ -104,20 +104,19 @@ template <class T> struct fused_core {
 
 // The core of a node over the arguments r (n of them), every array in the tape's memory; `saves`
 // (what the node will save, version-checked: taken over by the tape's node when it is recorded)
-// holds the array arguments when keep_inputs (a recompute node; index: the argument's position),
-// whose memory they keep alive for the re-evaluation, which reads them through the node's
-// pointers or views.
+// holds the array arguments when keep_inputs (a recompute node; one per storage, its index the
+// position of the first argument on it), whose memory they keep alive for the re-evaluation,
+// which reads them through the node's pointers or views.
 template <class T>
 [[gnu::noinline]] fused_core<T> make_core(arena &mem, arg_ref<T> const *r, std::size_t n,
                                           arena_array<saved_tensor> &saves, bool keep_inputs,
                                           device const &dev, cpu const &host, shape const &s) {
-  std::size_t nv = 0, unslotted = 0, arrays = 0;
+  std::size_t nv = 0, unslotted = 0;
   for (std::size_t i = 0; i < n; ++i) {
     if (r[i].v) {
       ++nv;
       unslotted += r[i].v->slot() ? 0 : 1;
     }
-    arrays += r[i].value() ? 1 : 0;
   }
   fused_core<T> c{arena_array<grad_slot<T> *>(mem, nv),
                   arena_array<shape>(mem, unslotted),
@@ -131,9 +130,29 @@ template <class T>
       if (!r[i].v->slot())
         c.in_shape[u++] = r[i].v->dims();
     }
-  saves = arena_array<saved_tensor>(mem, keep_inputs ? arrays : 0);
+  // One save per storage: a version belongs to the storage, so arguments that share one (the
+  // D-LSTM's eight weights, slices of one parameter) need one check and one reference, named by
+  // the first of them (the one an error names).
+  constexpr std::size_t inline_n = 64; // (more arguments: each saved)
+  storage const *st[inline_n];
+  bool first_on_storage[inline_n];
+  std::size_t distinct = 0;
+  for (std::size_t i = 0; keep_inputs && i < n; ++i) {
+    tensor<T> const *t = r[i].value();
+    bool first = t != nullptr;
+    if (t && i < inline_n) {
+      st[i] = t->store().get();
+      for (std::size_t o = 0; o < i && first; ++o)
+        first = st[o] != st[i];
+      first_on_storage[i] = first;
+    } else if (i < inline_n) {
+      st[i] = nullptr, first_on_storage[i] = false;
+    }
+    distinct += first ? 1 : 0;
+  }
+  saves = arena_array<saved_tensor>(mem, distinct);
   for (std::size_t i = 0, j = 0; keep_inputs && i < n; ++i)
-    if (tensor<T> const *t = r[i].value())
+    if (tensor<T> const *t = r[i].value(); t && (i >= inline_n || first_on_storage[i]))
       saves[j++] = save(*t, "argument", int(i));
   return c;
 }
