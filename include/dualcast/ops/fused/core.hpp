@@ -133,11 +133,15 @@ template <class T>
   // One save per storage: a version belongs to the storage, so arguments that share one (the
   // D-LSTM's eight weights, slices of one parameter) need one check and one reference, named by
   // the first of them (the one an error names).
+  if (!keep_inputs) {
+    saves = arena_array<saved_tensor>(mem, 0);
+    return c;
+  }
   constexpr std::size_t inline_n = 64; // (more arguments: each saved)
   storage const *st[inline_n];
-  bool first_on_storage[inline_n];
+  bool first_on_storage[inline_n] = {};
   std::size_t distinct = 0;
-  for (std::size_t i = 0; keep_inputs && i < n; ++i) {
+  for (std::size_t i = 0; i < n; ++i) {
     tensor<T> const *t = r[i].value();
     bool first = t != nullptr;
     if (t && i < inline_n) {
@@ -146,12 +150,12 @@ template <class T>
         first = st[o] != st[i];
       first_on_storage[i] = first;
     } else if (i < inline_n) {
-      st[i] = nullptr, first_on_storage[i] = false;
+      st[i] = nullptr;
     }
     distinct += first ? 1 : 0;
   }
   saves = arena_array<saved_tensor>(mem, distinct);
-  for (std::size_t i = 0, j = 0; keep_inputs && i < n; ++i)
+  for (std::size_t i = 0, j = 0; i < n; ++i)
     if (tensor<T> const *t = r[i].value(); t && (i >= inline_n || first_on_storage[i]))
       saves[j++] = save(*t, "argument", int(i));
   return c;
