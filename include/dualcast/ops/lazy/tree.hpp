@@ -116,6 +116,10 @@ template <class V> struct tensor_type<V> { using type = V; };
 // The kernel functor of a materialisation: arguments are NV variables then NT tensors (after
 // deduplication; unused positions are padding); the trees give the outputs.
 template <bool Direct, int NV, int NT, class... Trees> struct tree_fn {
+  // Sparse partials (kernel/kernel.hpp) where each argument keeps its own type: an expression has
+  // no branches, and an LSTM step's state update (nine variables, each gate on three) then runs
+  // its VJP in one evaluation instead of two. With duplicates the variables share one type.
+  static constexpr bool sparse_partials = Direct;
   detail::tuple<Trees...> trees;
   std::array<std::uint8_t, NV> vmap;
   std::array<std::uint8_t, NT> tmap;
