@@ -97,7 +97,7 @@ inline double objective_plain(problem const &p) {
 using layer_step = dc::cells::dlstm_fn;
 // The first layer, whose input is the character's bits times in_weight.
 struct first_layer_step {
-  static constexpr bool sparse_partials = true; // (as the cell's: kernel/kernel.hpp)
+  static constexpr bool sparse_partials = layer_step::sparse_partials; // (kernel/kernel.hpp)
   template <class C, class IW, class... R>
   DUALCAST_HD auto operator()(C const &bits, IW const &in_weight, R const &...rest) const {
     return layer_step{}(bits * in_weight, rest...);

@@ -85,10 +85,15 @@ inline constexpr kernel<hmlstm_update_fn> hmlstm_update{hmlstm_update_fn{}};
 // (h, s), the diagonal weights (w_f, w_i, w_o, w_g) and biases (b_f, b_i, b_o, b_g):
 //   f = sigmoid(x w_f + b_f), i = sigmoid(h w_i + b_i), o = sigmoid(x w_o + b_o),
 //   g = tanh(h w_g + b_g), s' = s f + i g, h' = o tanh(s').   Returns (h', s').
-// With sparse partials (kernel/kernel.hpp): each gate depends on three of the eleven inputs, and
-// the VJP of all eleven runs in one evaluation instead of two.
+// With sparse partials on the CPU (kernel/kernel.hpp): each gate depends on three of the eleven
+// inputs, and the VJP of all eleven runs in one evaluation instead of two. On a GPU the dense
+// duals: the sparse ones took the double VJP's strided kernel to 128 registers and a spill.
 struct dlstm_fn {
+#ifdef __CUDA_ARCH__
+  static constexpr bool sparse_partials = false;
+#else
   static constexpr bool sparse_partials = true;
+#endif
   template <class X, class H, class S, class WF, class WI, class WO, class WG, class BF, class BI,
             class BO, class BG>
   DUALCAST_HD auto operator()(X const &x, H const &h, S const &s, WF const &wf, WI const &wi,

@@ -104,7 +104,8 @@ template <class F> kernel(F, per_element_t) -> kernel<F, false>;
 // whatever the kernel's number of active inputs. Opt-in because the sets are types: a lambda
 // whose branches return values of different inputs, or whose loop accumulates over different
 // inputs, does not compile with it (and gets a message saying so where a variable is assigned).
-// A functor opts in with `static constexpr bool sparse_partials = true;` (cells::dlstm_fn does).
+// A functor opts in with `static constexpr bool sparse_partials = true;` (cells::dlstm_fn does on
+// the host).
 namespace detail {
 template <class F>
 concept has_sparse_partials = requires {
