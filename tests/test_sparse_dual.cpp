@@ -211,6 +211,15 @@ constexpr auto k_ten =
       auto x = a * b + dc::tanh(c) * d - e / (f * f + 1.0f);
       return dc::outputs(x * dc::sigmoid(g) + h * i - j, dc::exp(j * 0.25f), dc::sin(a) + j);
     });
+// 18 inputs: more than one evaluation takes with sparse duals (max_sparse_chunk), so they run in
+// the active set's chunks of 8 too.
+constexpr auto k_eighteen =
+    dc::kernel([](auto a, auto b, auto c, auto d, auto e, auto f, auto g, auto h, auto i, auto j,
+                  auto k, auto l, auto m, auto n, auto o, auto p, auto q, auto r) {
+      auto x = a * b + dc::tanh(c) * d - e / (f * f + 1.0f) + g * h;
+      auto y = dc::sigmoid(i + j) * k - l * m + dc::exp(n * 0.25f);
+      return dc::outputs(x * y + o, p * q - dc::sin(r) + a, r * b);
+    });
 // A branch on lane masks whose sides depend on the same inputs (sparse sets must agree there).
 constexpr auto k_branch = dc::kernel([](auto x, auto w) {
   if (x > 0.25f)
@@ -226,10 +235,13 @@ TEST_CASE("fused kernels: sparse partials equal dense ones (partials, vjp, value
   SUBCASE("every operation, mixed sets") {
     dense_equals_sparse<float, 4, 5>(k_mixed, dc::sparse_partials(k_mixed), 0.2, 1.4);
   }
-  SUBCASE("10 inputs, unchunked and in chunks of 4") {
+  SUBCASE("10 inputs: dense in chunks of 8 and of 4, sparse in one evaluation on the host") {
     dense_equals_sparse<float, 10, 3>(k_ten, dc::sparse_partials(k_ten), -1.5, 1.5);
     dense_equals_sparse<float, 10, 3>(k_ten, dc::sparse_partials(k_ten), -1.5, 1.5,
                                       dc::active_set<4>{});
+  }
+  SUBCASE("18 inputs: sparse in chunks of 8 as well") {
+    dense_equals_sparse<float, 18, 3>(k_eighteen, dc::sparse_partials(k_eighteen), -1.5, 1.5);
   }
   SUBCASE("a divergent branch, log at 0 in some lanes") {
     dense_equals_sparse<float, 2, 1>(k_branch, dc::sparse_partials(k_branch), -1, 1);
