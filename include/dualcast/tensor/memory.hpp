@@ -98,7 +98,10 @@ public:
     if (!list.empty()) {
       p = list.back();
       list.pop_back();
-      if (!list.empty() && d.is_host() && c <= 4096) // (the next one's first line, to be written)
+      // The next block's first line, to be written: on a long tape a recycled block was freed by
+      // the previous tape, out of cache. Small blocks only (a tape's per-node arrays), where
+      // that one line is a fair part of what the caller writes.
+      if (!list.empty() && d.is_host() && c <= 4096)
         __builtin_prefetch(list.back(), 1);
       stats_.bytes_cached -= c;
       ++stats_.reuses;

@@ -144,13 +144,11 @@ template <class T>
   for (std::size_t i = 0; i < n; ++i) {
     tensor<T> const *t = r[i].value();
     bool first = t != nullptr;
-    if (t && i < inline_n) {
-      st[i] = t->store().get();
+    if (i < inline_n) {
+      st[i] = t ? t->store().get() : nullptr;
       for (std::size_t o = 0; o < i && first; ++o)
         first = st[o] != st[i];
       first_on_storage[i] = first;
-    } else if (i < inline_n) {
-      st[i] = nullptr;
     }
     distinct += first ? 1 : 0;
   }
