@@ -1301,7 +1301,9 @@ def sparse_partials_section():
              "dense_value_vjp": "value_and_vjp, dense", "sparse_value_vjp": "value_and_vjp, sparse",
              "hand_simd": "hand-written SIMD loop",
              "hand_accurate": "hand-written, the kernel's saturation-accurate derivatives",
-             "hand_forward": "hand-written, forward mode (partials, then contracted)"}
+             "hand_forward": "hand-written, forward mode (partials, then contracted)",
+             "gru_dense_vjp": "GRU cell apply + vjp, dense partials (its formula)",
+             "gru_sparse_vjp": "GRU cell apply + vjp, sparse partials (`cells::gru`; floor 23 arrays)"}
     parts = []
     for size in sizes_of(rs, "sparse_partials"):
         body = []
@@ -1310,13 +1312,14 @@ def sparse_partials_section():
                 continue
             f = lambda k: fmt(float(r[k]))  # noqa: E731
             floor = r["variant"].startswith("floor")
+            gru = r["variant"].startswith("gru")  # (no hand-written GRU loop)
             body.append([names.get(r["variant"], r["variant"]), f("median_ms"),
                          "-" if floor or r["variant"].startswith("hand") else f("ratio_to_dense"),
-                         f("ratio_to_hand"), "-" if floor else f("ratio_to_floor"),
-                         "-" if floor or r["variant"].startswith(("dense", "hand"))
+                         "-" if gru else f("ratio_to_hand"), "-" if floor else f("ratio_to_floor"),
+                         "-" if floor or r["variant"].startswith(("dense", "hand", "gru_dense"))
                          else f"{r['wins_vs_dense']} / {r['reps']} (p {r['p_vs_dense']})"])
         threads = rs[0]["threads"] if rs else "?"
-        parts.append(f"LSTM cell {size} float32, {threads} threads (`bench/results/sparse_partials.csv`; "
+        parts.append(f"LSTM cell (and the GRU cell's last two rows) {size} float32, {threads} threads (`bench/results/sparse_partials.csv`; "
                      "ratios: medians of per-repetition ratios; the value_and_vjp rows against "
                      "the one-pass floor):\n\n"
                      + table(["variant", "median ms", "/ dense", "/ hand SIMD", "/ floor",

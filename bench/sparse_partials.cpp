@@ -8,8 +8,9 @@
 //
 // Variants: dense_vjp / sparse_vjp (apply + vjp), dense_value_vjp / sparse_value_vjp (one pass),
 // hand_simd (the loop of bench/lstm_cell.cpp), hand_accurate (the same with the kernel's
-// saturation-accurate derivatives), hand_forward (the same in forward mode), copy (64 Mi floats,
-// the bandwidth reference).
+// saturation-accurate derivatives), hand_forward (the same in forward mode), gru_dense_vjp /
+// gru_sparse_vjp (the GRU cell's apply + vjp: its formula with dense duals, cells::gru with sparse
+// ones; its floor 23 arrays), copy (64 Mi floats, the bandwidth reference).
 // Output CSV: benchmark,variant,size,threads,median_ms,ratio_to_dense,ratio_to_hand,
 // ratio_to_floor,wins_vs_dense,reps,p_vs_dense (ratios: medians of per-repetition ratios).
 //   sparse_partials [--threads N] [--reps N] [--quick] [--only VARIANT]
@@ -57,6 +58,45 @@ struct arrays {
   dc::view<const float> c(bench::aligned_vector<float> const &v) const { return {v.data(), s}; }
   dc::view<float> m(bench::aligned_vector<float> &v) const { return {v.data(), s}; }
 };
+
+// The ready GRU cell (kernel/cells.hpp: sparse partials on the host) beside its formula with
+// dense duals, apply + vjp: 7 inputs, 1 output.
+constexpr auto gru_dense =
+    dc::kernel([](auto xr, auto xz, auto xn, auto hr, auto hz, auto hn, auto h) {
+      auto r = dc::sigmoid(xr + hr);
+      auto z = dc::sigmoid(xz + hz);
+      auto n = dc::tanh(xn + r * hn);
+      return n + z * (h - n);
+    });
+struct gru_arrays {
+  dc::shape s;
+  bench::aligned_vector<float> in[7], h, hbar, xbar[7];
+  explicit gru_arrays(dc::shape s_) : s(s_) {
+    std::mt19937 gen(43);
+    std::uniform_real_distribution<float> u(-2.f, 2.f);
+    auto const n = std::size_t(s.size());
+    for (auto *v : {&in[0], &in[1], &in[2], &in[3], &in[4], &in[5], &in[6], &hbar})
+      for (std::size_t j = 0; j < n; ++j)
+        v->push_back(u(gen));
+    h.assign(n, 0.f);
+    for (auto &v : xbar)
+      v.assign(n, 0.f);
+  }
+};
+template <class K> void gru_vjp(dc::cpu ex, K const &k, gru_arrays &a) {
+  auto c = [&](bench::aligned_vector<float> const &v) {
+    return dc::view<const float>(v.data(), a.s);
+  };
+  auto m = [&](bench::aligned_vector<float> &v) { return dc::view<float>(v.data(), a.s); };
+  dc::apply(ex, k, dc::out(m(a.h)), c(a.in[0]), c(a.in[1]), c(a.in[2]), c(a.in[3]), c(a.in[4]),
+            c(a.in[5]), c(a.in[6]));
+  dc::vjp(
+      ex, k,
+      dc::out(m(a.xbar[0]), m(a.xbar[1]), m(a.xbar[2]), m(a.xbar[3]), m(a.xbar[4]), m(a.xbar[5]),
+              m(a.xbar[6])),
+      dc::in(c(a.in[0]), c(a.in[1]), c(a.in[2]), c(a.in[3]), c(a.in[4]), c(a.in[5]), c(a.in[6])),
+      dc::in(c(a.hbar)));
+}
 
 template <class K> void fused_vjp(dc::cpu ex, K const &k, arrays &a) {
   dc::apply(ex, k, dc::out(a.m(a.h), a.m(a.c2)), a.c(a.in[0]), a.c(a.in[1]), a.c(a.in[2]),
@@ -187,22 +227,29 @@ int main(int argc, char **argv) {
     std::vector<std::function<void()>> runs;
     for (auto const &v : variants)
       runs.emplace_back([&a, &v] { v.second(a); });
+    gru_arrays ga(a.s);
+    std::size_t const gru_at = runs.size();
+    runs.emplace_back([&] { gru_vjp(ex, gru_dense, ga); });
+    runs.emplace_back([&] { gru_vjp(ex, dc::cells::gru, ga); });
     runs.emplace_back(copy);
     auto t = bench::interleaved(runs, o.reps);
     std::vector<double> const &copy_t = t.back();
     // The floors per repetition: 19 (two passes) or 14 (one pass) arrays at that repetition's
     // copy bandwidth (a copy moves 2 arrays of copy_n floats).
-    std::vector<double> floor2(copy_t.size()), floor1(copy_t.size());
+    // The GRU's apply + vjp: 23 arrays (7 + 1, then 7 + 1 read and 7 written).
+    std::vector<double> floor2(copy_t.size()), floor1(copy_t.size()), floor_gru(copy_t.size());
     for (std::size_t r = 0; r < copy_t.size(); ++r) {
       double const ms_per_float = copy_t[r] / (2.0 * double(copy_n));
       floor2[r] = 19.0 * double(a.n) * ms_per_float;
       floor1[r] = 14.0 * double(a.n) * ms_per_float;
+      floor_gru[r] = 23.0 * double(a.n) * ms_per_float;
     }
     std::string const size = std::to_string(B) + "x" + std::to_string(H);
     auto row = [&](std::string const &name, std::vector<double> const &tv,
                    std::vector<double> const *dense, std::vector<double> const *floor) {
       double rd = dense ? bench::paired_ratio(tv, *dense) : std::nan("");
-      double rh = bench::paired_ratio(tv, t[4]);
+      bool const gru = name.rfind("gru", 0) == 0; // (no hand-written GRU loop)
+      double rh = gru ? std::nan("") : bench::paired_ratio(tv, t[4]);
       double rf = floor ? bench::paired_ratio(tv, *floor) : std::nan("");
       bench::paired c = dense ? bench::compare(tv, *dense) : bench::paired{0, 0, 0, std::nan("")};
       std::printf("sparse_partials,%s,%s,%d,%.3f,%.3f,%.3f,%.3f,%ld,%d,%.2g\n", name.c_str(),
@@ -218,5 +265,7 @@ int main(int argc, char **argv) {
     row("hand_simd", t[4], &t[0], &floor2);
     row("hand_accurate", t[5], &t[0], &floor2);
     row("hand_forward", t[6], &t[0], &floor2);
+    row("gru_dense_vjp", t[gru_at], &t[gru_at], &floor_gru);
+    row("gru_sparse_vjp", t[gru_at + 1], &t[gru_at], &floor_gru);
   }
 }

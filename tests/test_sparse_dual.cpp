@@ -204,6 +204,17 @@ constexpr auto k_lstm = dc::kernel([](auto i, auto f, auto g, auto o, auto c) {
   auto c2 = dc::sigmoid(f) * c + dc::sigmoid(i) * dc::tanh(g);
   return dc::outputs(dc::sigmoid(o) * dc::tanh(c2), c2);
 });
+// The GRU cell's formula (kernel/cells.hpp) with dense duals: the ready cell runs sparse ones on
+// the host.
+constexpr auto k_gru = dc::kernel([](auto xr, auto xz, auto xn, auto hr, auto hz, auto hn, auto h) {
+  auto r = dc::sigmoid(xr + hr);
+  auto z = dc::sigmoid(xz + hz);
+  auto n = dc::tanh(xn + r * hn);
+  return n + z * (h - n);
+});
+static_assert(dc::detail::has_sparse_partials<dc::cells::lstm_fn> &&
+              dc::detail::has_sparse_partials<dc::cells::gru_fn> &&
+              dc::detail::has_sparse_partials<dc::cells::dlstm_fn>);
 constexpr dc::kernel<mixed_fn> k_mixed{mixed_fn{}};
 // 10 inputs, so that chunks of 4 split them; one output ignores most inputs.
 constexpr auto k_ten =
@@ -246,8 +257,9 @@ TEST_CASE("fused kernels: sparse partials equal dense ones (partials, vjp, value
   SUBCASE("a divergent branch, log at 0 in some lanes") {
     dense_equals_sparse<float, 2, 1>(k_branch, dc::sparse_partials(k_branch), -1, 1);
   }
-  SUBCASE("the ready GRU cell") {
-    dense_equals_sparse<float, 7, 1>(dc::cells::gru, dc::sparse_partials(dc::cells::gru), -2, 2);
+  SUBCASE("the ready LSTM and GRU cells (sparse on the host) against their formulas, dense") {
+    dense_equals_sparse<float, 5, 2>(k_lstm, dc::cells::lstm, -2, 2);
+    dense_equals_sparse<float, 7, 1>(k_gru, dc::cells::gru, -2, 2);
   }
 }
 TEST_CASE("fused kernels: sparse partials equal dense ones, double") {

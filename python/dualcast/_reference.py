@@ -1,7 +1,10 @@
-"""The argument tables of the reference entries dualcast_ref_<name> that DUALCAST_XLA_REFERENCE
-defines (include/dualcast/interop/detail/xla_reference.hpp): for ctypes, the arrays' data
-pointers, their ranks and 8 extents per array. Used by the tests and the JAX benchmark."""
+"""The reference entries dualcast_ref_<name> that DUALCAST_REFERENCE_ENTRY defines in a kernel
+library (include/dualcast/interop/detail/reference_entry.hpp): dualcast::apply / vjp called
+directly on NumPy arrays through ctypes, no framework. Used by the tests (bit-for-bit comparisons
+of the PyTorch and JAX operations) and the JAX benchmark."""
 import ctypes
+
+import numpy as np
 
 
 def array_table(arrays):
@@ -13,3 +16,32 @@ def array_table(arrays):
         for d, e in enumerate(a.shape):
             dims[8 * k + d] = e
     return ptrs, ranks, dims
+
+
+class Reference:
+    """The reference entries dualcast_ref_<name> of one library."""
+
+    def __init__(self, path):
+        self.lib = ctypes.CDLL(path)
+
+    def _call(self, name, mode, args, res_shapes):
+        dtype = args[0].dtype
+        args = [np.require(np.asarray(a, dtype), requirements="C") for a in args]
+        res = [np.zeros(s, dtype) for s in res_shapes]
+
+        ap, ar, ad = array_table(args)
+        rp, rr, rd = array_table(res)
+        err = ctypes.create_string_buffer(512)
+        rc = getattr(self.lib, f"dualcast_ref_{name}")(
+            mode, int(dtype == np.float64), len(args), ap, ar, ad, len(res), rp, rr, rd, err, 512)
+        if rc != 0:
+            raise RuntimeError(err.value.decode())
+        return res
+
+    def forward(self, name, args, n_out):
+        shape = np.broadcast_shapes(*(np.shape(a) for a in args))
+        return self._call(name, 0, args, [shape] * n_out)
+
+    def vjp(self, name, args, cotangents, active):
+        return self._call(name, 1, list(args) + list(cotangents),
+                          [np.shape(args[i]) for i in active])

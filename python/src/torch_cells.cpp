@@ -1,7 +1,9 @@
 // The ready cells of dualcast/kernel/cells.hpp as PyTorch operators (dualcast::lstm_cell, ...),
 // which python/dualcast/torch.py wraps as lstm_cell, gru_cell and hmlstm_update. One translation
 // unit: torch's headers dominate its compile time. torch_cells.cu holds the CUDA half (built where
-// torch has CUDA).
+// torch has CUDA). Each cell also gets a reference entry (dualcast::apply / vjp called directly on
+// the host, no torch) for the tests' bit-for-bit comparison.
+#include <dualcast/interop/detail/reference_entry.hpp>
 #include <dualcast/interop/torch.hpp>
 #include <dualcast/kernel/cells.hpp>
 
@@ -29,3 +31,7 @@ DUALCAST_TORCH_KERNEL(
            "(z == 0, zb == 0) c' = c; UPDATE c' = sigmoid(f) c + sigmoid(i) tanh(g). The masks "
            "are not differentiated.",
     .args = "z, zb, c, f, i, g", .nondiff = 0b11u)
+
+DUALCAST_REFERENCE_ENTRY(lstm_cell, dualcast::cells::lstm);
+DUALCAST_REFERENCE_ENTRY(gru_cell, dualcast::cells::gru);
+DUALCAST_REFERENCE_ENTRY(hmlstm_update, dualcast::cells::hmlstm_update, 2, 3, 4, 5);

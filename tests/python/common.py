@@ -1,10 +1,8 @@
 """Shared set-up of the PyTorch tests: skip (DUALCAST_SKIPPED) where torch or the built
-operator libraries are missing; run dualcast's own reference program."""
+operator libraries are missing; dualcast's own answer from the libraries' reference entries."""
 
 import os
-import subprocess
 import sys
-import tempfile
 
 
 def skip(reason):
@@ -21,13 +19,9 @@ def require_torch():
         skip("the operator libraries were not built (no torch at configure time)")
 
 
-def reference(kernel, arrays):
-    """dualcast::apply + dualcast::vjp on float64 arrays (dict name -> numpy array), by the C++
-    program tests/python/reference.cpp; returns its outputs as a dict of numpy arrays."""
-    import numpy as np
-    with tempfile.TemporaryDirectory() as d:
-        src, dst = os.path.join(d, "in.npz"), os.path.join(d, "out.npz")
-        np.savez(src, **{k: np.ascontiguousarray(v, dtype=np.float64) for k, v in arrays.items()})
-        subprocess.run([os.environ["DUALCAST_REFERENCE"], kernel, src, dst], check=True)
-        with np.load(dst) as f:
-            return {k: f[k] for k in f.files}
+def reference(library):
+    """The reference entries of the library the environment variable `library` names
+    (DUALCAST_TORCH_CELLS, DUALCAST_TEST_KERNELS): dualcast::apply / vjp called directly on NumPy
+    arrays, compiled in the same translation unit as the operators under test."""
+    from dualcast._reference import Reference
+    return Reference(os.environ[library])

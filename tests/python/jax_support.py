@@ -1,13 +1,10 @@
 """What the JAX tests share: the skip (no JAX: print DUALCAST_SKIPPED, exit 0, so ctest reports
 skipped, never passed), the libraries' paths, and the reference entries of a kernel library
-(DUALCAST_XLA_REFERENCE: dualcast::apply / vjp called directly on NumPy arrays, no XLA)."""
-import ctypes
+(DUALCAST_REFERENCE_ENTRY: dualcast::apply / vjp called directly on NumPy arrays, no XLA)."""
 import os
 import sys
 
-import numpy as np
-
-from dualcast._reference import array_table
+from dualcast._reference import Reference  # noqa: F401 (the JAX tests take it from here)
 
 
 def require_jax(cpu_only=True):
@@ -31,30 +28,3 @@ def library(var):
     return path
 
 
-class Reference:
-    """The reference entries dualcast_ref_<name> of one library."""
-
-    def __init__(self, path):
-        self.lib = ctypes.CDLL(path)
-
-    def _call(self, name, mode, args, res_shapes):
-        dtype = args[0].dtype
-        args = [np.require(np.asarray(a, dtype), requirements="C") for a in args]
-        res = [np.zeros(s, dtype) for s in res_shapes]
-
-        ap, ar, ad = array_table(args)
-        rp, rr, rd = array_table(res)
-        err = ctypes.create_string_buffer(512)
-        rc = getattr(self.lib, f"dualcast_ref_{name}")(
-            mode, int(dtype == np.float64), len(args), ap, ar, ad, len(res), rp, rr, rd, err, 512)
-        if rc != 0:
-            raise RuntimeError(err.value.decode())
-        return res
-
-    def forward(self, name, args, n_out):
-        shape = np.broadcast_shapes(*(np.shape(a) for a in args))
-        return self._call(name, 0, args, [shape] * n_out)
-
-    def vjp(self, name, args, cotangents, active):
-        return self._call(name, 1, list(args) + list(cotangents),
-                          [np.shape(args[i]) for i in active])

@@ -1,7 +1,7 @@
 // Kernels for tests/python/test_jax_ops.py: a user kernel with a data-dependent branch and two
 // outputs, one with a non-differentiated input, each with its reference entry (dualcast::apply /
 // vjp called directly) for the bit-for-bit comparison.
-#include <dualcast/interop/detail/xla_reference.hpp>
+#include <dualcast/interop/detail/reference_entry.hpp>
 #include <dualcast/interop/xla_ffi.hpp>
 
 namespace dc = dualcast;
@@ -22,5 +22,5 @@ constexpr auto scaled = dc::kernel([](auto x, auto s) { return s * x * x + dc::s
 DUALCAST_XLA_KERNEL(branchy, branchy);
 DUALCAST_XLA_KERNEL(scaled, scaled, 0);
 
-DUALCAST_XLA_REFERENCE(branchy, branchy);
-DUALCAST_XLA_REFERENCE(scaled, scaled, 0);
+DUALCAST_REFERENCE_ENTRY(branchy, branchy);
+DUALCAST_REFERENCE_ENTRY(scaled, scaled, 0);

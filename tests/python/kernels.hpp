@@ -1,5 +1,6 @@
-// The user kernels of the PyTorch tests: registered as torch operators (torch_kernels.cpp) and
-// run by dualcast directly (reference.cpp), so that the tests compare the two bit for bit.
+// The user kernels of the PyTorch tests: registered as torch operators (torch_kernels.cpp), whose
+// library also runs them through dualcast directly (a reference entry), so that the tests compare
+// the two bit for bit.
 #pragma once
 
 #include <dualcast/core/config.hpp>

@@ -106,28 +106,42 @@ class CellsTest(unittest.TestCase):
         torch.set_num_threads(1)
         xs = [self.rand(9, 33) for _ in range(4)] + [self.rand(1, 33)]
         gh, gc = self.rand(9, 33), self.rand(9, 33)
-        ref = reference("lstm", dict(zip("ifgoc", (a.numpy() for a in xs)), gh=gh.numpy(),
-                                     gc=gc.numpy()))
+        ref = reference("DUALCAST_TORCH_CELLS")
+        args = [a.numpy() for a in xs]
+        want_h, want_c = ref.forward("lstm_cell", args, 2)
+        want_g = ref.vjp("lstm_cell", args, [gh.numpy(), gc.numpy()], range(5))
         leaves = [a.clone().requires_grad_() for a in xs]
         h, c = dct.lstm_cell(*leaves)
         grads = torch.autograd.grad((h, c), leaves, (gh, gc))
-        self.assertTrue(np.array_equal(h.detach().numpy(), ref["h"]))
-        self.assertTrue(np.array_equal(c.detach().numpy(), ref["c2"]))
-        for name, g in zip("ifgoc", grads):
-            self.assertTrue(np.array_equal(g.numpy(), ref[name + "_bar"]), name)
+        self.assertTrue(np.array_equal(h.detach().numpy(), want_h))
+        self.assertTrue(np.array_equal(c.detach().numpy(), want_c))
+        for name, g, want in zip("ifgoc", grads, want_g):
+            self.assertTrue(np.array_equal(g.numpy(), want), name)
+
+        xs = [self.rand(9, 33) for _ in range(6)] + [self.rand(9, 1)]
+        gh = self.rand(9, 33)
+        args = [a.numpy() for a in xs]
+        (want_h,) = ref.forward("gru_cell", args, 1)
+        want_g = ref.vjp("gru_cell", args, [gh.numpy()], range(7))
+        leaves = [a.clone().requires_grad_() for a in xs]
+        h = dct.gru_cell(*leaves)
+        grads = torch.autograd.grad(h, leaves, gh)
+        self.assertTrue(np.array_equal(h.detach().numpy(), want_h))
+        for name, g, want in zip(("x_r", "x_z", "x_n", "h_r", "h_z", "h_n", "h"), grads, want_g):
+            self.assertTrue(np.array_equal(g.numpy(), want), name)
 
         z, zb = self.masks("full", 9, 33)
         xs = [self.rand(9, 33) for _ in range(4)]
         gc = self.rand(9, 33)
-        ref = reference("hmlstm", dict(z=z.numpy(), zb=zb.numpy(), c=xs[0].numpy(),
-                                       f=xs[1].numpy(), i=xs[2].numpy(), g=xs[3].numpy(),
-                                       gc=gc.numpy()))
+        args = [z.numpy(), zb.numpy()] + [a.numpy() for a in xs]
+        (want_c,) = ref.forward("hmlstm_update", args, 1)
+        want_g = ref.vjp("hmlstm_update", args, [gc.numpy()], [2, 3, 4, 5])
         leaves = [a.clone().requires_grad_() for a in xs]
         c2 = dct.hmlstm_update(z, zb, *leaves)
         grads = torch.autograd.grad(c2, leaves, gc)
-        self.assertTrue(np.array_equal(c2.detach().numpy(), ref["c2"]))
-        for name, g in zip("cfig", grads):
-            self.assertTrue(np.array_equal(g.numpy(), ref[name + "_bar"]), name)
+        self.assertTrue(np.array_equal(c2.detach().numpy(), want_c))
+        for name, g, want in zip("cfig", grads, want_g):
+            self.assertTrue(np.array_equal(g.numpy(), want), name)
 
     def test_lstm_requires_grad_subsets(self):
         base = [self.rand(3, 4) for _ in range(5)]

@@ -23,6 +23,7 @@ namespace cells {
 // LSTM: gates (i, f, g, o) before their activations and the previous cell state c:
 //   c' = sigmoid(f) c + sigmoid(i) tanh(g),   h' = sigmoid(o) tanh(c').   Returns (h', c').
 struct lstm_fn {
+  static constexpr bool sparse_partials = sparse_partials_on_host;
   template <class I, class F, class G, class O, class C>
   DUALCAST_HD auto operator()(I const &i, F const &f, G const &g, O const &o, C const &c) const {
     auto c2 = sigmoid(f) * c + sigmoid(i) * tanh(g);
@@ -36,6 +37,7 @@ inline constexpr kernel<lstm_fn> lstm{lstm_fn{}};
 //   r = sigmoid(x_r + h_r), z = sigmoid(x_z + h_z), n = tanh(x_n + r h_n),
 //   h' = (1 - z) n + z h.   Returns h'.
 struct gru_fn {
+  static constexpr bool sparse_partials = sparse_partials_on_host;
   template <class XR, class XZ, class XN, class HR, class HZ, class HN, class H>
   DUALCAST_HD auto operator()(XR const &xr, XZ const &xz, XN const &xn, HR const &hr, HZ const &hz,
                               HN const &hn, H const &h) const {
@@ -89,11 +91,7 @@ inline constexpr kernel<hmlstm_update_fn> hmlstm_update{hmlstm_update_fn{}};
 // inputs, and the VJP of all eleven runs in one evaluation instead of two. On a GPU the dense
 // duals: the sparse ones took the double VJP's strided kernel to 128 registers and a spill.
 struct dlstm_fn {
-#ifdef __CUDA_ARCH__
-  static constexpr bool sparse_partials = false;
-#else
-  static constexpr bool sparse_partials = true;
-#endif
+  static constexpr bool sparse_partials = sparse_partials_on_host;
   template <class X, class H, class S, class WF, class WI, class WO, class WG, class BF, class BI,
             class BO, class BG>
   DUALCAST_HD auto operator()(X const &x, H const &h, S const &s, WF const &wf, WI const &wi,

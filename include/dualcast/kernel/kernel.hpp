@@ -104,8 +104,15 @@ template <class F> kernel(F, per_element_t) -> kernel<F, false>;
 // whatever the kernel's number of active inputs. Opt-in because the sets are types: a lambda
 // whose branches return values of different inputs, or whose loop accumulates over different
 // inputs, does not compile with it (and gets a message saying so where a variable is assigned).
-// A functor opts in with `static constexpr bool sparse_partials = true;` (cells::dlstm_fn does on
-// the host).
+// A functor opts in with `static constexpr bool sparse_partials = true;`, or with
+// `= sparse_partials_on_host;` (the ready cells, kernel/cells.hpp): sparse on the CPU, where they
+// save arithmetic, and dense duals on a GPU, where the sparse ones can cost registers (the D-LSTM
+// cell's double VJP spilled with them).
+#ifdef __CUDA_ARCH__
+inline constexpr bool sparse_partials_on_host = false;
+#else
+inline constexpr bool sparse_partials_on_host = true;
+#endif
 namespace detail {
 template <class F>
 concept has_sparse_partials = requires {

@@ -1,8 +1,11 @@
-// dualcast/interop/detail/xla_reference.hpp: a kernel's forward and VJP called from C with plain
-// pointers and shapes, without XLA: what the Python tests compare the FFI operations with (bit for
-// bit) and what bench/interop/jax_lstm_cell.py times as "the same kernel called from C++".
+// dualcast/interop/detail/reference_entry.hpp: a kernel's forward and VJP called from C with plain
+// pointers and shapes, without a framework: what the Python tests compare the PyTorch operators and
+// the XLA FFI operations with, bit for bit, and what bench/interop/jax_lstm_cell.py times as "the
+// same kernel called from C++". Defined in the library that registers the operators, so that the
+// reference is the same compilation of the kernel (the compiler's multiply-add contractions depend
+// on what else a translation unit holds: a separate program differed in the last bit).
 //
-//   DUALCAST_XLA_REFERENCE(name, kernel[, active input positions...])
+//   DUALCAST_REFERENCE_ENTRY(name, kernel[, active input positions...])
 // defines extern "C" int dualcast_ref_NAME(int mode, int is_double, int n_args,
 //   void const *const *args, int const *ranks, long long const *dims, int n_res,
 //   void *const *res, int const *res_ranks, long long const *res_dims, char *err, int err_len)
@@ -91,7 +94,7 @@ template <auto const &K, class Active, int NI, int NO> struct reference {
 
 } // namespace dualcast::interop::xla::detail
 
-#define DUALCAST_XLA_REFERENCE(name, K, ...)                                                       \
+#define DUALCAST_REFERENCE_ENTRY(name, K, ...)                                                     \
   extern "C" __attribute__((visibility("default"))) int dualcast_ref_##name(                       \
       int mode, int is_double, int n_args, void const *const *args, int const *ranks,              \
       long long const *dims, int n_res, void *const *res, int const *res_ranks,                    \
