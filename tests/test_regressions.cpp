@@ -307,6 +307,48 @@ TEST_CASE("fused and unfused agree on whole arrays: SIMD batches with some lanes
   grads([](V64 const &x) { return x / dc::exp(x) + dc::sqrt(x) * 0.0; });
 }
 
+TEST_CASE("a VJP written over its own inputs repairs its non-finite lanes from the inputs as they "
+          "were") {
+  // (sqrt(x) w, x w), the first cotangent 0 where x = 0 (d/dx infinite there: the zero factor
+  // wins). The SIMD batches holding such a lane are re-run lane by lane after the row
+  // (backend/cpu/map.hpp, repair_batches), reading the inputs again: x's cotangent written over x
+  // itself goes through a buffer, or w's cotangent there, 0 sqrt(x) + 0.75 x, would be re-run on
+  // the NaN the unguarded pass wrote over x. In place equals separate memory, bit for bit. 37
+  // elements: batches and a tail, float and double.
+  auto check = [](auto zero) {
+    using T = decltype(zero);
+    constexpr auto k =
+        dc::kernel([](auto x, auto w) { return dc::outputs(dc::sqrt(x) * w, x * w); });
+    dc::index_t const n = 37;
+    std::vector<T> x(n), w(n), ybar(n), ybar2(n, T(0.75));
+    for (dc::index_t i = 0; i < n; ++i) {
+      x[std::size_t(i)] = i % 3 == 0 ? T(0) : T(0.25) * T(i);
+      w[std::size_t(i)] = T(1) + T(0.5) * T(i % 4);
+      ybar[std::size_t(i)] = i % 3 == 0 ? T(0) : T(1) - T(0.125) * T(i % 7);
+    }
+    dc::shape const s{n};
+    std::vector<T> xbar(n), wbar(n), wbar2(n), in_place = x;
+    auto c = [&](std::vector<T> const &v) { return dc::view<T const>(v.data(), s); };
+    auto m = [&](std::vector<T> &v) { return dc::view<T>(v.data(), s); };
+    dc::vjp(dc::cpu{1}, k, dc::out(m(xbar), m(wbar)), dc::in(c(x), c(w)),
+            dc::in(c(ybar), c(ybar2)));
+    dc::vjp(dc::cpu{1}, k, dc::out(m(in_place), m(wbar2)), dc::in(c(in_place), c(w)),
+            dc::in(c(ybar), c(ybar2)));
+    for (dc::index_t i = 0; i < n; ++i) {
+      auto const e = std::size_t(i);
+      INFO("element " << i << " at x = " << x[e]);
+      double const xi = double(x[e]), wi = double(w[e]), y1 = double(ybar[e]);
+      double const dx = (i % 3 == 0 ? 0.0 : y1 * wi / (2 * std::sqrt(xi))) + 0.75 * wi;
+      CHECK(double(xbar[e]) == doctest::Approx(dx).epsilon(1e-6));
+      CHECK(double(wbar[e]) == doctest::Approx(y1 * std::sqrt(xi) + 0.75 * xi).epsilon(1e-6));
+      CHECK(in_place[e] == xbar[e]);
+      CHECK(wbar2[e] == wbar[e]);
+    }
+  };
+  check(0.0f);
+  check(0.0);
+}
+
 // ---- pow at a negative base (issue 42) ---------------------------------------------------------
 // x^y with x < 0 is real only at integer y, isolated points where it is not differentiable in y:
 // d/dy is NaN there (PyTorch's and JAX's p log x), d/dx the ordinary y x^(y-1). A zero factor

@@ -399,35 +399,54 @@ struct vjp_op : op_base<F, Layout> {
 #else
     for_positions<width>(
         [&](auto q) { out[Begin + q] = contract<false, decltype(q)::value, 0, false>(r, ybar); });
-    // One test of the cotangents' sum (an inf or NaN in any makes it non-finite; a false alarm
-    // from an overflowing sum only costs the guarded path): a test per cotangent, each a compare,
-    // a mask test and a branch per batch, was about 8 % of the LSTM cell's VJP on AVX-512.
-    L sum = out[Begin];
-    for (int q = 1; q < width; ++q)
-      sum = sum + out[Begin + q];
-    if (!all_finite(sum)) [[unlikely]] { // a zero factor wins: see contract
-      if constexpr (std::is_arithmetic_v<L>) {
-        bool finite = true; // (each, or only their sum overflowed)
+    // A plain number: one test of the cotangents' sum (an inf or NaN in any makes it non-finite; a
+    // false alarm from an overflowing sum only costs the guarded path). A SIMD batch is tested by
+    // the backend after the row instead (repair, below).
+    if constexpr (std::is_arithmetic_v<L>) {
+      L sum = out[Begin];
+      for (int q = 1; q < width; ++q)
+        sum = sum + out[Begin + q];
+      if (!all_finite(sum)) [[unlikely]] { // a zero factor wins: see contract
+        bool finite = true;                // (each, or only their sum overflowed)
         for (int q = 0; q < width; ++q)
           finite = finite && all_finite(out[Begin + q]);
         if (!finite)
           for_positions<width>([&](auto q) {
             out[Begin + q] = contract<true, decltype(q)::value, 0, false>(r, ybar);
           });
-      } else { // a SIMD batch: its partials too, lane by lane (see rerun_lanes)
-        std::uint32_t lanes = 0;
-        for (int q = 0; q < width; ++q)
-          lanes |= nonfinite_lanes(out[Begin + q]);
-        rerun_lanes<num_in, num_out>(
-            in, out, [this](auto const *li, auto *lo) { this->template chunk<Begin>(li, lo); },
-            lanes & running_path_lanes<L>());
       }
     }
-    // The values, from the first chunk's evaluation (stored after any rerun of lanes, so that
-    // every lane's value comes from the batch's evaluation).
     if constexpr (Values && Begin == 0)
       store_values(r, out + A, std::make_index_sequence<K>{});
 #endif
+  }
+  // The zero-wins rule's slow path on a SIMD batch (the host's), which the backend runs after a
+  // row's batches (backend/cpu/map.hpp, repair_batches) on a batch whose cotangents came out inf
+  // or NaN in some lanes: those lanes again, as plain numbers, whose contraction is guarded (see
+  // rerun_lanes). in: the batch's inputs; out: its results, repaired in place, the values kept
+  // from the batch's evaluation. A test in the batch loop instead, even one test of the
+  // cotangents' sum per batch, cost the LSTM cell's VJP pass 4-8 % (AMD Zen 4): what the slow
+  // path needs kept there, not the test's own instructions.
+  static constexpr int repaired_outputs = A;
+  template <class L> void repair(L const *in, L *out) const {
+    L values[Values ? K : 1];
+    if constexpr (Values)
+      for (int k = 0; k < K; ++k)
+        values[k] = out[A + k];
+    repair_chunk<0>(in, out);
+    if constexpr (Values)
+      for (int k = 0; k < K; ++k)
+        out[A + k] = values[k];
+  }
+  template <int Begin, class L> void repair_chunk(L const *in, L *out) const {
+    constexpr int width = (A - Begin) < C ? (A - Begin) : C;
+    std::uint32_t lanes = 0;
+    for (int q = 0; q < width; ++q)
+      lanes |= nonfinite_lanes(out[Begin + q]);
+    rerun_lanes<num_in, num_out>(
+        in, out, [this](auto const *li, auto *lo) { this->template chunk<Begin>(li, lo); }, lanes);
+    if constexpr (Begin + C < A)
+      repair_chunk<Begin + C>(in, out);
   }
   template <class R, class L, std::size_t... k>
   DUALCAST_HD static void store_values(R const &r, L *out, std::index_sequence<k...>) {

@@ -249,6 +249,55 @@ DUALCAST_FORCEINLINE void store_stored([[maybe_unused]] element_storage s, L con
   store_lanes(x, p + i, 1, lane_count<L>);
 }
 
+// An element operation with a slow path for batches whose first repaired_outputs results came out
+// inf or NaN in some lanes (the VJP's zero-wins rule: kernel/detail/element_ops.hpp,
+// vjp_op::repair), run after a row's batches rather than tested in the batch loop.
+template <class Op>
+concept repairs_batches = requires {
+  Op::repaired_outputs;
+};
+
+// After the batch loop: each batch whose results to repair hold an inf or NaN, its inputs read
+// again (run_row keeps them intact: such an operation's results are never written over its
+// inputs), op.repair on them, and those results stored again. Out of line: the batch loop keeps
+// nothing for it.
+template <class L, class T, class Op>
+[[gnu::noinline]] void repair_batches(Op const &f, T const *const *ip, index_t const *mask,
+                                      T *const *out, element_storage const *ist,
+                                      element_storage const *ost, index_t n) {
+  constexpr int NI = Op::num_in, NO = Op::num_out, R = Op::repaired_outputs;
+  constexpr int W = lane_count<L>;
+  bool const native = ist == nullptr;
+  auto load_in = [&](int k, index_t i) {
+    return native ? load_lanes<L>(ip[k] + (i & mask[k]), 1, W)
+                  : load_stored<L>(ist[k], ip[k], i & mask[k]);
+  };
+  auto load_out = [&](int k, index_t i) {
+    return native ? load_lanes<L>(out[k] + i, 1, W) : load_stored<L>(ost[k], out[k], i);
+  };
+  for (index_t i = 0; i + W <= n; i += W) {
+    // One test of the results' sum (x - x is 0 unless x is inf or NaN; an inf or NaN in any
+    // result makes the sum one; a sum that only overflowed costs op.repair, which finds no lane).
+    L sum = load_out(0, i);
+    for (int k = 1; k < R; ++k)
+      sum = sum + load_out(k, i);
+    if (((sum - sum) == L(0)).all()) [[likely]] // NOLINT(misc-redundant-expression)
+      continue;
+    L in_l[NI > 0 ? NI : 1], out_l[NO];
+    for (int k = 0; k < NI; ++k)
+      in_l[k] = load_in(k, i);
+    for (int k = 0; k < NO; ++k)
+      out_l[k] = load_out(k, i);
+    f.repair(in_l, out_l);
+    for (int k = 0; k < R; ++k) {
+      if (native)
+        store_lanes(out_l[k], out[k] + i, 1, W);
+      else
+        store_stored(ost[k], out_l[k], out[k], i);
+    }
+  }
+}
+
 // n elements (a multiple of the batch width) of operands that are contiguous: plain vector loads
 // and stores, the kernel's body inlined (flattened) into the loop. Input k's batch at i is read at
 // in[k] + (i & in_mask[k]): a mask of all ones for a contiguous input, 0 for a broadcast one (one
@@ -319,14 +368,37 @@ DUALCAST_FLATTEN void run_batches(void const *op_ptr, T const *const *in, index_
     }
   }
   paths.active = false;
+  if constexpr (repairs_batches<Op> && is_batch_v<L>)
+    repair_batches<L>(f, ip, mask, op_out, native ? nullptr : ist, native ? nullptr : ost, n);
 }
 
-// An element operation as the passes below see it: its batch loop and the operation.
+// An element operation as the passes below see it: its batch loop and the operation; keeps_inputs:
+// it reads its inputs again after the batch loop (repair_batches), so its results go through a
+// buffer where one would be written over an input (the same elements: check_aliasing lets only
+// those meet).
 template <class T> struct batch_loop {
   void (*run)(void const *op, T const *const *in, index_t const *in_mask, T *const *out,
               element_storage const *st, index_t n);
   void const *op;
+  bool keeps_inputs = false;
 };
+// Whether a result written in place (contiguous, not added to: the others go through out_buf
+// anyway) starts at an input's first element (for keeps_inputs: results meet inputs only as the
+// same elements, so at the same first address). Branch-free compares of addresses: a D-LSTM
+// node's VJP has 13 inputs and 11 results, 8 of them added to parameters' gradients.
+template <int NI, int NO, class P, class Q>
+bool writes_over_inputs(P const *const *in, Q const *const *out, index_t const *out_stride,
+                        bool const *add) {
+  int met = 0;
+  for (int k = 0; k < NO; ++k) {
+    if (out_stride[k] != 1 || add[k])
+      continue;
+    auto const o = reinterpret_cast<std::uintptr_t>(out[k]);
+    for (int j = 0; j < NI; ++j)
+      met |= int(reinterpret_cast<std::uintptr_t>(in[j]) == o);
+  }
+  return met != 0;
+}
 
 // f(st) with the stride st as a compile-time constant for the small strides of the parts of dual
 // arrays (a tape over duals reads the value and each partial of dual<T, K> elements in place:
@@ -366,7 +438,9 @@ template <class L, class T, int NI, int NO>
 void run_row(batch_loop<T> const &op, T const *const *in, index_t const *in_stride, T *const *out,
              index_t const *out_stride, bool const *add, index_t n) {
   constexpr int W = lane_count<L>;
-  bool in_place = true; // contiguous or broadcast inputs, contiguous and overwritten outputs
+  // (results that would be written over an input: through out_buf, see batch_loop)
+  bool const buffered = op.keeps_inputs && writes_over_inputs<NI, NO>(in, out, out_stride, add);
+  bool in_place = !buffered; // contiguous or broadcast inputs, contiguous and overwritten outputs
   for (int k = 0; k < NI; ++k)
     in_place = in_place && (in_stride[k] == 1 || in_stride[k] == 0);
   for (int k = 0; k < NO; ++k)
@@ -414,7 +488,8 @@ void run_row(batch_loop<T> const &op, T const *const *in, index_t const *in_stri
         }
       }
       for (int k = 0; k < NO; ++k)
-        op_out[k] = out_stride[k] == 1 && m == mp && !add[k] ? out[k] + done : out_buf[k];
+        op_out[k] =
+            out_stride[k] == 1 && m == mp && !add[k] && !buffered ? out[k] + done : out_buf[k];
     }
     op.run(op.op, ip, in_mask, op_out, nullptr, mp);
     if (chunked)
@@ -529,7 +604,8 @@ void run_row_mixed(batch_loop<float> const &op, char const *const *in, index_t c
   // Contiguous (or broadcast) operands and outputs overwritten: every full batch in one call of
   // the batch loop, which widens and rounds the 16-bit operands in registers (no pass through
   // the buffers); the partial last batch, and every other row, in chunks through them below.
-  bool in_place = n >= W && converts_16bit<L, float>;
+  bool const buffered = op.keeps_inputs && writes_over_inputs<NI, NO>(in, out, out_stride, add);
+  bool in_place = n >= W && converts_16bit<L, float> && !buffered;
   for (int k = 0; k < NI; ++k)
     in_place = in_place && (in_stride[k] == 1 || in_stride[k] == 0);
   for (int k = 0; k < NO; ++k)
@@ -562,7 +638,8 @@ void run_row_mixed(batch_loop<float> const &op, char const *const *in, index_t c
       }
     }
     for (int k = 0; k < NO; ++k)
-      op_out[k] = out_st[k] == element_storage::native && out_stride[k] == 1 && m == mp && !add[k]
+      op_out[k] = out_st[k] == element_storage::native && out_stride[k] == 1 && m == mp &&
+                          !add[k] && !buffered
                       ? reinterpret_cast<float *>(out[k]) + done
                       : out_buf[k];
     op.run(op.op, ip, in_mask, op_out, nullptr, mp);
@@ -638,7 +715,7 @@ template <bool Simd, class T, int NI, int NO, class Op>
 void map(cpu const &ex, map_params<T, NI, NO> const &p, Op const &op) {
   static_assert(Op::num_in == NI && Op::num_out == NO);
   using L = typename lanes<T, Simd>::type;
-  batch_loop<T> const loop{&run_batches<L, T, Op>, &op};
+  batch_loop<T> const loop{&run_batches<L, T, Op>, &op, repairs_batches<Op> && is_batch_v<L>};
   if constexpr (std::is_same_v<T, float>)
     if (has_float16(p))
       return map_mixed<L>(ex, p, loop);
