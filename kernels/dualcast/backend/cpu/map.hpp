@@ -368,7 +368,7 @@ DUALCAST_FLATTEN void run_batches(void const *op_ptr, T const *const *in, index_
     }
   }
   paths.active = false;
-  if constexpr (repairs_batches<Op> && is_batch_v<L>)
+  if constexpr (repairs_batches<Op> && W > 1) // (a SIMD batch)
     repair_batches<L>(f, ip, mask, op_out, native ? nullptr : ist, native ? nullptr : ost, n);
 }
 
@@ -715,7 +715,7 @@ template <bool Simd, class T, int NI, int NO, class Op>
 void map(cpu const &ex, map_params<T, NI, NO> const &p, Op const &op) {
   static_assert(Op::num_in == NI && Op::num_out == NO);
   using L = typename lanes<T, Simd>::type;
-  batch_loop<T> const loop{&run_batches<L, T, Op>, &op, repairs_batches<Op> && is_batch_v<L>};
+  batch_loop<T> const loop{&run_batches<L, T, Op>, &op, repairs_batches<Op> && 1 < lane_count<L>};
   if constexpr (std::is_same_v<T, float>)
     if (has_float16(p))
       return map_mixed<L>(ex, p, loop);
