@@ -11,6 +11,7 @@
 #include <dualcast/backend/cpu/executor.hpp>
 #include <dualcast/backend/map_params.hpp>
 #include <dualcast/core/compiled.hpp>
+#include <dualcast/numbers/dual.hpp>
 #include <dualcast/numbers/simd.hpp>
 
 #include <algorithm>
@@ -276,12 +277,12 @@ template <class L, class T, class Op>
     return native ? load_lanes<L>(out[k] + i, 1, W) : load_stored<L>(ost[k], out[k], i);
   };
   for (index_t i = 0; i + W <= n; i += W) {
-    // One test of the results' sum (x - x is 0 unless x is inf or NaN; an inf or NaN in any
-    // result makes the sum one; a sum that only overflowed costs op.repair, which finds no lane).
+    // One test of the results' sum (an inf or NaN in any result makes it one; a sum that only
+    // overflowed costs op.repair, which finds no lane).
     L sum = load_out(0, i);
     for (int k = 1; k < R; ++k)
       sum = sum + load_out(k, i);
-    if (((sum - sum) == L(0)).all()) [[likely]] // NOLINT(misc-redundant-expression)
+    if (all_finite(sum)) [[likely]]
       continue;
     L in_l[NI > 0 ? NI : 1], out_l[NO];
     for (int k = 0; k < NI; ++k)
