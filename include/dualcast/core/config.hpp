@@ -52,6 +52,17 @@
 #define DUALCAST_SEPARATE
 #endif
 
+// Keeps a rarely taken branch a branch: the zero-wins recomputation of a scalar dual's partials
+// (numbers/dual.hpp), which GCC otherwise turned into selects computed at every step (three times
+// the instructions of nested duals' arithmetic, and no vectorization of their partials). An empty
+// volatile asm statement is never executed speculatively. Not under nvcc: on the device
+// predication is the cheap way.
+#if !defined(__CUDACC__) && (defined(__GNUC__) || defined(__clang__))
+#define DUALCAST_KEEP_BRANCH() asm volatile("")
+#else
+#define DUALCAST_KEEP_BRANCH()
+#endif
+
 // True while compiling device code (the device pass of nvcc).
 #if defined(__CUDA_ARCH__)
 #define DUALCAST_DEVICE_PASS 1

@@ -234,6 +234,15 @@ requires(is_dual_v<X> || is_dual_v<L> || is_dual_v<H>)
   D x = detail::as_dual<D>(xa), lo = detail::as_dual<D>(la), hi = detail::as_dual<D>(ha);
   return select(x.val < lo.val, lo, select(x.val > hi.val, hi, x));
 }
+namespace detail {
+// fma's partials recomputed zero-wins (a branch kept: see detail::chain_zero_wins).
+template <class D>
+DUALCAST_HD constexpr void fma_zero_wins(D &r, D const &a, D const &b, D const &c) {
+  DUALCAST_KEEP_BRANCH();
+  for (int i = 0; i < D::size; ++i)
+    r.d[i] = zero_wins(a.d[i], b.val) + zero_wins(a.val, b.d[i]) + c.d[i];
+}
+} // namespace detail
 template <class A, class B, class C>
 requires(is_dual_v<A> || is_dual_v<B> || is_dual_v<C>)
     DUALCAST_HD auto fma(A const &aa, B const &ba, C const &ca) {
@@ -243,10 +252,8 @@ requires(is_dual_v<A> || is_dual_v<B> || is_dual_v<C>)
   for (int i = 0; i < D::size; ++i)
     r.d[i] = a.d[i] * b.val + a.val * b.d[i] + c.d[i];
   if constexpr (detail::checks_each_step<typename D::value_type>) {
-    if (!detail::partials_finite(r)) [[unlikely]] { // zero-wins products: see detail::chain
-      for (int i = 0; i < D::size; ++i)
-        r.d[i] = detail::zero_wins(a.d[i], b.val) + detail::zero_wins(a.val, b.d[i]) + c.d[i];
-    }
+    if (!detail::partials_finite(r)) [[unlikely]] // zero-wins products: see detail::chain
+      detail::fma_zero_wins(r, a, b, c);
   }
   return r;
 }

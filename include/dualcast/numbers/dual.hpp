@@ -139,6 +139,22 @@ template <class T> DUALCAST_HD constexpr T zero_wins(T const &a, T const &b) {
 // (kernel/detail/element_ops.hpp): the same results, one test per kernel instead of one per step.
 template <class T> inline constexpr bool checks_each_step = std::is_arithmetic_v<T>;
 
+// The partials of chain and chain2 recomputed zero-wins, for a step whose plain products came out
+// non-finite (DUALCAST_KEEP_BRANCH: the common step costs the products and one test).
+template <class T, int N>
+DUALCAST_HD constexpr void chain_zero_wins(dual<T, N> &r, dual<T, N> const &x, T const &deriv) {
+  DUALCAST_KEEP_BRANCH();
+  for (int i = 0; i < N; ++i)
+    r.d[i] = zero_wins(deriv, x.d[i]);
+}
+template <class T, int N>
+DUALCAST_HD constexpr void chain2_zero_wins(dual<T, N> &r, dual<T, N> const &x, dual<T, N> const &y,
+                                            T const &dfdx, T const &dfdy) {
+  DUALCAST_KEEP_BRANCH();
+  for (int i = 0; i < N; ++i)
+    r.d[i] = zero_wins(dfdx, x.d[i]) + zero_wins(dfdy, y.d[i]);
+}
+
 // The chain rule: f(x) from the value f(x.val) and the derivative f'(x.val).
 template <class T, int N>
 DUALCAST_HD constexpr dual<T, N> chain(dual<T, N> const &x, T const &value, T const &deriv) {
@@ -146,10 +162,8 @@ DUALCAST_HD constexpr dual<T, N> chain(dual<T, N> const &x, T const &value, T co
   for (int i = 0; i < N; ++i)
     r.d[i] = deriv * x.d[i];
   if constexpr (checks_each_step<T>) {
-    if (!partials_finite(r)) [[unlikely]] {
-      for (int i = 0; i < N; ++i)
-        r.d[i] = zero_wins(deriv, x.d[i]);
-    }
+    if (!partials_finite(r)) [[unlikely]]
+      chain_zero_wins(r, x, deriv);
   }
   return r;
 }
@@ -161,12 +175,18 @@ DUALCAST_HD constexpr dual<T, N> chain2(dual<T, N> const &x, dual<T, N> const &y
   for (int i = 0; i < N; ++i)
     r.d[i] = dfdx * x.d[i] + dfdy * y.d[i];
   if constexpr (checks_each_step<T>) {
-    if (!partials_finite(r)) [[unlikely]] {
-      for (int i = 0; i < N; ++i)
-        r.d[i] = zero_wins(dfdx, x.d[i]) + zero_wins(dfdy, y.d[i]);
-    }
+    if (!partials_finite(r)) [[unlikely]]
+      chain2_zero_wins(r, x, y, dfdx, dfdy);
   }
   return r;
+}
+// A quotient's partials by chain2, which retests them (y == 0, overflow, NaN; a branch kept, as
+// chain_zero_wins's).
+template <class T, int N>
+DUALCAST_HD constexpr dual<T, N> quotient_rechained(dual<T, N> const &x, dual<T, N> const &y,
+                                                    T const &q, T const &inv) {
+  DUALCAST_KEEP_BRANCH();
+  return chain2(x, y, q, inv, -q * inv);
 }
 // The chain rule for functions whose derivative is infinite somewhere in their domain (sqrt at 0,
 // log at 0, asin at 1, x / y at y = 0...): on SIMD batches too, a partial with respect to an input
@@ -255,7 +275,7 @@ DUALCAST_HD constexpr dual<T, N> operator/(dual<T, N> const &x, dual<T, N> const
     r.d[i] = (x.d[i] - q * y.d[i]) * inv;
   if constexpr (detail::checks_each_step<T>) {
     if (!detail::partials_finite(r)) [[unlikely]] // y == 0, overflow, NaN: see detail::chain
-      return detail::chain2(x, y, q, inv, -q * inv);
+      return detail::quotient_rechained(x, y, q, inv);
   } else if constexpr (!is_dual_v<T>) {
     if (!detail::all_finite(inv) || !detail::all_finite(q)) // y == 0: see chain_checked
       return detail::chain2_checked(x, y, q, inv, -q * inv);
