@@ -33,19 +33,6 @@ dc::tensor<double> wave(dc::shape const &s, double phase) {
   return t;
 }
 
-// A constant of the loss's element type (double, or a dual with zero partials).
-template <class V> auto constant(V const &x, dc::tensor<double> const &t) {
-  using D = typename V::value_type;
-  if constexpr (std::is_same_v<D, double>) {
-    return x.owner()->constant(t);
-  } else {
-    auto d = dc::tensor<D>::empty(t.dims());
-    for (dc::index_t i = 0; i < t.size(); ++i)
-      d.raw_data()[i] = D(t.data()[i]);
-    return x.owner()->constant(d);
-  }
-}
-
 bench::run_timer timer = bench::host_ms; // (--cpu-clock: thread_cpu_ms)
 
 // Prints the gradient's and H v's rows from their interleaved times t[0], t[1].
@@ -66,7 +53,7 @@ void run_dlstm(bench::options const &o, std::string const &data) {
   auto const M = dc::tensor<double>::from({2 * p.l, 4 * p.b}, p.main);
   auto const E = dc::tensor<double>::from({3, p.b}, p.extra);
   auto const v = wave(M.dims(), 0.5);
-  auto loss = [&](auto const &m) { return dlstm::loss(p, m, constant(m, E)); };
+  auto loss = [&](auto const &m) { return dlstm::loss(p, m, dc::constant_like(m, E)); };
   double sink = 0;
   std::vector<std::function<void()>> variants = {
       [&] {
@@ -88,7 +75,8 @@ void run_size(bench::options const &o, dc::index_t batch, dc::index_t n, dc::ind
   auto const W = wave({n, h}, 0.4), v = wave({n, h}, 0.5);
   auto loss = [&](auto const &w) {
     auto y = dc::tanh(
-        dc::matmul(dc::tanh(dc::matmul(constant(w, X), w) + constant(w, b)), constant(w, W2)));
+        dc::matmul(dc::tanh(dc::matmul(dc::constant_like(w, X), w) + dc::constant_like(w, b)),
+                   dc::constant_like(w, W2)));
     return dc::sum(y) + dc::mean(y * y);
   };
   double sink = 0;

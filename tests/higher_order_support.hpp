@@ -1,5 +1,5 @@
-// Helpers of the second-order tests (test_higher_order.cpp, test_higher_order_ops.cpp): a
-// constant of a loss's element type, the plain tape's gradient, H v by central differences of it.
+// Helpers of the second-order tests (test_higher_order.cpp, test_higher_order_ops.cpp): the plain
+// tape's gradient, H v by central differences of it.
 #pragma once
 
 #include "tape_support.hpp"
@@ -9,20 +9,6 @@
 #include <vector>
 
 namespace higher_order_support {
-
-// A constant tensor as the element type of a loss's variable (double, or a dual with zero
-// partials), on x's tape: the losses are generic, so that one f runs on both tapes.
-template <class V> auto constant(V const &x, T64 const &t) {
-  using D = typename V::value_type;
-  if constexpr (std::is_same_v<D, double>) {
-    return x.owner()->constant(t);
-  } else {
-    auto d = dc::tensor<D>::empty(t.dims());
-    for (dc::index_t i = 0; i < t.size(); ++i)
-      d.raw_data()[i] = D(t.contiguous().data()[i]);
-    return x.owner()->constant(d);
-  }
-}
 
 // The plain tape's gradient of f at x.
 template <class F> T64 plain_gradient(F const &f, T64 const &x) {

@@ -55,8 +55,8 @@ std::vector<double> rosenbrock_hessian(std::vector<double> const &x) {
 T64 const mlp_X = random_tensor({5, 3}, 11), mlp_b = random_tensor({4}, 12),
           mlp_W2 = random_tensor({4, 2}, 13);
 auto mlp = [](auto const &W) {
-  auto h = dc::tanh(dc::matmul(constant(W, mlp_X), W) + constant(W, mlp_b));
-  auto y = dc::tanh(dc::matmul(h, constant(W, mlp_W2)));
+  auto h = dc::tanh(dc::matmul(dc::constant_like(W, mlp_X), W) + dc::constant_like(W, mlp_b));
+  auto y = dc::tanh(dc::matmul(h, dc::constant_like(W, mlp_W2)));
   return dc::sum(y) + dc::mean(y * y);
 };
 
@@ -113,8 +113,8 @@ TEST_CASE("grad_and_hvp: an MLP at the sizes where the BLAS's blocked kernels ru
   T64 const X = random_tensor({72, 40}, 21), b = random_tensor({36}, 22),
             W2 = random_tensor({36, 6}, 23);
   auto f = [&](auto const &W) {
-    auto h = dc::tanh(dc::matmul(constant(W, X), W) + constant(W, b));
-    auto y = dc::tanh(dc::matmul(h, constant(W, W2)));
+    auto h = dc::tanh(dc::matmul(dc::constant_like(W, X), W) + dc::constant_like(W, b));
+    auto y = dc::tanh(dc::matmul(h, dc::constant_like(W, W2)));
     return dc::sum(y) + dc::mean(y * y);
   };
   check_second_order(f, random_tensor({40, 36}, 24), random_tensor({40, 36}, 25), true);
@@ -122,7 +122,7 @@ TEST_CASE("grad_and_hvp: an MLP at the sizes where the BLAS's blocked kernels ru
 
 TEST_CASE("hessian: a quadratic form x^T A x has H = A + A^T (matmul on a vector)") {
   T64 A = random_tensor({6, 6}, 3), x = random_tensor({6}, 4);
-  auto f = [&](auto const &xv) { return dc::sum(xv * dc::matmul(constant(xv, A), xv)); };
+  auto f = [&](auto const &xv) { return dc::sum(xv * dc::matmul(dc::constant_like(xv, A), xv)); };
   auto const a = A.to_vector();
   std::vector<double> want(36);
   for (int i = 0; i < 6; ++i)
@@ -168,7 +168,7 @@ TEST_CASE("tape over duals: values and gradients are the plain tape's bit for bi
   // broadcasting, several outputs of one fused node, a scalar, reductions over axes, views
   T64 x = random_tensor({4, 5}, 8), b = random_tensor({5}, 9), v = random_tensor({4, 5}, 10);
   auto f = [&](auto const &xv) {
-    auto s = dc::sigmoid(xv * 1.5 + constant(xv, b));
+    auto s = dc::sigmoid(xv * 1.5 + dc::constant_like(xv, b));
     auto t = dc::sum(dc::exp(-xv) * s, {1});
     auto u = dc::transpose(dc::reshape(s, {5, 4}));
     using V = std::decay_t<decltype(xv)>;
@@ -212,7 +212,8 @@ TEST_CASE("hvp: softmax, log_softmax and logsumexp (one axis, several, keepdims)
         auto b = dc::log_softmax(xv, 0);
         auto c = dc::logsumexp(xv, {0, 1});
         auto d = dc::logsumexp(xv * xv, 1, true); // (3, 1)
-        return dc::sum(a * constant(xv, w)) + dc::sum(b * b) * 0.1 + c + dc::sum(dc::tanh(d));
+        return dc::sum(a * dc::constant_like(xv, w)) + dc::sum(b * b) * 0.1 + c +
+               dc::sum(dc::tanh(d));
       },
       // (to rounding: the rows run in dual arithmetic, compiled apart from the plain rows, so the
       // compiler may contract their multiply-adds into FMAs differently)
@@ -224,7 +225,7 @@ TEST_CASE("hvp: a kernel of two outputs by dc::call, one argument broadcast") {
   T64 const b = random_tensor({3}, 21);
   check_second_order(
       [&](auto const &xv) {
-        auto o = dc::call(pair_kernel, xv, dc::detail::as_var(xv * constant(xv, b)));
+        auto o = dc::call(pair_kernel, xv, dc::detail::as_var(xv * dc::constant_like(xv, b)));
         return dc::sum(o[0] * o[1]);
       },
       x, v, true);
@@ -240,4 +241,32 @@ TEST_CASE("tape over duals: refusals") {
   // a direction of another shape
   T64 x0 = random_tensor({3}, 1), v0 = random_tensor({4}, 2);
   CHECK_THROWS_AS(dc::hvp(rosenbrock, x0, v0), dc::shape_error);
+}
+
+TEST_CASE("constant_like: the data of a loss on a plain tape and on a tape over duals") {
+  using D = dc::dual<double, 2>;
+  T64 const t = random_tensor({3, 4}, 31);
+  T64 const tt = t.permuted({1, 0}); // (a strided view: read in its own order)
+  dc::tape plain;
+  auto w = plain.variable(random_tensor({4}, 32));
+  auto c = dc::constant_like(w, tt);
+  CHECK(!c.requires_grad());
+  CHECK(c.dims() == tt.dims());
+  CHECK(c.value().to_vector() == tt.to_vector());
+
+  dc::tape duals;
+  auto wd = duals.variable(dc::tensor<D>::full({4}, D::variable(0.5, 1)));
+  auto cd = dc::constant_like(wd, tt);
+  CHECK(!cd.requires_grad());
+  CHECK(cd.owner() == &duals);
+  REQUIRE(cd.dims() == tt.dims());
+  auto const e = cd.value().contiguous();
+  T64 const want = tt.contiguous();
+  for (dc::index_t i = 0; i < e.size(); ++i) {
+    CHECK(same_bits(e.data()[i].val, want.data()[i]));
+    CHECK(e.data()[i].d[0] == 0.0);
+    CHECK(e.data()[i].d[1] == 0.0);
+  }
+  // a variable of no tape
+  CHECK_THROWS_AS(dc::constant_like(dc::var<D>{}, t), dc::tape_error);
 }

@@ -101,11 +101,12 @@ TEST_CASE("hvp through matmul: a constant on either side (its tangent's gemm ski
   check_second_order(
       [&](auto const &xv) {
         auto t = dc::tanh(xv);
-        auto a = dc::matmul(constant(xv, c), t);                      // constant @ variable
-        auto b = dc::matmul(t, constant(xv, c));                      // variable @ constant
-        auto e = dc::matmul(t, dc::transpose(xv));                    // both live
-        auto f = dc::matmul(constant(xv, d), dc::slice(xv, 0, 0, 3)); // batched, broadcast
-        auto g = dc::matmul(constant(xv, c), constant(xv, e2));       // neither: zero tangents
+        auto a = dc::matmul(dc::constant_like(xv, c), t); // constant @ variable
+        auto b = dc::matmul(t, dc::constant_like(xv, c)); // variable @ constant
+        auto e = dc::matmul(t, dc::transpose(xv));        // both live
+        auto f = dc::matmul(dc::constant_like(xv, d), dc::slice(xv, 0, 0, 3)); // batched, broadcast
+        auto g = dc::matmul(dc::constant_like(xv, c),
+                            dc::constant_like(xv, e2)); // neither: zero tangents
         return dc::sum(a * a) + dc::sum(dc::sin(b)) + dc::sum(e * e * e) + dc::sum(f * f) +
                dc::sum(g) * 0.5;
       },
@@ -151,7 +152,8 @@ TEST_CASE("hvp through scatters: index_add, scatter_add, scatter (duplicates), i
   check_second_order(
       [&](auto const &xv) {
         auto t = dc::tanh(xv);
-        auto a = dc::index_add(constant(xv, base), 0, {2, 0, 2}, t * xv); // into a constant
+        auto a =
+            dc::index_add(dc::constant_like(xv, base), 0, {2, 0, 2}, t * xv); // into a constant
         auto s = dc::slice(t, 0, 0, 2);
         auto b = dc::scatter_add(xv, 0, idx, s * s);
         auto c = dc::scatter(t, 0, idx, dc::slice(xv, 0, 1, 3) * 2.0); // the last duplicate
@@ -183,10 +185,10 @@ TEST_CASE("fused nodes on duals: contiguous, strided and broadcast arguments, ra
   T64 const b = random_tensor({3}, 42);
   check_second_order(
       [&](auto const &xv) {
-        auto a = dc::detail::as_var(dc::tanh(xv) * xv);                      // contiguous
-        auto p = dc::detail::as_var(dc::sin(dc::permute(a, {0, 2, 1})) * a); // strided
-        auto q = dc::detail::as_var(dc::exp(p * constant(xv, b) * 0.5));     // broadcast
-        auto s = dc::detail::as_var(dc::sum(q));                             // rank 0
+        auto a = dc::detail::as_var(dc::tanh(xv) * xv);                           // contiguous
+        auto p = dc::detail::as_var(dc::sin(dc::permute(a, {0, 2, 1})) * a);      // strided
+        auto q = dc::detail::as_var(dc::exp(p * dc::constant_like(xv, b) * 0.5)); // broadcast
+        auto s = dc::detail::as_var(dc::sum(q));                                  // rank 0
         return dc::cos(s) * s + dc::sum(p * q);
       },
       x, v);

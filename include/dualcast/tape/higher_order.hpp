@@ -7,6 +7,8 @@
 //   dualcast::tensor<double> hv = dualcast::hvp(f, x, v);          // H v
 //   auto [value, g, hv2] = dualcast::grad_and_hvp(f, x, v);         // f(x), grad f, H v
 //   dualcast::tensor<double> H = dualcast::hessian(f, x);           // shape x.dims() ++ x.dims()
+//   auto c = dualcast::constant_like(xv, X);   // data X as a constant of xv's tape and element
+//   type
 //
 // f takes one variable (var<dual<T, K>>, a fresh tape's leaf) and returns a single-element
 // variable or lazy expression; write it generic (auto) so that the same f runs on a plain tape.
@@ -75,6 +77,35 @@ dual_gradient(char const *op, F const &f, tensor<T> const &x,
   return {value, xv.grad().contiguous()};
 }
 } // namespace detail
+
+// t, a tensor of plain numbers (the data of a loss), as a constant of x's tape with x's element
+// type: t itself on a plain tape, its values with zero partials on a tape over duals. A loss
+// written once, generic in its variable, then runs on both tapes, as hvp's f must:
+//   auto loss = [&](auto const &w) { return sum(tanh(matmul(constant_like(w, X), w))); };
+template <class D, class T> var<D> constant_like(var<D> const &x, tensor<T> const &t) {
+  static_assert(std::is_same_v<scalar_of_t<D>, T> && !is_dual_v<T>,
+                "dualcast::constant_like: t must hold the plain numbers of x's elements (double "
+                "for var<double> and var<dual<double, K>>, float for float ones)");
+  tape *const tp = x.owner();
+  if (!tp)
+    throw tape_error("dualcast::constant_like: x belongs to no tape (a default-constructed "
+                     "variable)");
+  if constexpr (std::is_same_v<D, T>) {
+    return tp->constant(t);
+  } else {
+    if (!t.dev().is_host())
+      throw device_error("dualcast::constant_like: a tape over duals runs on the host only (t is "
+                         "on " +
+                         to_string(t.dev()) + ")");
+    tensor<T> const tc = t.contiguous();
+    auto d = tensor<D>::empty(t.dims());
+    T const *__restrict v = tc.data();
+    D *__restrict y = d.raw_data();
+    for (index_t i = 0, n = t.size(); i < n; ++i)
+      y[i] = D(v[i]);
+    return tp->constant(std::move(d));
+  }
+}
 
 // f(x), its gradient at x and the gradient's derivative along v, H v (one forward and one
 // backward on a tape over duals): jax.jvp(jax.grad(f), (x,), (v,)), torch.func.jvp(grad(f)).
