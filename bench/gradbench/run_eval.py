@@ -14,6 +14,7 @@ valid, 1 otherwise.
 import argparse
 import json
 import shlex
+import statistics
 import subprocess
 import sys
 import time
@@ -76,8 +77,12 @@ def main():
                       "description": message.get("description"),
                       "success": bool(response.get("success")),
                       "runs": len(times),
-                      "evaluate_ns": times,
-                      "mean_ms": sum(times) / len(times) / 1e6 if times else None}
+                      "mean_ms": sum(times) / len(times) / 1e6 if times else None,
+                      "median_ms": statistics.median(times) / 1e6 if times else None,
+                      "min_ms": min(times) / 1e6 if times else None,
+                      # (every timing where they are few; a fast evaluate's hundreds of
+                      # thousands stay in the session log only)
+                      "evaluate_ns": times if len(times) <= 100 else None}
             if not response.get("success"):
                 record["valid"] = None
                 record["error"] = response.get("error")
