@@ -55,10 +55,14 @@
 // Keeps a rarely taken branch a branch: the zero-wins recomputation of a scalar dual's partials
 // (numbers/dual.hpp), which GCC otherwise turned into selects computed at every step (three times
 // the instructions of nested duals' arithmetic, and no vectorization of their partials). An empty
-// volatile asm statement is never executed speculatively. Not under nvcc: on the device
-// predication is the cheap way.
+// volatile asm statement is never executed speculatively (and is skipped in constant evaluation,
+// where asm may not run). Not under nvcc: on the device predication is the cheap way.
 #if !defined(__CUDACC__) && (defined(__GNUC__) || defined(__clang__))
-#define DUALCAST_KEEP_BRANCH() asm volatile("")
+#define DUALCAST_KEEP_BRANCH()                                                                     \
+  do {                                                                                             \
+    if (!__builtin_is_constant_evaluated())                                                        \
+      asm volatile("");                                                                            \
+  } while (false)
 #else
 #define DUALCAST_KEEP_BRANCH()
 #endif

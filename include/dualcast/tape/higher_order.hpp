@@ -7,8 +7,7 @@
 //   dualcast::tensor<double> hv = dualcast::hvp(f, x, v);          // H v
 //   auto [value, g, hv2] = dualcast::grad_and_hvp(f, x, v);         // f(x), grad f, H v
 //   dualcast::tensor<double> H = dualcast::hessian(f, x);           // shape x.dims() ++ x.dims()
-//   auto c = dualcast::constant_like(xv, X);   // data X as a constant of xv's tape and element
-//   type
+//   auto c = dualcast::constant_like(xv, X);   // data X on xv's tape, xv's element type
 //
 // f takes one variable (var<dual<T, K>>, a fresh tape's leaf) and returns a single-element
 // variable or lazy expression; write it generic (auto) so that the same f runs on a plain tape.
