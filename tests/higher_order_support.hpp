@@ -5,7 +5,6 @@
 #include "tape_support.hpp"
 
 #include <cstring>
-#include <type_traits>
 #include <vector>
 
 namespace higher_order_support {
