@@ -18,16 +18,9 @@
 
 namespace {
 
+using tape_support::check_close;
 using tape_support::random_tensor;
 using namespace higher_order_support;
-
-void check_close(std::vector<double> const &got, std::vector<double> const &want, double tol) {
-  REQUIRE(got.size() == want.size());
-  for (std::size_t i = 0; i < got.size(); ++i) {
-    INFO("element " << i);
-    CHECK(got[i] == doctest::Approx(want[i]).epsilon(tol).scale(1.0));
-  }
-}
 
 // Rosenbrock's function on n elements: sum_i 100 (x_{i+1} - x_i^2)^2 + (1 - x_i)^2 (slices,
 // fused elementwise nodes, sum).
@@ -63,29 +56,6 @@ auto mlp = [](auto const &W) {
 // A kernel of two outputs, called on the tape with dc::call (the fused node on duals).
 constexpr auto pair_kernel =
     dc::kernel([](auto a, auto b) { return dc::outputs(a * dc::sin(b), dc::exp(a * 0.5) * b); });
-
-// f's value and gradient on a tape over duals (grad_and_hvp) against the plain tape's (bit for
-// bit, or with bits = false to rounding), and its H v against central differences of the plain
-// gradient.
-template <class F> void check_second_order(F const &f, T64 const &x, T64 const &v, bool bits) {
-  auto const r = dc::grad_and_hvp(f, x, v);
-  dc::tape tp;
-  auto xv = tp.variable(x.clone());
-  auto y = dc::detail::as_var(f(xv));
-  tp.backward(y);
-  auto const g = xv.grad().to_vector(), gd = r.grad.to_vector();
-  if (bits) {
-    CHECK(same_bits(r.value, y.item()));
-    for (std::size_t i = 0; i < g.size(); ++i) {
-      INFO("element " << i << ": " << g[i] << " vs " << gd[i]);
-      CHECK(same_bits(g[i], gd[i]));
-    }
-  } else {
-    check_close({r.value}, {y.item()}, 1e-13);
-    check_close(gd, g, 1e-13);
-  }
-  check_close(r.hvp.to_vector(), fd_hvp(f, x, v), 1e-6);
-}
 
 } // namespace
 

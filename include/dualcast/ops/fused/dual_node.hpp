@@ -26,6 +26,7 @@
 #include <dualcast/ops/fused/args.hpp>
 #include <dualcast/ops/fused/cost_model.hpp>
 #include <dualcast/ops/fused/store_node.hpp>
+#include <dualcast/ops/fused/strided_pass.hpp>
 #include <dualcast/tape/custom_op.hpp>
 #include <dualcast/tape/tape.hpp>
 #include <dualcast/tensor/detail/dual_elements.hpp>
@@ -33,6 +34,7 @@
 
 #include <array>
 #include <cstddef>
+#include <cstdint>
 #include <tuple>
 #include <type_traits>
 #include <utility>
@@ -66,6 +68,16 @@ template <class... A> struct dual_call_plan {
   static constexpr int vars = (0 + ... + (is_var_v<A> ? 1 : 0));
 };
 
+// The bytes t's elements occupy (view_overlap.hpp's range_of), without a view for a contiguous t.
+template <class T> extent_range tensor_range(tensor<T> const &t) {
+  if (t.size() == 0)
+    return {0, 0};
+  if (!t.is_contiguous())
+    return range_of(t.cview());
+  auto const lo = reinterpret_cast<std::uintptr_t>(t.data());
+  return {lo, lo + std::uintptr_t(t.size()) * sizeof(T)};
+}
+
 // A scalar argument as the kernel sees it (the real type R); arrays hold nothing here.
 struct no_scalar {};
 template <class R, class A> auto scalar_slot(A const &a) {
@@ -81,18 +93,17 @@ template <class D, class P, class... A> struct dual_fused_call {
   static constexpr int NX = P::arrays;
   using scalars = std::tuple<decltype(scalar_slot<R>(std::declval<A const &>()))...>;
 
-  // The values of the input cotangents (their real parts) as the plain tape's store node
-  // computes them (ops/fused/store_node.hpp), so that they have its bits: the partials
-  // d y_k / d x_a by the plain SIMD pass on the inputs' values vals, contracted with the
+  // The values of the input cotangents (their real parts) as the plain tape's node of the call
+  // computes them, so that they have its bits. Written into dst[i] (the value part of array i's
+  // fresh gradient, in its own dims; added to where add[i]) for each variable array whose dst is
+  // given. A recompute node (no `stored` partials): its VJP pass, vjp_arrays
+  // (ops/fused/recompute_node.hpp). A store node (stored: the partials forward kept, NO * NA rows
+  // of n = s.size(), row o * NA + a, fused_duals): the partials d y_k / d x_a contracted with the
   // cotangents' values gyv by its contraction kernel, summed over broadcast dimensions by the
-  // backend's reduction. Written into dst[i] (the value part of array i's fresh gradient, in its
-  // own dims; added to where add[i]) for each variable array whose dst is given. When every such
-  // array has the call's
-  // shape s, all of them in ONE contraction pass (contract_all_fn: the same order of operations
-  // as contract_kernel, so the same bits) instead of one per variable. scratch: contiguous
-  // arrays of n = s.size() elements, NO * (1 + NA) + max(NA, 1) of them. stored: the partials
-  // (NO * NA rows of n, row o * NA + a), when forward kept them (fused_duals: where the plain
-  // node of the call stores them); else they are computed here, by the same pass.
+  // backend's reduction; when every such array has the call's shape s, all of them in ONE
+  // contraction pass (contract_all_fn: the same order of operations as contract_kernel, so the
+  // same bits) instead of one per variable. scratch: contiguous arrays of n elements,
+  // NO * (1 + NA) + 1 + NA of them.
   template <std::size_t NO, bool S, class Ex, class F, class Seq, std::size_t NX_>
   static void plain_cotangent_values(Ex const &ex, F const &f, scalars const &sc, Seq seq,
                                      std::array<view<R const>, NX_> const &vals,
@@ -101,26 +112,43 @@ template <class D, class P, class... A> struct dual_fused_call {
                                      std::array<bool, NX_> const &add, R *scratch, R *stored) {
     index_t const n = s.size();
     auto row = [&](std::size_t r) { return view<R>(scratch + index_t(r) * n, s); };
-    std::array<view<R>, NO> yv;
-    for (std::size_t o = 0; o < NO; ++o)
-      yv[o] = row(o);
-    std::array<view<R>, NO * std::size_t(NA)> pv;
-    for (std::size_t q = 0; q < pv.size(); ++q)
-      pv[q] = stored ? view<R>(stored + index_t(q) * n, s) : row(NO + q);
-    std::size_t const spare = NO * (1 + std::size_t(NA)); // a row for an unneeded output
-    if (!stored)
-      [&]<std::size_t... o, std::size_t... q, std::size_t... p>(
-          std::index_sequence<o...>, std::index_sequence<q...>, std::index_sequence<p...>) {
+    if (!stored) {
+      [&]<std::size_t... p>(std::index_sequence<p...>) {
         auto arg = [&]<std::size_t u>(std::integral_constant<std::size_t, u>) {
           if constexpr (P::array_index[u] >= 0)
             return vals[std::size_t(P::array_index[u])];
           else
             return std::get<u>(sc);
         };
-        apply_fresh(ex, kernel<F, S>{f}, active_of<A...>{}, out(yv[o]...), out(pv[q]...),
-                    arg(std::integral_constant<std::size_t, p>{})...);
+        using Layout = call_layout<decltype(arg(std::integral_constant<std::size_t, p>{}))...>;
+        array_args<R, NX_> ins;
+        for (std::size_t i = 0; i < NX_; ++i)
+          ins.views[i] = vals[i], ins.pos[i] = Layout::array_positions[i];
+        // (a gradient not needed: a scratch row of its array's shape each)
+        std::size_t const spare = NO * (1 + std::size_t(NA)) + 1;
+        std::array<view<R>, std::size_t(NA)> xv;
+        bool xadd[NA > 0 ? NA : 1] = {};
+        for (std::size_t u = 0; u < sizeof...(A); ++u) {
+          int const i = P::array_index[u], a = P::var_index[u];
+          if (a < 0)
+            continue;
+          view<R> const &d = dst[std::size_t(i)];
+          xv[std::size_t(a)] = d.data() ? d
+                                        : view<R>(scratch + index_t(spare + std::size_t(a)) * n,
+                                                  vals[std::size_t(i)].dims());
+          xadd[a] = d.data() && add[std::size_t(i)];
+        }
+        vjp_arrays<S, F, Layout, int(NO), active_of<A...>>(
+            ex, kernel<F, S>{f}, ins,
+            scalar_table<F>(arg(std::integral_constant<std::size_t, p>{})...), xv, xadd, gyv);
       }
-    (std::make_index_sequence<NO>{}, std::make_index_sequence<NO * std::size_t(NA)>{}, seq);
+      (seq);
+      return;
+    }
+    std::array<view<R>, NO * std::size_t(NA)> pv;
+    for (std::size_t q = 0; q < pv.size(); ++q)
+      pv[q] = view<R>(stored + index_t(q) * n, s);
+    std::size_t const spare = NO * (1 + std::size_t(NA)); // a row for an unneeded output
     // The variables' arrays (a -> i) and whether all needed ones have the call's shape.
     std::array<int, std::size_t(NA > 0 ? NA : 1)> arr{};
     bool one_pass = true;
@@ -308,6 +336,158 @@ template <class F, class P, int K, bool Values> struct tangent_fn {
   }
 };
 
+// The fused node's passes when it is flat: every array argument, output, output cotangent and
+// gradient target a contiguous array of the call's shape, so that each part of a dual array (its
+// values; its tangent k) is every (K + 1)-th number from its first (x[i]: array i's first number).
+// The passes are the view-based ones' below (the same operations, kernels and order: the same
+// bits), run on those runs by strided_pass without a view per part.
+template <class D, class P, class... A> struct dual_flat_passes {
+  using R = real_part_t<D>;
+  using C = dual_fused_call<D, P, A...>;
+  using scalars = typename C::scalars;
+  using Active = active_of<A...>;
+  static constexpr int K = D::size, NX = P::arrays, NA = P::vars;
+  static constexpr index_t w = K + 1;
+  using base_layout = call_layout<std::conditional_t<is_array_arg_v<A>, view<R const>, R>...>;
+  template <std::size_t E> using layout_plus = typename layout_with_views<base_layout, R, E>::type;
+
+  // The scalar table of a pass on the call's arguments followed by E more arrays (layout L).
+  template <class L, std::size_t E> static typename L::scalars table(scalars const &sc) {
+    auto slot = [&]<std::size_t q>(std::integral_constant<std::size_t, q>) {
+      if constexpr (P::array_index[q] >= 0)
+        return array_marker{};
+      else
+        return std::get<q>(sc);
+    };
+    return [&]<std::size_t... p, std::size_t... e>(std::index_sequence<p...>,
+                                                   std::index_sequence<e...>) {
+      return layout_scalars<L>(slot(std::integral_constant<std::size_t, p>{})...,
+                               (void(e), array_marker{})...);
+    }
+    (std::index_sequence_for<A...>{}, std::make_index_sequence<E>{});
+  }
+  static std::array<strided<R const>, std::size_t(NX)> values(std::array<R const *, NX> const &x) {
+    std::array<strided<R const>, std::size_t(NX)> v;
+    for (std::size_t i = 0; i < std::size_t(NX); ++i)
+      v[i] = {x[i], w};
+    return v;
+  }
+
+  // Forward: output o's values (from y[o], fresh) by the kernel -- with its partials into the
+  // rows of `partials` where given (the store node's pass) -- then its tangents by tangent_fn.
+  template <bool S, std::size_t NO, class Ex, class F>
+  static void forward(Ex const &ex, F const &f, scalars const &sc,
+                      std::array<R const *, NX> const &x, std::array<R *, NO> const &y, R *partials,
+                      index_t n) {
+    auto const vals = values(x);
+    if constexpr (NA > 0) {
+      if (partials) {
+        constexpr std::size_t NP = NO * std::size_t(NA);
+        std::array<strided<R>, NO + NP> outs;
+        for (std::size_t o = 0; o < NO; ++o)
+          outs[o] = {y[o], w};
+        for (std::size_t q = 0; q < NP; ++q)
+          outs[NO + q] = {partials + index_t(q) * n, 1};
+        partials_op<F, base_layout, int(NO), Active> op{{f, table<base_layout, 0>(sc)}};
+        strided_pass<S, R>(ex, op, vals, outs, std::array<bool, NO + NP>{}, n);
+      }
+    }
+    if (!partials) {
+      std::array<strided<R>, NO> outs;
+      for (std::size_t o = 0; o < NO; ++o)
+        outs[o] = {y[o], w};
+      values_op<F, base_layout, int(NO)> op{{f, table<base_layout, 0>(sc)}};
+      strided_pass<S, R>(ex, op, vals, outs, std::array<bool, NO>{}, n);
+    }
+    constexpr std::size_t NT = std::size_t(NX * K);
+    std::array<strided<R const>, std::size_t(NX) + NT> in;
+    for (std::size_t i = 0; i < std::size_t(NX); ++i) {
+      in[i] = vals[i];
+      for (int k = 0; k < K; ++k)
+        in[std::size_t(NX + k * NX) + i] = {x[i] + 1 + k, w};
+    }
+    std::array<strided<R>, NO * std::size_t(K)> outs;
+    for (std::size_t j = 0; j < outs.size(); ++j)
+      outs[j] = {y[j / std::size_t(K)] + 1 + index_t(j % std::size_t(K)), w};
+    using TL = layout_plus<NT>;
+    values_op<tangent_fn<F, P, K, false>, TL, int(NO * std::size_t(K))> op{
+        {{f}, table<TL, NT>(sc)}};
+    strided_pass<S, R>(ex, op, in, outs, std::array<bool, NO * std::size_t(K)>{}, n);
+  }
+
+  // Backward: gx[i] array i's gradient target (its first number; null: not needed), added to where
+  // acc[i]; gy[o] output o's cotangent. The values of the input cotangents as the plain tape's
+  // node of the call computes them, so with its bits: the store node's contraction of the
+  // partials forward kept (`stored`, output-major rows) with the cotangents' values, in one pass;
+  // else the recompute node's VJP pass. Then tangent k of each by the VJP of tangent_fn on
+  // direction k. scratch: a row of n for the outputs of gradients not needed.
+  template <bool S, std::size_t NO, class Ex, class F>
+  static void backward(Ex const &ex, F const &f, scalars const &sc,
+                       std::array<R const *, NX> const &x, std::array<R const *, NO> const &gy,
+                       std::array<R *, NX> const &gx, std::array<bool, NX> const &acc, R *scratch,
+                       R const *stored, index_t n) {
+    if constexpr (NA > 0) {
+      auto const vals = values(x);
+      std::array<int, std::size_t(NA)> arr{}; // variable a -> its array
+      for (std::size_t u = 0; u < sizeof...(A); ++u)
+        if (P::var_index[u] >= 0)
+          arr[std::size_t(P::var_index[u])] = P::array_index[u];
+      // The needed gradients' part c (0: the values, 1 + k: tangent k), the others the scratch row.
+      std::array<bool, std::size_t(NA)> add{};
+      auto targets = [&](int c) {
+        std::array<strided<R>, std::size_t(NA)> t;
+        for (std::size_t a = 0; a < std::size_t(NA); ++a) {
+          std::size_t const i = std::size_t(arr[a]);
+          t[a] = gx[i] ? strided<R>{gx[i] + c, w} : strided<R>{scratch, 1};
+          add[a] = gx[i] && acc[i];
+        }
+        return t;
+      };
+      if (stored) {
+        constexpr std::size_t NP = NO * std::size_t(NA);
+        using CL = typename layout_with_views<arg_layout<>, R, NO + NP>::type;
+        std::array<strided<R const>, NO + NP> in;
+        for (std::size_t o = 0; o < NO; ++o)
+          in[o] = {gy[o], w};
+        for (std::size_t q = 0; q < NP; ++q)
+          in[NO + q] = {stored + index_t(q) * n, 1};
+        auto const markers = [&]<std::size_t... e>(std::index_sequence<e...>) {
+          return layout_scalars<CL>((void(e), array_marker{})...);
+        }
+        (std::make_index_sequence<NO + NP>{});
+        values_op<contract_all_fn<int(NO), NA>, CL, NA> op{{{}, markers}};
+        auto const out = targets(0);
+        strided_pass<true, R>(ex, op, in, out, add, n);
+      } else {
+        std::array<strided<R const>, std::size_t(NX) + NO> in;
+        for (std::size_t i = 0; i < std::size_t(NX); ++i)
+          in[i] = vals[i];
+        for (std::size_t o = 0; o < NO; ++o)
+          in[std::size_t(NX) + o] = {gy[o], w};
+        vjp_op<F, base_layout, int(NO), Active> op{{f, table<base_layout, 0>(sc)}};
+        auto const out = targets(0);
+        strided_pass<S, R>(ex, op, in, out, add, n);
+      }
+      using TF = tangent_fn<F, P, 1, true>;
+      using VL = layout_plus<std::size_t(NX)>;
+      vjp_op<TF, VL, int(2 * NO), Active> const op{{TF{f}, table<VL, std::size_t(NX)>(sc)}};
+      for (int k = 0; k < K; ++k) {
+        std::array<strided<R const>, std::size_t(2 * NX) + 2 * NO> in;
+        for (std::size_t i = 0; i < std::size_t(NX); ++i)
+          in[i] = vals[i], in[std::size_t(NX) + i] = {x[i] + 1 + k, w};
+        for (std::size_t o = 0; o < NO; ++o)
+          in[std::size_t(2 * NX) + o] = {gy[o] + 1 + k, w},
+                                   in[std::size_t(2 * NX) + NO + o] = {gy[o], w};
+        auto const out = targets(1 + k);
+        strided_pass<S, R>(ex, op, in, out, add, n);
+      }
+    } else {
+      (void)ex, (void)f, (void)sc, (void)x, (void)gy, (void)gx, (void)acc, (void)scratch,
+          (void)stored, (void)n;
+    }
+  }
+};
+
 // The fused node on dual variables: one custom_op over the array arguments (tensors as constant
 // variables), the scalars captured.
 template <class D, class F, bool S, class... A>
@@ -385,22 +565,47 @@ auto fused_duals(kernel<F, S> const &k, A const &...a) {
                          n_required, n, sizeof(R), input_bytes) == policy_kind::store;
   };
 
-  auto forward = [f, parts_of, with_args, stores](auto const &ex, auto &ctx,
-                                                  std::vector<tensor<D>> const &xs) {
+  using Flat = dual_flat_passes<D, P, A...>;
+  auto forward = [f, sc, parts_of, with_args, stores](auto const &ex, auto &ctx,
+                                                      std::vector<tensor<D>> const &xs) {
     shape shapes[NX];
     int pos[NX];
+    bool flat = true;
     for (int i = 0; i < NX; ++i) {
       dual_host_only(name, xs[std::size_t(i)].dev());
       shapes[i] = xs[std::size_t(i)].dims(), pos[i] = i;
       ctx.save(xs[std::size_t(i)]);
+      flat = flat && xs[std::size_t(i)].is_contiguous();
     }
     shape const s = broadcast_shapes(name, static_cast<shape const *>(shapes), pos, NX);
-    parts const x = parts_of(xs);
     // The outputs, written in place: their values by the plain kernel (the plain tape's SIMD
     // pass: its bits), their tangents by tangent_fn.
     std::array<tensor<D>, NO> ys;
     for (auto &t : ys)
       t = tensor<D>::empty(s);
+    for (int i = 0; flat && i < NX; ++i)
+      flat = shapes[i] == s;
+    if (flat) {
+      std::array<R const *, NX> xp;
+      for (std::size_t i = 0; i < std::size_t(NX); ++i)
+        xp[i] = reinterpret_cast<R const *>(xs[i].data());
+      std::array<R *, NO> yp;
+      for (std::size_t o = 0; o < NO; ++o)
+        yp[o] = reinterpret_cast<R *>(ys[o].raw_data());
+      R *pd = nullptr;
+      if constexpr (NA > 0) {
+        if (ctx.requires_grad() && stores(s.size())) {
+          ctx.data = tensor<R>::empty(shape{index_t(NO * std::size_t(NA)), s.size()});
+          pd = ctx.data.raw_data();
+        }
+      }
+      Flat::template forward<S>(ex, f, sc, xp, yp, pd, s.size());
+      if constexpr (NO == 1)
+        return ys[0];
+      else
+        return ys;
+    }
+    parts const x = parts_of(xs);
     [&]<std::size_t... o, std::size_t... j, std::size_t... t>(
         std::index_sequence<o...>, std::index_sequence<j...>, std::index_sequence<t...>) {
       with_args(x, [&](auto const &...arg) {
@@ -444,37 +649,28 @@ auto fused_duals(kernel<F, S> const &k, A const &...a) {
       }
       shape const s = broadcast_shapes(name, static_cast<shape const *>(shapes), pos, NX);
       index_t const n = s.size();
-      parts const x = parts_of(xs);
-      // The output cotangents' parts, in place: gv values, gt[o * K + k] tangents.
       std::array<tensor<D>, NO> gy;
-      std::array<view<R const>, NO> gv;
-      std::array<view<R const>, NO * std::size_t(K)> gt;
-      for (std::size_t o = 0; o < NO; ++o) {
+      for (std::size_t o = 0; o < NO; ++o)
         gy[o] = g.out(o);
-        gv[o] = part_view(gy[o], 0);
-        for (int k = 0; k < K; ++k)
-          gt[o * std::size_t(K) + std::size_t(k)] = part_view(gy[o], 1 + k);
-      }
       // The needed variables' gradients, written part by part in place: each gradient itself
       // (g.target: overwritten where fresh, added to where it holds sums already) unless its
       // memory meets an earlier target's, or, holding sums, an array the passes read (a variable
       // passed twice, overlapping slices of one): then a fresh temporary, added to the gradient
-      // at the end (g.add). dst[i]: array i's value part (none where no gradient is needed).
+      // at the end (g.add).
       std::array<tensor<D>, std::size_t(NX)> gx;
       std::array<bool, std::size_t(NX)> acc{}, temp{};
-      std::array<view<R>, std::size_t(NX)> dst{};
       extent_range read[NX + NO], placed[NX];
       for (int i = 0; i < NX; ++i)
-        read[i] = range_of(xs[std::size_t(i)].cview());
+        read[i] = tensor_range(xs[std::size_t(i)]);
       for (std::size_t o = 0; o < NO; ++o)
-        read[std::size_t(NX) + o] = range_of(gy[o].cview());
+        read[std::size_t(NX) + o] = tensor_range(gy[o]);
       int n_placed = 0;
       for (std::size_t u = 0; u < sizeof...(A); ++u) {
         int const i = P::array_index[u], a = P::var_index[u];
         if (a < 0 || !g.needs(std::size_t(i)))
           continue;
         auto [t, ac] = g.target(std::size_t(i));
-        extent_range const r = range_of(t.cview());
+        extent_range const r = tensor_range(t);
         bool meets = false;
         for (int q = 0; q < n_placed; ++q)
           meets = meets || ranges_meet(placed[q], r);
@@ -490,15 +686,55 @@ auto fused_duals(kernel<F, S> const &k, A const &...a) {
           acc[std::size_t(i)] = ac;
           placed[n_placed++] = r;
         }
-        dst[std::size_t(i)] = part_raw_view(gx[std::size_t(i)], 0);
       }
-      // Scratch rows of n elements, one allocation: the plain cotangents' (NO (1 + NA) + 1), then
-      // NA for the VJP passes' unneeded or broadcast outputs.
+      // A flat node (every array read or written contiguous, of the call's shape) runs its
+      // passes on pointers (dual_flat_passes); any other on views of the parts.
+      bool flat = true;
+      for (std::size_t i = 0; i < std::size_t(NX); ++i)
+        flat = flat && shapes[i] == s && xs[i].is_contiguous() &&
+               (!gx[i].defined() || (gx[i].dims() == s && gx[i].is_contiguous()));
+      for (std::size_t o = 0; o < NO; ++o)
+        flat = flat && gy[o].dims() == s && gy[o].is_contiguous();
+      // Scratch rows of n elements, one allocation: a flat node's one row for the outputs of the
+      // gradients not needed; else the plain cotangents' (NO (1 + NA) + 1), then NA for the VJP
+      // passes' unneeded or broadcast outputs.
       std::size_t const plain_rows = NO * (1 + std::size_t(NA)) + 1;
-      tensor<R> scratch = tensor<R>::empty(shape{index_t(plain_rows + std::size_t(NA)), n});
+      tensor<R> scratch =
+          tensor<R>::empty(shape{index_t(flat ? std::size_t(1) : plain_rows + std::size_t(NA)), n});
       R *const sp = scratch.raw_data();
-      // The values of the input cotangents: the plain store node's.
       R *const stored = ctx.data.defined() ? ctx.data.raw_data() : nullptr;
+      if (flat) {
+        std::array<R const *, NX> xp;
+        std::array<R *, NX> gp{};
+        for (std::size_t i = 0; i < std::size_t(NX); ++i) {
+          xp[i] = reinterpret_cast<R const *>(xs[i].data());
+          if (gx[i].defined())
+            gp[i] = reinterpret_cast<R *>(gx[i].raw_data());
+        }
+        std::array<R const *, NO> gyp;
+        for (std::size_t o = 0; o < NO; ++o)
+          gyp[o] = reinterpret_cast<R const *>(gy[o].data());
+        Flat::template backward<S>(ex, f, sc, xp, gyp, gp, acc, sp, stored, n);
+        for (int i = 0; i < NX; ++i)
+          if (temp[std::size_t(i)])
+            g.add(std::size_t(i), std::move(gx[std::size_t(i)]));
+        return;
+      }
+      parts const x = parts_of(xs);
+      // The output cotangents' parts, in place: gv values, gt[o * K + k] tangents; dst[i]: array
+      // i's gradient's value part (none where no gradient is needed).
+      std::array<view<R const>, NO> gv;
+      std::array<view<R const>, NO * std::size_t(K)> gt;
+      for (std::size_t o = 0; o < NO; ++o) {
+        gv[o] = part_view(gy[o], 0);
+        for (int k = 0; k < K; ++k)
+          gt[o * std::size_t(K) + std::size_t(k)] = part_view(gy[o], 1 + k);
+      }
+      std::array<view<R>, std::size_t(NX)> dst{};
+      for (std::size_t i = 0; i < std::size_t(NX); ++i)
+        if (gx[i].defined())
+          dst[i] = part_raw_view(gx[i], 0);
+      // The values of the input cotangents: the plain store node's.
       C::template plain_cotangent_values<NO, S>(ex, f, sc, seq, x.vals, gv, s, dst, acc, sp,
                                                 stored);
       // Tangent k of x_a's cotangent, sum_o ybar_o.d[k] * d y_o / d x_a + ybar_o.val *
