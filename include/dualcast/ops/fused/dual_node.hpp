@@ -640,12 +640,12 @@ auto fused_duals(kernel<F, S> const &k, A const &...a) {
 
   auto backward = [f, sc, seq, parts_of, with_args](auto const &ex, auto const &ctx, auto &g) {
     if constexpr (NA > 0) {
-      std::array<tensor<D>, NX> xs;
+      std::array<tensor<D> const *, NX> xs; // (the saved arrays, not copies)
       shape shapes[NX];
       int pos[NX];
       for (int i = 0; i < NX; ++i) {
-        xs[std::size_t(i)] = ctx.saved(std::size_t(i));
-        shapes[i] = xs[std::size_t(i)].dims(), pos[i] = i;
+        xs[std::size_t(i)] = &ctx.saved(std::size_t(i));
+        shapes[i] = xs[std::size_t(i)]->dims(), pos[i] = i;
       }
       shape const s = broadcast_shapes(name, static_cast<shape const *>(shapes), pos, NX);
       index_t const n = s.size();
@@ -661,7 +661,7 @@ auto fused_duals(kernel<F, S> const &k, A const &...a) {
       std::array<bool, std::size_t(NX)> acc{}, temp{};
       extent_range read[NX + NO], placed[NX];
       for (int i = 0; i < NX; ++i)
-        read[i] = tensor_range(xs[std::size_t(i)]);
+        read[i] = tensor_range(*xs[std::size_t(i)]);
       for (std::size_t o = 0; o < NO; ++o)
         read[std::size_t(NX) + o] = tensor_range(gy[o]);
       int n_placed = 0;
@@ -691,7 +691,7 @@ auto fused_duals(kernel<F, S> const &k, A const &...a) {
       // passes on pointers (dual_flat_passes); any other on views of the parts.
       bool flat = true;
       for (std::size_t i = 0; i < std::size_t(NX); ++i)
-        flat = flat && shapes[i] == s && xs[i].is_contiguous() &&
+        flat = flat && shapes[i] == s && xs[i]->is_contiguous() &&
                (!gx[i].defined() || (gx[i].dims() == s && gx[i].is_contiguous()));
       for (std::size_t o = 0; o < NO; ++o)
         flat = flat && gy[o].dims() == s && gy[o].is_contiguous();
@@ -707,7 +707,7 @@ auto fused_duals(kernel<F, S> const &k, A const &...a) {
         std::array<R const *, NX> xp;
         std::array<R *, NX> gp{};
         for (std::size_t i = 0; i < std::size_t(NX); ++i) {
-          xp[i] = reinterpret_cast<R const *>(xs[i].data());
+          xp[i] = reinterpret_cast<R const *>(xs[i]->data());
           if (gx[i].defined())
             gp[i] = reinterpret_cast<R *>(gx[i].raw_data());
         }
@@ -720,7 +720,10 @@ auto fused_duals(kernel<F, S> const &k, A const &...a) {
             g.add(std::size_t(i), std::move(gx[std::size_t(i)]));
         return;
       }
-      parts const x = parts_of(xs);
+      std::array<tensor<D>, NX> xt;
+      for (std::size_t i = 0; i < std::size_t(NX); ++i)
+        xt[i] = *xs[i];
+      parts const x = parts_of(xt);
       // The output cotangents' parts, in place: gv values, gt[o * K + k] tangents; dst[i]: array
       // i's gradient's value part (none where no gradient is needed).
       std::array<view<R const>, NO> gv;
