@@ -336,6 +336,17 @@ template <class F, class P, int K, bool Values> struct tangent_fn {
   }
 };
 
+// The active set of the backward's tangent passes (the VJP of tangent_fn): all the variables in
+// ONE evaluation where they are at most max_sparse_chunk, not in chunks of the set's own size,
+// each of which evaluated the values, tangents and their transcendentals again (the D-LSTM cell's
+// eleven variables: 8 + 3). Its nested duals, dual<dual<., K>, NA>, cost registers either way.
+template <int C, int... I> active_set<C, I...> rechunked(active_set<default_chunk, I...>);
+template <class Active>
+using one_evaluation_t =
+    decltype(rechunked<(Active::count > Active::chunk && Active::count <= max_sparse_chunk
+                            ? Active::count
+                            : Active::chunk)>(Active{}));
+
 // The fused node's passes when it is flat: every array argument, output, output cotangent and
 // gradient target a contiguous array of the call's shape, so that each part of a dual array (its
 // values; its tangent k) is every (K + 1)-th number from its first (x[i]: array i's first number).
@@ -470,7 +481,8 @@ template <class D, class P, class... A> struct dual_flat_passes {
       }
       using TF = tangent_fn<F, P, 1, true>;
       using VL = layout_plus<std::size_t(NX)>;
-      vjp_op<TF, VL, int(2 * NO), Active> const op{{TF{f}, table<VL, std::size_t(NX)>(sc)}};
+      vjp_op<TF, VL, int(2 * NO), one_evaluation_t<Active>> const op{
+          {TF{f}, table<VL, std::size_t(NX)>(sc)}};
       for (int k = 0; k < K; ++k) {
         std::array<strided<R const>, std::size_t(2 * NX) + 2 * NO> in;
         for (std::size_t i = 0; i < std::size_t(NX); ++i)
@@ -770,7 +782,7 @@ auto fused_duals(kernel<F, S> const &k, A const &...a) {
           with_args(x, [&](auto const &...arg) {
             using Layout =
                 call_layout<std::decay_t<decltype(arg)>..., std::decay_t<decltype(tk[i])>...>;
-            vjp_op<TF, Layout, int(2 * NO), active_of<A...>> op{
+            vjp_op<TF, Layout, int(2 * NO), one_evaluation_t<active_of<A...>>> op{
                 {TF{f}, scalar_table<TF>(arg..., tk[i]...)}};
             apply_fresh_run<decltype(op), S, std::decay_t<decltype(ex)>, R>(
                 ex, op, cv, cv_add, arg..., tk[i]..., gk[o * std::size_t(K)]..., gv[o]...);
