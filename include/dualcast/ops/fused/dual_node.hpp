@@ -19,6 +19,7 @@
 
 #include <dualcast/arrays/view_overlap.hpp>
 #include <dualcast/broadcast/broadcast.hpp>
+#include <dualcast/broadcast/detail/call_checks.hpp>
 #include <dualcast/core/errors.hpp>
 #include <dualcast/kernel/kernel.hpp>
 #include <dualcast/numbers/dual.hpp>
@@ -34,7 +35,6 @@
 
 #include <array>
 #include <cstddef>
-#include <cstdint>
 #include <tuple>
 #include <type_traits>
 #include <utility>
@@ -66,6 +66,14 @@ template <class... A> struct dual_call_plan {
   }();
   static constexpr int arrays = (0 + ... + (is_array_arg_v<A> ? 1 : 0));
   static constexpr int vars = (0 + ... + (is_var_v<A> ? 1 : 0));
+  // Variable a's index among the arrays.
+  static constexpr auto var_array = [] {
+    std::array<int, std::size_t(vars > 0 ? vars : 1)> r{};
+    for (std::size_t u = 0; u < n; ++u)
+      if (var_index[u] >= 0)
+        r[std::size_t(var_index[u])] = array_index[u];
+    return r;
+  }();
 };
 
 // The bytes t's elements occupy (view_overlap.hpp's range_of), without a view for a contiguous t.
@@ -74,8 +82,8 @@ template <class T> extent_range tensor_range(tensor<T> const &t) {
     return {0, 0};
   if (!t.is_contiguous())
     return range_of(t.cview());
-  auto const lo = reinterpret_cast<std::uintptr_t>(t.data());
-  return {lo, lo + std::uintptr_t(t.size()) * sizeof(T)};
+  flat_interval const r = flat_interval_of(t.data(), t.size());
+  return {r.lo, r.hi};
 }
 
 // A scalar argument as the kernel sees it (the real type R); arrays hold nothing here.
@@ -128,15 +136,12 @@ template <class D, class P, class... A> struct dual_fused_call {
         std::size_t const spare = NO * (1 + std::size_t(NA)) + 1;
         std::array<view<R>, std::size_t(NA)> xv;
         bool xadd[NA > 0 ? NA : 1] = {};
-        for (std::size_t u = 0; u < sizeof...(A); ++u) {
-          int const i = P::array_index[u], a = P::var_index[u];
-          if (a < 0)
-            continue;
-          view<R> const &d = dst[std::size_t(i)];
-          xv[std::size_t(a)] = d.data() ? d
-                                        : view<R>(scratch + index_t(spare + std::size_t(a)) * n,
-                                                  vals[std::size_t(i)].dims());
-          xadd[a] = d.data() && add[std::size_t(i)];
+        for (int a = 0; a < NA; ++a) {
+          std::size_t const i = std::size_t(P::var_array[std::size_t(a)]);
+          view<R> const &d = dst[i];
+          xv[std::size_t(a)] =
+              d.data() ? d : view<R>(scratch + index_t(spare + std::size_t(a)) * n, vals[i].dims());
+          xadd[a] = d.data() && add[i];
         }
         vjp_arrays<S, F, Layout, int(NO), active_of<A...>>(
             ex, kernel<F, S>{f}, ins,
@@ -149,15 +154,12 @@ template <class D, class P, class... A> struct dual_fused_call {
     for (std::size_t q = 0; q < pv.size(); ++q)
       pv[q] = view<R>(stored + index_t(q) * n, s);
     std::size_t const spare = NO * (1 + std::size_t(NA)); // a row for an unneeded output
-    // The variables' arrays (a -> i) and whether all needed ones have the call's shape.
-    std::array<int, std::size_t(NA > 0 ? NA : 1)> arr{};
+    // Whether all the needed gradients have the call's shape.
+    constexpr auto const &arr = P::var_array;
     bool one_pass = true;
-    for (std::size_t u = 0; u < sizeof...(A); ++u) {
-      int const i = P::array_index[u], a = P::var_index[u];
-      if (a < 0)
-        continue;
-      arr[std::size_t(a)] = i;
-      if (dst[std::size_t(i)].data() && !(dst[std::size_t(i)].dims() == s))
+    for (int a = 0; a < NA; ++a) {
+      std::size_t const i = std::size_t(arr[std::size_t(a)]);
+      if (dst[i].data() && !(dst[i].dims() == s))
         one_pass = false;
     }
     if (one_pass) {
@@ -439,10 +441,7 @@ template <class D, class P, class... A> struct dual_flat_passes {
                        R const *stored, index_t n) {
     if constexpr (NA > 0) {
       auto const vals = values(x);
-      std::array<int, std::size_t(NA)> arr{}; // variable a -> its array
-      for (std::size_t u = 0; u < sizeof...(A); ++u)
-        if (P::var_index[u] >= 0)
-          arr[std::size_t(P::var_index[u])] = P::array_index[u];
+      constexpr auto const &arr = P::var_array;
       // The needed gradients' part c (0: the values, 1 + k: tangent k), the others the scratch row.
       std::array<bool, std::size_t(NA)> add{};
       auto targets = [&](int c) {
@@ -761,10 +760,7 @@ auto fused_duals(kernel<F, S> const &k, A const &...a) {
       // to where acc), the others into scratch (a broadcast one is then summed into its partial
       // k).
       using TF = tangent_fn<F, P, 1, true>;
-      std::array<int, std::size_t(NA)> arr{};
-      for (std::size_t u = 0; u < sizeof...(A); ++u)
-        if (P::var_index[u] >= 0)
-          arr[std::size_t(P::var_index[u])] = P::array_index[u];
+      constexpr auto const &arr = P::var_array;
       for (int k = 0; k < K; ++k) {
         std::array<view<R>, std::size_t(NA)> cv;
         std::array<bool, std::size_t(NA)> cv_add{};
