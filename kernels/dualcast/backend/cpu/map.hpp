@@ -18,6 +18,7 @@
 #include <cstdint>
 #include <cstring>
 #include <type_traits>
+#include <utility>
 
 namespace dualcast::detail::cpu_backend {
 
@@ -426,13 +427,50 @@ template <class F> inline void strided_rows(index_t st, F const &f) {
 // Elements per packed chunk of a row that is strided (or of a row's partial last batch).
 inline constexpr index_t pack_elements = 64;
 
+#if DUALCAST_HAS_SIMD
+// Lanes i[0], i[1], ... of the 2W lanes of a then b.
+template <int... i, class T, int W>
+inline batch<T, W> pick_lanes(batch<T, W> const &a, batch<T, W> const &b) {
+  return batch<T, W>(__builtin_shufflevector(a.v, b.v, i...));
+}
+// Every second number from src, W of them: the even lanes of two loads. The last batch of a run
+// (last) loads its second half one number earlier, so that it reads nothing past the run's last
+// element, and takes that half's odd lanes.
+template <class L, class T, std::size_t... i>
+inline L every_second(T const *src, bool last, std::index_sequence<i...>) {
+  constexpr int W = lane_count<L>;
+  L const a = L::load(src);
+  if (last)
+    return pick_lanes<(int(i) < W / 2 ? 2 * int(i) : 2 * int(i) + 1)...>(a, L::load(src + W - 1));
+  return pick_lanes<2 * int(i)...>(a, L::load(src + W));
+}
+#endif
+
 // m elements of a strided run into a chunk buffer, padded to mp with the last one. restrict (the
 // buffer is the row's own): without it GCC reloaded the last element for each padding lane, the
 // stores to the buffer possibly changing it (1.5 % of the instructions of the D-LSTM's H v, whose
 // 14-element rows of dual parts all go through these buffers).
-template <class T>
+template <class L, class T>
 inline void pack_row(T *__restrict dst, T const *__restrict src, index_t st, index_t m,
                      index_t mp) {
+#if DUALCAST_HAS_SIMD
+  if constexpr (is_batch_v<L>) {
+    // Stride 2 (a part of dual<T, 1> numbers, a tape over duals' H v): whole batches, the last
+    // one ending at the run's last element (overlapping the one before where m is not a
+    // multiple of W).
+    constexpr index_t W = lane_count<L>;
+    if (st == 2 && m >= W) {
+      constexpr auto lanes = std::make_index_sequence<std::size_t(W)>{};
+      for (index_t j = 0; j + W < m; j += W)
+        every_second<L>(src + 2 * j, false, lanes).store(dst + j);
+      every_second<L>(src + 2 * (m - W), true, lanes).store(dst + m - W);
+      T const last = src[(m - 1) * st];
+      for (index_t j = m; j < mp; ++j)
+        dst[j] = last;
+      return;
+    }
+  }
+#endif
   strided_rows(st, [&](auto s) {
     for (index_t j = 0; j < m; ++j)
       dst[j] = src[j * s];
@@ -507,7 +545,7 @@ void run_row(batch_loop<T> const &op, T const *const *in, index_t const *in_stri
         if (in_stride[k] == 1 && m == mp) {
           ip[k] = in[k] + done;
         } else {
-          pack_row(in_buf[k], in[k] + done * in_stride[k], in_stride[k], m, mp);
+          pack_row<L>(in_buf[k], in[k] + done * in_stride[k], in_stride[k], m, mp);
           ip[k] = in_buf[k];
         }
       }
