@@ -836,28 +836,6 @@ TEST_CASE_TEMPLATE("strided inputs and outputs equal contiguous copies bit for b
   }
 }
 
-// Stride 2 is how a tape over dual<T, 1> reads each part of its arrays; the CPU backend packs such
-// rows by two vector loads per batch. Every length and both parts (value: offset 0, partial:
-// offset 1), each in storage that ends exactly at the run's last element, so that an address
-// sanitizer sees any read past it.
-TEST_CASE_TEMPLATE("stride-2 runs of every length: packed exactly, nothing read past the end", T,
-                   double, float) {
-  auto const k = dc::kernel([](auto x, auto y) { return x - y; });
-  for (index_t m = 1; m <= 70; ++m)
-    for (index_t first = 0; first < 2; ++first) {
-      std::vector<T> a(std::size_t(first + 2 * m - 1)), b(a.size());
-      for (std::size_t i = 0; i < a.size(); ++i)
-        a[i] = T(i) + T(0.5), b[i] = T(2 * i) - T(7);
-      index_t const st[1] = {2};
-      dc::view<T const> const va(a.data() + first, shape{m}, st),
-          vb(b.data() + first, shape{m}, st);
-      std::vector<T> r(static_cast<std::size_t>(m));
-      dc::apply(dc::cpu{1}, k, dc::out(dc::view<T>(r.data(), shape{m})), va, vb);
-      for (index_t j = 0; j < m; ++j)
-        CHECK(r[std::size_t(j)] == a[std::size_t(first + 2 * j)] - b[std::size_t(first + 2 * j)]);
-    }
-}
-
 TEST_CASE("transposed, slice with a step and broadcast_to views") {
   using T = double;
   using Act = all_active_t<slots_two>;
