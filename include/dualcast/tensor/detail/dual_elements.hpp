@@ -60,10 +60,27 @@ template <class F, class... V> void each_element(shape const &s, F &&f, V const 
     (std::index_sequence_for<V...>{});
     return;
   }
-  strided_walk<sizeof...(V)> w{s, {v.strides()...}};
+  if (n == 0)
+    return;
+  if (s.rank == 0) {
+    f(*v.data()...);
+    return;
+  }
+  // Row by row: the odometer over the outer dimensions, a plain loop along the last one (a
+  // gradient broadcast from a sum's scalar went element by element through the odometer: 3 % of
+  // a small MLP's H v).
+  int const last = s.rank - 1;
+  index_t const m = s.ext[last];
+  index_t const inner[] = {v.strides()[last]...};
+  shape outer = s;
+  outer.rank = last;
+  strided_walk<sizeof...(V)> w{outer, {v.strides()...}};
   auto base = std::make_tuple(v.data()...);
-  for (index_t e = 0; e < n; ++e, w.next())
-    [&]<std::size_t... k>(std::index_sequence<k...>) { f(std::get<k>(base)[w.off[k]]...); }
+  for (index_t row = 0; row < n / m; ++row, w.next())
+    [&]<std::size_t... k>(std::index_sequence<k...>) {
+      for (index_t j = 0; j < m; ++j)
+        f(std::get<k>(base)[w.off[k] + j * inner[k]]...);
+    }
   (std::index_sequence_for<V...>{});
 }
 
