@@ -57,11 +57,18 @@ dual_gradient(char const *op, F const &f, tensor<T> const &x,
     dc[std::size_t(k)] = dirs[std::size_t(k)].to(device::host()).contiguous();
   }
   auto xd = tensor<D>::empty(x.dims());
-  for (index_t i = 0; i < x.size(); ++i) {
-    D v(xc.data()[i]);
+  // (pointers and size taken once: through the stores the compiler had recomputed x.size(), a
+  // loop over the shape, for every element)
+  T const *const xe = xc.data();
+  T const *de[K];
+  for (int k = 0; k < K; ++k)
+    de[k] = dc[std::size_t(k)].data();
+  D *const xde = xd.raw_data();
+  for (index_t i = 0, n = x.size(); i < n; ++i) {
+    D v(xe[i]);
     for (int k = 0; k < K; ++k)
-      v.d[k] = dc[std::size_t(k)].data()[i];
-    xd.raw_data()[i] = v;
+      v.d[k] = de[k][i];
+    xde[i] = v;
   }
   tape tp;
   var<D> xv = tp.variable(xd);
@@ -112,10 +119,10 @@ template <class F, class T>
 grad_hvp_result<T> grad_and_hvp(F const &f, tensor<T> const &x, tensor<T> const &v) {
   auto const [value, g] = detail::dual_gradient<1>("dualcast::grad_and_hvp", f, x, {v});
   grad_hvp_result<T> r{value.val, tensor<T>::empty(x.dims()), tensor<T>::empty(x.dims())};
-  for (index_t i = 0; i < x.size(); ++i) {
-    r.grad.raw_data()[i] = g.data()[i].val;
-    r.hvp.raw_data()[i] = g.data()[i].d[0];
-  }
+  auto const *const ge = g.data();
+  T *const gr = r.grad.raw_data(), *const hv = r.hvp.raw_data();
+  for (index_t i = 0, n = x.size(); i < n; ++i)
+    gr[i] = ge[i].val, hv[i] = ge[i].d[0];
   return r;
 }
 
@@ -147,9 +154,11 @@ template <int K = 4, class F, class T> tensor<T> hessian(F const &f, tensor<T> c
         dirs[std::size_t(k)].raw_data()[j0 + k] = T(1);
     }
     auto const g = detail::dual_gradient<K>("dualcast::hessian", f, x, dirs).second;
+    auto const *const ge = g.data();
+    T *const he = h.raw_data();
     for (int k = 0; k < K && j0 + k < n; ++k)
       for (index_t i = 0; i < n; ++i) // column j0 + k (H is symmetric: also row j0 + k)
-        h.raw_data()[i * n + j0 + k] = g.data()[i].d[k];
+        he[i * n + j0 + k] = ge[i].d[k];
   }
   return h;
 }
