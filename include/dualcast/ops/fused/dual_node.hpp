@@ -338,29 +338,6 @@ template <class F, class P, int K, bool Values> struct tangent_fn {
   }
 };
 
-// The forward tangents of a node that keeps its partials (d y_o / d x_a, row o * NA + a), where
-// every array argument is a variable: tangent k of output o is sum_a d y_o / d x_a times tangent k
-// of x_a (zero wins, as in the chain rule on duals), a contraction instead of the kernel on duals
-// once more (its transcendentals: a tenth of a small MLP's H v). Arguments: the NO * NA partials,
-// then tangent k of variable a at NO * NA + k * NA + a; results: tangent k of output o at o K + k.
-template <int NO, int NA, int K> struct stored_tangents_fn {
-  template <class... X> auto operator()(X const &...x) const {
-    static_assert(sizeof...(X) == std::size_t(NO * NA + NA * K));
-    using L = std::common_type_t<X...>;
-    L const in[] = {L(x)...};
-    auto part = [&](std::size_t j) {
-      std::size_t const o = j / std::size_t(K), k = j % std::size_t(K);
-      std::size_t const p = o * std::size_t(NA), t = std::size_t(NO * NA) + k * std::size_t(NA);
-      L r = zero_wins(in[p], in[t]);
-      for (std::size_t a = 1; a < std::size_t(NA); ++a)
-        r = r + zero_wins(in[p + a], in[t + a]);
-      return r;
-    };
-    return [&]<std::size_t... j>(std::index_sequence<j...>) { return outputs(part(j)...); }
-    (std::make_index_sequence<std::size_t(NO * K)>{});
-  }
-};
-
 // The active set of the backward's tangent passes (the VJP of tangent_fn): all the variables in
 // ONE evaluation where they are at most max_sparse_chunk, not in chunks of the set's own size,
 // each of which evaluated the values, tangents and their transcendentals again (the D-LSTM cell's
@@ -661,15 +638,22 @@ auto fused_duals(kernel<F, S> const &k, A const &...a) {
           apply_fresh(ex, kernel<F, S>{f}, out(part_raw_view(ys[o], 0)...), arg...);
         if constexpr (NA == NX) { // (then variable a is array a)
           if (stored) {
+            // Every array a variable: tangent k of output o is sum_a d y_o / d x_a times tangent
+            // k of x_a, the store node's own contraction (contract_all_fn, zero wins where a
+            // product is not finite) of the partials just kept, read a-major (o-major in
+            // memory), instead of the kernel on duals once more (its transcendentals: a tenth of
+            // a small MLP's H v).
             index_t const n = s.size();
             R const *const pd = ctx.data.data();
-            [&]<std::size_t... q>(std::index_sequence<q...>) {
-              apply_fresh(
-                  ex, kernel<stored_tangents_fn<int(NO), NA, K>, S>{{}},
-                  out(part_raw_view(ys[j / std::size_t(K)], 1 + int(j % std::size_t(K)))...),
-                  view<R const>(pd + index_t(q) * n, s)..., x.tv[t]...);
-            }
-            (std::make_index_sequence<NO * std::size_t(NA)>{});
+            for (int k = 0; k < K; ++k)
+              [&]<std::size_t... a, std::size_t... q>(std::index_sequence<a...>,
+                                                      std::index_sequence<q...>) {
+                apply_fresh(ex, kernel<contract_all_fn<NA, int(NO)>, S>{{}},
+                            out(part_raw_view(ys[o], 1 + k)...), x.tv[std::size_t(k * NX) + a]...,
+                            view<R const>(pd + index_t((q % NO) * NA + q / NO) * n, s)...);
+              }
+            (std::make_index_sequence<std::size_t(NA)>{},
+             std::make_index_sequence<NO * std::size_t(NA)>{});
             return;
           }
         }

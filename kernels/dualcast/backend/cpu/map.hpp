@@ -453,6 +453,7 @@ inline L every_second(T const *src, bool last, std::index_sequence<i...>) {
 template <class L, class T>
 inline void pack_row(T *__restrict dst, T const *__restrict src, index_t st, index_t m,
                      index_t mp) {
+  bool packed = false;
 #if DUALCAST_HAS_SIMD
   if constexpr (is_batch_v<L>) {
     // Stride 2 (a part of dual<T, 1> numbers, a tape over duals' H v): whole batches, the last
@@ -464,17 +465,15 @@ inline void pack_row(T *__restrict dst, T const *__restrict src, index_t st, ind
       for (index_t j = 0; j + W < m; j += W)
         every_second<L>(src + 2 * j, false, lanes).store(dst + j);
       every_second<L>(src + 2 * (m - W), true, lanes).store(dst + m - W);
-      T const last = src[(m - 1) * st];
-      for (index_t j = m; j < mp; ++j)
-        dst[j] = last;
-      return;
+      packed = true;
     }
   }
 #endif
-  strided_rows(st, [&](auto s) {
-    for (index_t j = 0; j < m; ++j)
-      dst[j] = src[j * s];
-  });
+  if (!packed)
+    strided_rows(st, [&](auto s) {
+      for (index_t j = 0; j < m; ++j)
+        dst[j] = src[j * s];
+    });
   T const last = src[(m - 1) * st];
   for (index_t j = m; j < mp; ++j)
     dst[j] = last;
