@@ -82,6 +82,46 @@ void recompute_backward(Ex const &ex, kernel<F, S> const &k, fused_core<T> const
   finish_targets(c, *b);
 }
 
+// A recompute node's backward: its arguments (a flat node's pointers, else its views packed in the
+// tape's memory), scalars and core. One closure for both kinds of node (a closure each made
+// test_tape_fused.cpp compile 5 s slower).
+template <class T, int K, class Active, class Layout, class Ex, class F, bool S, std::size_t N,
+          class Scalars>
+struct recompute_closure {
+  Ex ex;
+  kernel<F, S> k;
+  std::array<T const *, N> in;
+  void const *views;
+  Scalars scalars;
+  fused_core<T> c;
+
+  void operator()(std::array<slot_ptr<T>, K> const &os) const {
+    out_slots_ref<T> const out{os.data(), os.size()};
+    if (!views) {
+      recompute_backward<K, Active, Layout>(ex, k, c, out, static_cast<array_args<T, N> *>(nullptr),
+                                            &in, scalars);
+      return;
+    }
+    array_args<T, N> a;
+    unpack_views<T>(views, a.views.data(), N);
+    for (std::size_t i = 0; i < N; ++i)
+      a.pos[i] = Layout::array_positions[i];
+    recompute_backward<K, Active, Layout>(
+        ex, k, c, out, &a, static_cast<std::array<T const *, N> *>(nullptr), scalars);
+  }
+  // (tape_node.hpp, node::prefetch_records and prefetch) The slot list; the variables' slots and a
+  // flat node's arguments.
+  void prefetch_records() const { __builtin_prefetch(c.in.begin()); }
+  void prefetch() const {
+    for (grad_slot<T> const *s : c.in)
+      if (s)
+        __builtin_prefetch(s);
+    if (!views) // (their first two lines: all of an array of a few numbers)
+      for (T const *p : in)
+        __builtin_prefetch(p), __builtin_prefetch(reinterpret_cast<char const *>(p) + 64);
+  }
+};
+
 // Forward and recording of a recompute node: `ins` are the kernel's array arguments (views),
 // `scalars` its scalar table (Layout: where each argument comes from), `outs` the output values,
 // `core` the node's state (its saves: the array inputs, version-checked and kept alive for the
@@ -94,8 +134,7 @@ void recompute_node(Ex const &ex, tape &tp, kernel<F, S> const &k, array_args<T,
                     std::array<slot_ptr<T>, K> out_slots, fused_core<T> &&core,
                     arena_array<saved_tensor> &&saves) {
   using values = values_op<F, Layout, K>;
-  // One closure for both kinds of node (a closure each made test_tape_fused.cpp compile 5 s
-  // slower): a flat node's arguments as pointers, any other's views packed in the tape's memory.
+  // A flat node's arguments as pointers, any other's views packed in the tape's memory.
   std::array<T const *, N> in{};
   void const *views = nullptr;
   if (is_flat(ins, outs, core.s)) {
@@ -114,23 +153,10 @@ void recompute_node(Ex const &ex, tape &tp, kernel<F, S> const &k, array_args<T,
       ov[std::size_t(i)] = outs[std::size_t(i)].raw_view();
     apply_arrays<values, S>(ex, values{{k.f, scalars}}, ins, ov, std::array<bool, K>{}, K, "");
   }
-  tp.record_static<T, K>(
-      "fused elementwise (recompute)", out_slots,
-      [ex, k, in, views, scalars, c = std::move(core)](std::array<slot_ptr<T>, K> const &os) {
-        out_slots_ref<T> const out{os.data(), os.size()};
-        if (!views) {
-          recompute_backward<K, Active, Layout>(
-              ex, k, c, out, static_cast<array_args<T, N> *>(nullptr), &in, scalars);
-          return;
-        }
-        array_args<T, N> a;
-        unpack_views<T>(views, a.views.data(), N);
-        for (std::size_t i = 0; i < N; ++i)
-          a.pos[i] = Layout::array_positions[i];
-        recompute_backward<K, Active, Layout>(
-            ex, k, c, out, &a, static_cast<std::array<T const *, N> *>(nullptr), scalars);
-      },
-      std::move(saves));
+  tp.record_static<T, K>("fused elementwise (recompute)", out_slots,
+                         recompute_closure<T, K, Active, Layout, Ex, F, S, N, Scalars>{
+                             ex, k, in, views, scalars, std::move(core)},
+                         std::move(saves));
 }
 
 } // namespace dualcast::detail

@@ -74,6 +74,14 @@ public:
   // Drops the outputs' gradients (intermediates); kept ones (retain_grad) only if `kept_too` (a
   // backward starts, or one that threw ends), which also notes which outputs backward keeps.
   virtual void clear_outputs(bool kept_too) = 0;
+  // Ask the memory system for what this node's backward reads first, in two steps a few nodes
+  // apart (backward's sweep; on a long tape all of it was written long before and is out of
+  // cache): prefetch_records, the arrays in the tape's arena the node points to (its saved-tensor
+  // records, a fused node's slot list); then prefetch, what those point to (the saved storages'
+  // headers, whose versions are checked before backward runs, a fused node's variables' slots and
+  // arguments).
+  virtual void prefetch_records() const = 0;
+  virtual void prefetch() const = 0;
   // The tensors saved for backward.
   virtual saved_tensor const *saved_begin() const = 0;
   virtual saved_tensor const *saved_end() const = 0;
@@ -111,6 +119,19 @@ public:
       (*bwd_)(outs_);
     else
       (*bwd_)();
+  }
+  void prefetch_records() const override {
+    __builtin_prefetch(saved_);
+    if constexpr (requires(Bwd const &b) { b.prefetch_records(); })
+      if (bwd_)
+        bwd_->prefetch_records();
+  }
+  void prefetch() const override {
+    for (std::size_t i = 0; i < n_saved_; ++i)
+      __builtin_prefetch(saved_[i].st.get());
+    if constexpr (requires(Bwd const &b) { b.prefetch(); })
+      if (bwd_)
+        bwd_->prefetch();
   }
   void release() override {
     bwd_.reset();
