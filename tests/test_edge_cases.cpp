@@ -113,6 +113,73 @@ TEST_CASE_TEMPLATE("stride-2 runs of every length: packed exactly, nothing read 
     }
 }
 
+// Contiguous rows are read where they are: whole batches, then one batch ending at the row's last
+// element (overlapping the one before). Its outputs written in place, added to (once each, though
+// the overlap computes some elements twice), strided, or written over an input; rows of every
+// length across the batch widths and two chunks, in storage ending exactly at the row (the ASan
+// build sees a read past it).
+TEST_CASE_TEMPLATE("contiguous rows of every length: overlapping last batch, each output once", T,
+                   double, float) {
+  auto const k = dc::kernel([](auto x, auto y) { return dc::outputs(x * y + T(1), x - y); });
+  auto const x_at = [](std::size_t i) { return T(i % 7) - T(2.5); };
+  auto const y_at = [](std::size_t i) { return T(i % 5) + T(0.25); };
+  for (dc::index_t m = 1; m <= 140; ++m) {
+    std::size_t const n = std::size_t(m);
+    std::vector<T> x(n), y(n), p(n), q(n), acc(n), strided(2 * n);
+    for (std::size_t i = 0; i < n; ++i)
+      x[i] = x_at(i), y[i] = y_at(i), acc[i] = T(i), strided[2 * i + 1] = T(-9);
+    dc::view<T const> const vx(x.data(), shape{m}), vy(y.data(), shape{m});
+    // written in place
+    dc::apply(dc::cpu{1}, k,
+              dc::out(dc::view<T>(p.data(), shape{m}), dc::view<T>(q.data(), shape{m})), vx, vy);
+    // the first added to, the second strided
+    dc::index_t const st[1] = {2};
+    auto o = dc::out(dc::view<T>(acc.data(), shape{m}), dc::view<T>(strided.data(), shape{m}, st));
+    o.add[0] = true;
+    dc::apply(dc::cpu{1}, k, o, vx, vy);
+    bool ok = true;
+    for (std::size_t i = 0; i < n; ++i) {
+      T const xi = x_at(i), yi = y_at(i);
+      ok = ok && p[i] == xi * yi + T(1) && q[i] == xi - yi && acc[i] == T(i) + (xi * yi + T(1)) &&
+           strided[2 * i] == xi - yi && strided[2 * i + 1] == T(-9);
+    }
+    CHECK_MESSAGE(ok, "row of ", m);
+    // written over its first input (the same elements)
+    dc::apply(dc::cpu{1}, k,
+              dc::out(dc::view<T>(x.data(), shape{m}), dc::view<T>(q.data(), shape{m})),
+              dc::view<T const>(x.data(), shape{m}), vy);
+    bool in_place = true;
+    for (std::size_t i = 0; i < n; ++i)
+      in_place = in_place && x[i] == x_at(i) * y_at(i) + T(1);
+    CHECK_MESSAGE(in_place, "row of ", m, " written over its input");
+    // added to its first input (the same elements) beside an output written in place: a chunk's
+    // overlapping batch must not read the inputs a chunk before added to
+    for (std::size_t i = 0; i < n; ++i)
+      x[i] = x_at(i);
+    auto added = dc::out(dc::view<T>(p.data(), shape{m}), dc::view<T>(x.data(), shape{m}));
+    added.add[1] = true;
+    dc::apply(dc::cpu{1}, k, added, dc::view<T const>(x.data(), shape{m}), vy);
+    bool over_input = true;
+    for (std::size_t i = 0; i < n; ++i)
+      over_input =
+          over_input && p[i] == x_at(i) * y_at(i) + T(1) && x[i] == x_at(i) + (x_at(i) - y_at(i));
+    CHECK_MESSAGE(over_input, "row of ", m, " added to its input");
+    // a VJP added to the cotangents (an operation that reads its inputs again: zero-wins repair)
+    std::vector<T> xb(n, T(1)), yb(n, T(2)), hb(n), cb(n);
+    for (std::size_t i = 0; i < n; ++i)
+      x[i] = x_at(i), hb[i] = T(i % 3) - T(1), cb[i] = T(0.5);
+    dc::vjp(dc::cpu{1}, k,
+            dc::add_to(dc::view<T>(xb.data(), shape{m}), dc::view<T>(yb.data(), shape{m})),
+            dc::in(vx, vy),
+            dc::in(dc::view<T const>(hb.data(), shape{m}), dc::view<T const>(cb.data(), shape{m})));
+    bool vjp_ok = true;
+    for (std::size_t i = 0; i < n; ++i)
+      vjp_ok = vjp_ok && xb[i] == T(1) + (hb[i] * y_at(i) + cb[i]) &&
+               yb[i] == T(2) + (hb[i] * x_at(i) - cb[i]);
+    CHECK_MESSAGE(vjp_ok, "VJP of a row of ", m);
+  }
+}
+
 TEST_CASE("NaN and Inf on the tape: values and gradients") {
   double const nan = std::numeric_limits<double>::quiet_NaN();
   dc::tape tp;

@@ -492,24 +492,34 @@ inline void unpack_row(T *__restrict dst, T const *__restrict src, index_t st, i
   });
 }
 
-// One run of n elements along the innermost dimension. The full batches of a row whose inputs
-// are contiguous or broadcast (stride 0) and whose outputs are contiguous and overwritten run in
-// place. Everything else -- strided operands, the partial last batch, outputs that are added to
-// -- goes in chunks through contiguous buffers: inputs packed (and padded to whole batches with
-// the last element), results unpacked or added to the outputs afterwards, so that the loop over
-// batches has no branch and the add reads and writes each output once. Both go through the one
-// call of the operation's batch loop below: the kernel's body is compiled once per element
+// One run of n elements along the innermost dimension. A row of at least one batch whose inputs
+// are contiguous or broadcast (stride 0) reads them where they are: its whole batches, then, where
+// n is not a multiple of the batch width, one batch ending at the row's last element (overlapping
+// the one before: those elements computed twice, the same way) -- nothing packed, nothing read
+// past the row. Its outputs that are contiguous and overwritten are written in place, the others
+// (strided, added to, or written over an input by an operation that reads its inputs again) go
+// in chunks through a contiguous buffer, unpacked or added to the outputs afterwards, so that the
+// loop over batches has no branch and the add reads and writes each output once. (Not where an
+// output written in place is an input: the overlapping batch would read what the one before
+// wrote.) Every other row -- strided inputs, fewer elements than a batch -- goes in chunks with
+// its inputs packed too (and padded to whole batches with the last element). All of it through
+// the one call of the operation's batch loop below: the kernel's body is compiled once per element
 // operation (which keeps wide kernels quick to compile), and every element goes through the same
-// instructions. (A plain-number lane, W = 1, takes the same way: strided rows packed.)
+// instructions. (A plain-number lane, W = 1, takes the same ways: strided rows packed.)
 template <class L, class T, int NI, int NO>
 void run_row(batch_loop<T> const &op, T const *const *in, index_t const *in_stride, T *const *out,
              index_t const *out_stride, bool const *add, index_t n) {
   constexpr int W = lane_count<L>;
-  // (results that would be written over an input: through out_buf, see batch_loop)
-  bool const buffered = op.keeps_inputs && writes_over_inputs<NI, NO>(in, out, out_stride, add);
-  bool in_place = !buffered; // contiguous or broadcast inputs, contiguous and overwritten outputs
+  // Results written over inputs matter to an operation that reads its inputs again (through
+  // out_buf, see batch_loop) and to a row with an overlapping last batch.
+  bool const overlapping = n % W != 0;
+  bool const meets_inputs =
+      (op.keeps_inputs || overlapping) && writes_over_inputs<NI, NO>(in, out, out_stride, add);
+  bool const buffered = op.keeps_inputs && meets_inputs;
+  bool inputs_in_place = true; // contiguous or broadcast
   for (int k = 0; k < NI; ++k)
-    in_place = in_place && (in_stride[k] == 1 || in_stride[k] == 0);
+    inputs_in_place = inputs_in_place && (in_stride[k] == 1 || in_stride[k] == 0);
+  bool in_place = inputs_in_place && !buffered; // and contiguous, overwritten outputs
   for (int k = 0; k < NO; ++k)
     in_place = in_place && out_stride[k] == 1 && !add[k];
   alignas(64) T in_buf[NI > 0 ? NI : 1][pack_elements];
@@ -524,6 +534,39 @@ void run_row(batch_loop<T> const &op, T const *const *in, index_t const *in_stri
         in_buf[k][j] = in[k][0];
       ip[k] = in_buf[k];
     }
+  }
+  if (W > 1 && n >= W && inputs_in_place && (buffered || !meets_inputs)) {
+    bool direct[NO];
+    for (int k = 0; k < NO; ++k)
+      direct[k] = out_stride[k] == 1 && !add[k] && !buffered;
+    // `count` elements (whole batches) from row position `at`, for the chunk from `done`.
+    auto run_at = [&](index_t at, index_t done, index_t count) {
+      for (int k = 0; k < NI; ++k)
+        if (in_stride[k] != 0)
+          ip[k] = in[k] + at;
+      for (int k = 0; k < NO; ++k)
+        op_out[k] = direct[k] ? out[k] + at : out_buf[k] + (at - done);
+      op.run(op.op, ip, in_mask, op_out, nullptr, count);
+    };
+    for (index_t done = 0; done < n;) {
+      // A chunk of at least a batch, so that its overlapping batch reads only its own elements
+      // (the chunks before may have been added over inputs: results meet inputs as the same
+      // elements).
+      index_t m = in_place ? n : std::min(pack_elements, n - done);
+      if (n - done - m > 0 && n - done - m < W)
+        m -= W;
+      index_t const whole = m / W * W;
+      if (whole > 0)
+        run_at(done, done, whole);
+      if (whole < m)
+        run_at(done + m - W, done, W);
+      if (!in_place)
+        for (int k = 0; k < NO; ++k)
+          if (!direct[k])
+            unpack_row(out[k] + done * out_stride[k], out_buf[k], out_stride[k], m, add[k]);
+      done += m;
+    }
+    return;
   }
   for (index_t done = 0; done < n;) {
     index_t m, mp;
