@@ -524,8 +524,8 @@ void run_row(batch_loop<T> const &op, T const *const *in, index_t const *in_stri
     in_place = in_place && out_stride[k] == 1 && !add[k];
   alignas(64) T in_buf[NI > 0 ? NI : 1][pack_elements];
   alignas(64) T out_buf[NO][pack_elements];
-  T const *ip[NI > 0 ? NI : 1];
-  index_t in_mask[NI > 0 ? NI : 1];
+  T const *ip[NI > 0 ? NI : 1] = {}; // (initialised: GCC 12 -O3 -march=native warned)
+  index_t in_mask[NI > 0 ? NI : 1] = {};
   T *op_out[NO];
   for (int k = 0; k < NI; ++k) { // a broadcast input: one batch of its value, read again
     in_mask[k] = in_stride[k] == 0 ? 0 : ~index_t(0);
