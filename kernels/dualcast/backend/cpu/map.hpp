@@ -405,7 +405,7 @@ bool writes_over_inputs(P const *const *in, Q const *const *out, index_t const *
 // f(st) with the stride st as a compile-time constant for the small strides of the parts of dual
 // arrays (a tape over duals reads the value and each partial of dual<T, K> elements in place:
 // stride K + 1, ops/fused/dual_node.hpp), so that the packing loops vectorize; else as it is.
-template <class F> inline void strided_rows(index_t st, F const &f) {
+template <class F> DUALCAST_FORCEINLINE void strided_rows(index_t st, F const &f) {
   switch (st) {
   case 1:
     f(std::integral_constant<index_t, 1>{});
@@ -446,24 +446,21 @@ inline L every_second(T const *src, bool last, std::index_sequence<i...>) {
 }
 #endif
 
-// The loops of pack_row and unpack_row, for one stride type (strided_rows): functions of their own
-// with restrict parameters, because a lambda's captured pointers are not restrict -- the add loop
-// of unpack_row ran on scalars (the D-LSTM node's VJP adds 8 rows of 14 to its weights'
-// gradients).
-template <class T, class S>
-inline void gather_run(T *__restrict dst, T const *__restrict src, S s, index_t m) {
+// The contiguous loops of pack_row and unpack_row in functions of their own with restrict
+// parameters, because a lambda's captured pointers are not restrict: the add loop of unpack_row ran
+// on scalars (the D-LSTM node's VJP adds 8 rows of 14 to its weights' gradients). Only there: with
+// restrict GCC 12 also vectorised the stride-2 loops (a tape over duals' parts), with shuffles
+// that cost more than the scalar loop (the small MLP's H v +3 % instructions).
+template <class T> inline void copy_run(T *__restrict dst, T const *__restrict src, index_t m) {
   for (index_t j = 0; j < m; ++j)
-    dst[j] = src[j * s];
+    dst[j] = src[j];
 }
-template <class T, class S>
-inline void scatter_run(T *__restrict dst, T const *__restrict src, S s, index_t m, bool add) {
-  if (add)
-    for (index_t j = 0; j < m; ++j)
-      dst[j * s] = dst[j * s] + src[j];
-  else
-    for (index_t j = 0; j < m; ++j)
-      dst[j * s] = src[j];
+template <class T> inline void add_run(T *__restrict dst, T const *__restrict src, index_t m) {
+  for (index_t j = 0; j < m; ++j)
+    dst[j] = dst[j] + src[j];
 }
+template <class S> inline constexpr bool is_unit_stride_v = false;
+template <> inline constexpr bool is_unit_stride_v<std::integral_constant<index_t, 1>> = true;
 
 // m elements of a strided run into a chunk buffer, padded to mp with the last one. restrict (the
 // buffer is the row's own): without it GCC reloaded the last element for each padding lane, the
@@ -489,7 +486,13 @@ inline void pack_row(T *__restrict dst, T const *__restrict src, index_t st, ind
   }
 #endif
   if (!packed)
-    strided_rows(st, [&](auto s) { gather_run(dst, src, s, m); });
+    strided_rows(st, [&](auto s) {
+      if constexpr (is_unit_stride_v<decltype(s)>)
+        copy_run(dst, src, m);
+      else
+        for (index_t j = 0; j < m; ++j)
+          dst[j] = src[j * s];
+    });
   T const last = src[(m - 1) * st];
   for (index_t j = m; j < mp; ++j)
     dst[j] = last;
@@ -498,42 +501,30 @@ inline void pack_row(T *__restrict dst, T const *__restrict src, index_t st, ind
 template <class T>
 inline void unpack_row(T *__restrict dst, T const *__restrict src, index_t st, index_t m,
                        bool add) {
-  strided_rows(st, [&](auto s) { scatter_run(dst, src, s, m, add); });
+  strided_rows(st, [&](auto s) {
+    if constexpr (is_unit_stride_v<decltype(s)>)
+      add ? add_run(dst, src, m) : copy_run(dst, src, m);
+    else if (add)
+      for (index_t j = 0; j < m; ++j)
+        dst[j * s] = dst[j * s] + src[j];
+    else
+      for (index_t j = 0; j < m; ++j)
+        dst[j * s] = src[j];
+  });
 }
 
-// One run of n elements along the innermost dimension. A row of at least one batch whose inputs
-// are contiguous or broadcast (stride 0) reads them where they are: its whole batches, then, where
-// n is not a multiple of the batch width, one batch ending at the row's last element (overlapping
-// the one before: those elements computed twice, the same way) -- nothing packed, nothing read
-// past the row. Its outputs that are contiguous and overwritten are written in place, the others
-// (strided, added to, or written over an input by an operation that reads its inputs again) go
-// in chunks through a contiguous buffer, unpacked or added to the outputs afterwards, so that the
-// loop over batches has no branch and the add reads and writes each output once. (Not where an
-// output written in place is an input: the overlapping batch would read what the one before
-// wrote.) Every other row -- strided inputs, fewer elements than a batch -- goes in chunks with
-// its inputs packed too (and padded to whole batches with the last element). All of it through
-// the one call of the operation's batch loop below: the kernel's body is compiled once per element
-// operation (which keeps wide kernels quick to compile), and every element goes through the same
-// instructions. (A plain-number lane, W = 1, takes the same ways: strided rows packed.)
+// run_row's rows with a partial last batch whose inputs are read where they are (below); out of
+// line, so that the rows of whole batches keep the code GCC generated for them before this one
+// existed (their unpacking loops inlined).
 template <class L, class T, int NI, int NO>
-void run_row(batch_loop<T> const &op, T const *const *in, index_t const *in_stride, T *const *out,
-             index_t const *out_stride, bool const *add, index_t n) {
+[[gnu::noinline]] void run_row_in_place(batch_loop<T> const &op, T const *const *in,
+                                        index_t const *in_stride, T *const *out,
+                                        index_t const *out_stride, bool const *add, index_t n,
+                                        bool in_place, bool buffered) {
   constexpr int W = lane_count<L>;
-  // Results written over inputs matter to an operation that reads its inputs again (through
-  // out_buf, see batch_loop) and to a row with an overlapping last batch.
-  bool const overlapping = n % W != 0;
-  bool const meets_inputs =
-      (op.keeps_inputs || overlapping) && writes_over_inputs<NI, NO>(in, out, out_stride, add);
-  bool const buffered = op.keeps_inputs && meets_inputs;
-  bool inputs_in_place = true; // contiguous or broadcast
-  for (int k = 0; k < NI; ++k)
-    inputs_in_place = inputs_in_place && (in_stride[k] == 1 || in_stride[k] == 0);
-  bool in_place = inputs_in_place && !buffered; // and contiguous, overwritten outputs
-  for (int k = 0; k < NO; ++k)
-    in_place = in_place && out_stride[k] == 1 && !add[k];
-  alignas(64) T in_buf[NI > 0 ? NI : 1][pack_elements];
+  alignas(64) T in_buf[NI > 0 ? NI : 1][W];
   alignas(64) T out_buf[NO][pack_elements];
-  T const *ip[NI > 0 ? NI : 1] = {}; // (initialised: GCC 12 -O3 -march=native warned)
+  T const *ip[NI > 0 ? NI : 1] = {};
   index_t in_mask[NI > 0 ? NI : 1] = {};
   T *op_out[NO];
   for (int k = 0; k < NI; ++k) { // a broadcast input: one batch of its value, read again
@@ -544,38 +535,85 @@ void run_row(batch_loop<T> const &op, T const *const *in, index_t const *in_stri
       ip[k] = in_buf[k];
     }
   }
-  if (W > 1 && n >= W && inputs_in_place && (buffered || !meets_inputs)) {
-    bool direct[NO];
+  bool direct[NO];
+  for (int k = 0; k < NO; ++k)
+    direct[k] = out_stride[k] == 1 && !add[k] && !buffered;
+  // `count` elements (whole batches) from row position `at`, for the chunk from `done`.
+  auto run_at = [&](index_t at, index_t done, index_t count) {
+    for (int k = 0; k < NI; ++k)
+      if (in_stride[k] != 0)
+        ip[k] = in[k] + at;
     for (int k = 0; k < NO; ++k)
-      direct[k] = out_stride[k] == 1 && !add[k] && !buffered;
-    // `count` elements (whole batches) from row position `at`, for the chunk from `done`.
-    auto run_at = [&](index_t at, index_t done, index_t count) {
-      for (int k = 0; k < NI; ++k)
-        if (in_stride[k] != 0)
-          ip[k] = in[k] + at;
+      op_out[k] = direct[k] ? out[k] + at : out_buf[k] + (at - done);
+    op.run(op.op, ip, in_mask, op_out, nullptr, count);
+  };
+  for (index_t done = 0; done < n;) {
+    // A chunk of at least a batch, so that its overlapping batch reads only its own elements (the
+    // chunks before may have been added over inputs: results meet inputs as the same elements).
+    index_t m = in_place ? n : std::min(pack_elements, n - done);
+    if (n - done - m > 0 && n - done - m < W)
+      m -= W;
+    index_t const whole = m / W * W;
+    if (whole > 0)
+      run_at(done, done, whole);
+    if (whole < m)
+      run_at(done + m - W, done, W);
+    if (!in_place)
       for (int k = 0; k < NO; ++k)
-        op_out[k] = direct[k] ? out[k] + at : out_buf[k] + (at - done);
-      op.run(op.op, ip, in_mask, op_out, nullptr, count);
-    };
-    for (index_t done = 0; done < n;) {
-      // A chunk of at least a batch, so that its overlapping batch reads only its own elements
-      // (the chunks before may have been added over inputs: results meet inputs as the same
-      // elements).
-      index_t m = in_place ? n : std::min(pack_elements, n - done);
-      if (n - done - m > 0 && n - done - m < W)
-        m -= W;
-      index_t const whole = m / W * W;
-      if (whole > 0)
-        run_at(done, done, whole);
-      if (whole < m)
-        run_at(done + m - W, done, W);
-      if (!in_place)
-        for (int k = 0; k < NO; ++k)
-          if (!direct[k])
-            unpack_row(out[k] + done * out_stride[k], out_buf[k], out_stride[k], m, add[k]);
-      done += m;
-    }
+        if (!direct[k])
+          unpack_row(out[k] + done * out_stride[k], out_buf[k], out_stride[k], m, add[k]);
+    done += m;
+  }
+}
+
+// One run of n elements along the innermost dimension. The whole batches of a row whose inputs are
+// contiguous or broadcast (stride 0) read them where they are; where n is not a multiple of the
+// batch width, so does its last batch, one ending at the row's last element (overlapping the one
+// before: those elements computed twice, the same way; run_row_in_place above) -- nothing packed,
+// nothing read past the row. Outputs that are contiguous and overwritten are written in place;
+// the others (strided, added to, or written over an input by an operation that reads its inputs
+// again) go in chunks through a contiguous buffer, unpacked or added to the outputs afterwards, so
+// that the loop over batches has no branch and the add reads and writes each output once. (No
+// overlapping batch where an output written in place is an input: it would read what the batch
+// before wrote.) Strided inputs and rows shorter than a batch go in chunks with their inputs
+// packed too (padded to whole batches with the last element). All of it through the one call of
+// the operation's batch loop: the kernel's body is compiled once per element operation (which
+// keeps wide kernels quick to compile), and every element goes through the same instructions. (A
+// plain-number lane, W = 1, takes the same ways: strided rows packed.)
+template <class L, class T, int NI, int NO>
+void run_row(batch_loop<T> const &op, T const *const *in, index_t const *in_stride, T *const *out,
+             index_t const *out_stride, bool const *add, index_t n) {
+  constexpr int W = lane_count<L>;
+  bool inputs_in_place = true; // contiguous or broadcast
+  for (int k = 0; k < NI; ++k)
+    inputs_in_place = inputs_in_place && (in_stride[k] == 1 || in_stride[k] == 0);
+  // A row with a partial last batch reads its inputs in place (run_row_in_place); the others
+  // below, where its whole batches already do.
+  bool const overlapping = W > 1 && n >= W && n % W != 0 && inputs_in_place;
+  // Results written over inputs matter to an operation that reads its inputs again (through
+  // out_buf, see batch_loop) and to a row with an overlapping last batch.
+  bool const meets_inputs =
+      (op.keeps_inputs || overlapping) && writes_over_inputs<NI, NO>(in, out, out_stride, add);
+  bool const buffered = op.keeps_inputs && meets_inputs;
+  bool in_place = inputs_in_place && !buffered; // and contiguous, overwritten outputs
+  for (int k = 0; k < NO; ++k)
+    in_place = in_place && out_stride[k] == 1 && !add[k];
+  if (overlapping && (buffered || !meets_inputs)) {
+    run_row_in_place<L, T, NI, NO>(op, in, in_stride, out, out_stride, add, n, in_place, buffered);
     return;
+  }
+  alignas(64) T in_buf[NI > 0 ? NI : 1][pack_elements];
+  alignas(64) T out_buf[NO][pack_elements];
+  T const *ip[NI > 0 ? NI : 1];
+  index_t in_mask[NI > 0 ? NI : 1];
+  T *op_out[NO];
+  for (int k = 0; k < NI; ++k) { // a broadcast input: one batch of its value, read again
+    in_mask[k] = in_stride[k] == 0 ? 0 : ~index_t(0);
+    if (in_stride[k] == 0) {
+      for (int j = 0; j < W; ++j)
+        in_buf[k][j] = in[k][0];
+      ip[k] = in_buf[k];
+    }
   }
   for (index_t done = 0; done < n;) {
     index_t m, mp;
