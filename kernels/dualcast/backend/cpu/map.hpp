@@ -513,6 +513,23 @@ inline void unpack_row(T *__restrict dst, T const *__restrict src, index_t st, i
   });
 }
 
+// The input masks of a row (all ones; 0 for a broadcast input, stride 0) and each broadcast
+// input's batch of its value, in row k of buf (rows of buf_row elements): its pointer, read again
+// for every batch.
+template <int W, class T>
+inline void broadcast_batches(T const *const *in, index_t const *in_stride, int ni, T *buf,
+                              std::size_t buf_row, T const **ip, index_t *in_mask) {
+  for (int k = 0; k < ni; ++k) {
+    in_mask[k] = in_stride[k] == 0 ? 0 : ~index_t(0);
+    if (in_stride[k] == 0) {
+      T *const b = buf + std::size_t(k) * buf_row;
+      for (int j = 0; j < W; ++j)
+        b[j] = in[k][0];
+      ip[k] = b;
+    }
+  }
+}
+
 // run_row's rows with a partial last batch whose inputs are read where they are (below); out of
 // line, so that the rows of whole batches keep the code GCC generated for them before this one
 // existed (their unpacking loops inlined).
@@ -527,14 +544,7 @@ template <class L, class T, int NI, int NO>
   T const *ip[NI > 0 ? NI : 1] = {};
   index_t in_mask[NI > 0 ? NI : 1] = {};
   T *op_out[NO];
-  for (int k = 0; k < NI; ++k) { // a broadcast input: one batch of its value, read again
-    in_mask[k] = in_stride[k] == 0 ? 0 : ~index_t(0);
-    if (in_stride[k] == 0) {
-      for (int j = 0; j < W; ++j)
-        in_buf[k][j] = in[k][0];
-      ip[k] = in_buf[k];
-    }
-  }
+  broadcast_batches<W>(in, in_stride, NI, in_buf[0], sizeof in_buf[0] / sizeof(T), ip, in_mask);
   bool direct[NO];
   for (int k = 0; k < NO; ++k)
     direct[k] = out_stride[k] == 1 && !add[k] && !buffered;
@@ -607,14 +617,7 @@ void run_row(batch_loop<T> const &op, T const *const *in, index_t const *in_stri
   T const *ip[NI > 0 ? NI : 1];
   index_t in_mask[NI > 0 ? NI : 1];
   T *op_out[NO];
-  for (int k = 0; k < NI; ++k) { // a broadcast input: one batch of its value, read again
-    in_mask[k] = in_stride[k] == 0 ? 0 : ~index_t(0);
-    if (in_stride[k] == 0) {
-      for (int j = 0; j < W; ++j)
-        in_buf[k][j] = in[k][0];
-      ip[k] = in_buf[k];
-    }
-  }
+  broadcast_batches<W>(in, in_stride, NI, in_buf[0], sizeof in_buf[0] / sizeof(T), ip, in_mask);
   for (index_t done = 0; done < n;) {
     index_t m, mp;
     bool chunked = !in_place || n - done < W;
