@@ -381,6 +381,48 @@ TEST_CASE("fused: a flat node whose gradients share memory") {
       {x, y});
 }
 
+TEST_CASE("fused: backward marks the gradients it allocates, a nested backward its own") {
+  // A flat node's backward compares with its arguments only the gradients that the running
+  // backward did not allocate (grad_tensor::made_by, check_flat_targets): those it allocated --
+  // a leaf's, a view's slice of its base's -- carry its serial; a backward run from a hook has
+  // a serial of its own, and the outer one's comes back after it; outside backward there is none.
+  using dc::detail::running_backward;
+  CHECK(running_backward() == 0);
+  dc::tape tp;
+  auto w = tp.variable(random_tensor({3, 5}, 51)), base = tp.variable(random_tensor({6, 5}, 52));
+  auto top = dc::slice(base, 0, 0, 3); // a view variable: its gradient a slice of base's
+  std::uint64_t outer = 0, w_made = 0, base_made = 0, top_made = 1, inner = 0, after = 0;
+  tp.on_gradient_ready(w, [&] {
+    outer = running_backward();
+    w_made = w.slot()->grad.made_by();
+    top_made = top.slot()->grad.made_by();
+    dc::tape other;
+    auto u = other.variable(random_tensor({4}, 53));
+    other.on_gradient_ready(u, [&] { inner = running_backward(); });
+    other.backward(dc::sum(u * u));
+    after = running_backward();
+  });
+  tp.on_gradient_ready(base, [&] { base_made = base.slot()->grad.made_by(); });
+  auto [h, c] = dc::fused(dc::policy::recompute, two_out, w, top, w);
+  tp.backward(dc::sum(h * c));
+  CHECK(outer != 0);
+  CHECK(w_made == outer);
+  CHECK(base_made == outer);
+  CHECK(top_made == outer);
+  CHECK(inner != 0);
+  CHECK(inner != outer);
+  CHECK(after == outer);
+  CHECK(running_backward() == 0);
+  // A gradient assigned otherwise (here: a tensor given to the slot) is not marked.
+  dc::detail::grad_tensor<double> g;
+  g = random_tensor({2}, 54);
+  CHECK(g.made_by() == 0);
+  g.made(random_tensor({2}, 55), 7);
+  CHECK(g.made_by() == 7);
+  g = random_tensor({2}, 56);
+  CHECK(g.made_by() == 0);
+}
+
 TEST_CASE("an LSTM cell step with matmuls: all variants match finite differences") {
   const dc::index_t B = 3, I = 4, H = 2;
   auto X = random_tensor({B, I}, 121), H0 = random_tensor({B, H}, 122),

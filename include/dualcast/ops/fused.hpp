@@ -89,10 +89,8 @@ requires(is_policy_v<P> && !(lazy_expr<A> || ...) && !detail::any_duals_v<A...> 
 
     std::array<var<T>, K> result;
     if (info.n_required == 0 || !tp->grad_enabled()) { // (no_grad: values only)
-      [&]<std::size_t... o>(std::index_sequence<o...>) {
-        apply(ex, k, out(outs[o].raw_view()...), detail::as_kernel_arg<T>(a)...);
-      }
-      (std::make_index_sequence<K>{});
+      detail::values_pass<T, K, Layout>(ex, k, ins, detail::scalars_of<T>(a...), outs, s,
+                                        detail::is_flat(ins, outs, s));
       for (int i = 0; i < K; ++i)
         result[std::size_t(i)] = var<T>(outs[std::size_t(i)], nullptr, tp);
       return detail::wrap_outputs(result);

@@ -471,6 +471,7 @@ void tape::backward(std::vector<var<T>> const &outputs, std::vector<tensor<T>> c
   for (detail::node *n : nodes_)
     n->clear_outputs(true);
   each_leaf(detail::leaf_step::stash);
+  detail::backward_scope const running; // (the gradients it allocates: grad_tensor::made_by)
   try {
     for (std::size_t i = 0; i < outputs.size(); ++i)
       detail::seed_grad(*outputs[i].slot(), seeds[i], ex);

@@ -178,14 +178,14 @@ public:
   // (Null for an undefined tensor.)
   T *raw_data() const { return st_ ? static_cast<T *>(st_->data()) + offset_ : nullptr; }
   // Read access as a view.
-  view<T const> cview() const { return view<T const>(data(), shape_, stride_); }
+  view<T const> cview() const { return view<T const>::of_strides(data(), shape_, stride_); }
   // Write access as a view: counts as an in-place modification (bumps the version).
   view<T> mview() const {
     bump_version();
     return raw_view();
   }
   // Write access without bumping the version (unchecked): for freshly allocated results only.
-  view<T> raw_view() const { return view<T>(raw_data(), shape_, stride_); }
+  view<T> raw_view() const { return view<T>::of_strides(raw_data(), shape_, stride_); }
 
   // (read in place: a view first is a 144-byte copy, and a fused node's backward asks it of every
   // gradient)

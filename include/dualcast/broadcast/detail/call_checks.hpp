@@ -266,6 +266,29 @@ inline std::uintptr_t flat_write_breaks(flat_interval w, flat_interval r, std::u
   return std::uintptr_t(intervals_meet(w, r)) & (std::uintptr_t(r.lo != w.lo) | (same_ok ^ 1));
 }
 
+#if !defined(__CUDACC__)
+// Four 64-bit lanes, how the flat checks below keep address intervals (vector constants: not for
+// nvcc's front end, see flat_writes_meet).
+typedef std::int64_t int64x4 __attribute__((vector_size(sizeof(std::int64_t) * 4)));
+// Element m of the array v (kept as whole vectors of four) set to x by ONE store of its whole
+// vector, the lanes after m zero (they meet nothing) when m starts a vector. The checks read the
+// vectors back right after writing them; a vector load that needs a vector store and a later
+// scalar store into it waits until both retire (a store-forwarding stall: about 5 % of the
+// GradBench lstm jacobian, in these checks, issue 36), one from a single store of its size does
+// not. Built in registers: the lane selected by a mask, not by an index (which goes through
+// memory).
+inline void put_lane(std::int64_t *v, std::size_t m, std::int64_t x) {
+  std::size_t const g = m & ~std::size_t(3);
+  int64x4 cur{};
+  if (m != g)
+    std::memcpy(&cur, v + g, sizeof cur);
+  int64x4 const lane = int64x4{0, 1, 2, 3} == std::int64_t(m - g); // (-1 in lane m - g)
+  cur = (cur & ~lane) | ((int64x4{} + x) & lane);
+  __asm__("" : "+x"(cur)); // (whole: else GCC stores the one lane, a masked store, as stalling)
+  std::memcpy(v + g, &cur, sizeof cur);
+}
+#endif
+
 // Whether any of check_flat_writes' rules may be broken, as one branch-free loop per write over the
 // intervals before it (arguments, read cotangents, earlier writes): a node of the D-LSTM checks
 // about 300 pairs, and as pairs of structs this pass took 6 % of its gradient. The intervals are
@@ -298,14 +321,12 @@ bool flat_writes_meet(T const *const *v, std::size_t n, T *const *w, std::size_t
   return any != 0;
 #else
   constexpr std::size_t lanes = 4;
-  typedef std::int64_t lanes_t __attribute__((vector_size(sizeof(std::int64_t) * lanes)));
+  using lanes_t = int64x4;
   alignas(sizeof(lanes_t)) std::int64_t lo[max + lanes], hi[max + lanes], same_ok[max + lanes];
   std::size_t m = 0;
   auto add = [&](flat_interval r, bool ok) {
-    lanes_t const empty{}; // (the rest of the last vector: one store; as a loop, a memset call)
-    std::memcpy(lo + m, &empty, sizeof empty), std::memcpy(hi + m, &empty, sizeof empty);
-    std::memcpy(same_ok + m, &empty, sizeof empty);
-    lo[m] = std::int64_t(r.lo), hi[m] = std::int64_t(r.hi), same_ok[m] = ok ? -1 : 0;
+    put_lane(lo, m, std::int64_t(r.lo)), put_lane(hi, m, std::int64_t(r.hi));
+    put_lane(same_ok, m, ok ? -1 : 0);
     ++m;
   };
   for (std::size_t a = 0; a < n; ++a)

@@ -10,6 +10,7 @@
 
 #include <array>
 #include <cstddef>
+#include <tuple>
 #include <type_traits>
 #include <utility>
 
@@ -37,23 +38,34 @@ template <class T, class A> auto as_kernel_arg(A const &a) {
 template <class T, class A>
 using kernel_arg_t = decltype(as_kernel_arg<T>(std::declval<A const &>()));
 
-// A fused call's array arguments as views, each built once in place, and its scalar table: what
-// the node's passes read. (A std::tuple of the kernel's arguments, copied into the views' array
-// again, moved about 1.6 KB of 144-byte views per 11-operand node: issue 36's profile.)
+// The positions of the arrays (variables and tensors) among a call's arguments A.
+template <class... A> constexpr auto array_arg_positions() {
+  constexpr std::size_t n = (0 + ... + std::size_t(is_var_v<A> || is_tensor_v<A>));
+  std::array<int, n> p{};
+  bool const is[] = {(is_var_v<A> || is_tensor_v<A>)..., false};
+  for (std::size_t i = 0, k = 0; i < sizeof...(A); ++i)
+    if (is[i])
+      p[k++] = int(i);
+  return p;
+}
+template <class T, class A> view<T const> array_view_of(A const &x) {
+  if constexpr (is_var_v<A>)
+    return x.value().cview();
+  else
+    return x.cview();
+}
+
+// A fused call's array arguments as views, each built in place, and its scalar table: what the
+// node's passes read. (A std::tuple of the kernel's arguments, copied into the views' array
+// again, moved about 1.6 KB of 144-byte views per 11-operand node: issue 36's profile; views
+// assigned one by one into a zeroed array cost a memset and a store-forwarding stall each.)
 template <class T, class... A> auto arrays_of(A const &...a) {
-  array_args<T, (0 + ... + std::size_t(is_var_v<A> || is_tensor_v<A>))> r;
-  std::size_t n = 0;
-  int p = 0;
-  auto one = [&](auto const &x) {
-    using X = std::remove_cvref_t<decltype(x)>;
-    if constexpr (is_var_v<X>)
-      r.views[n] = x.value().cview(), r.pos[n++] = p;
-    else if constexpr (is_tensor_v<X>)
-      r.views[n] = x.cview(), r.pos[n++] = p;
-    ++p;
-  };
-  (one(a), ...);
-  return r;
+  static constexpr auto pos = array_arg_positions<A...>();
+  std::tuple<A const &...> const all(a...);
+  return [&]<std::size_t... i>(std::index_sequence<i...>) {
+    return array_args<T, pos.size()>{{array_view_of<T>(std::get<pos[i]>(all))...}, {pos[i]...}};
+  }
+  (std::make_index_sequence<pos.size()>{});
 }
 template <class T, class A> auto scalar_or_marker(A const &a) {
   if constexpr (is_var_v<A> || is_tensor_v<A>)

@@ -299,10 +299,11 @@ public:
   static constexpr std::size_t capacity = 64;
   bool full() const { return m_ == capacity; }
   void add(flat_interval r) {
-    // (the rest of the last vector: empty, it meets nothing; a copy, which a loop was not: memset)
-    static constexpr std::int64_t empty[lanes] = {};
-    std::memcpy(lo_ + m_, empty, sizeof empty), std::memcpy(hi_ + m_, empty, sizeof empty);
+#if defined(__CUDACC__)
     lo_[m_] = std::int64_t(r.lo), hi_[m_] = std::int64_t(r.hi);
+#else // (whole vectors, the rest of the last one empty: see put_lane)
+    put_lane(lo_, m_, std::int64_t(r.lo)), put_lane(hi_, m_, std::int64_t(r.hi));
+#endif
     ++m_;
   }
   // Whether r meets a kept interval (signed compares: see flat_writes_meet).
@@ -313,7 +314,7 @@ public:
       met |= std::int64_t(r.lo) < hi_[g] && lo_[g] < std::int64_t(r.hi);
     return met;
 #else
-    typedef std::int64_t lanes_t __attribute__((vector_size(sizeof(std::int64_t) * lanes)));
+    using lanes_t = int64x4;
     lanes_t const rlo = lanes_t{} + std::int64_t(r.lo), rhi = lanes_t{} + std::int64_t(r.hi);
     lanes_t met{};
     for (std::size_t g = 0; g < m_; g += lanes) {
@@ -430,10 +431,11 @@ template <class T>
 }
 // check_flat_vjp for a flat node's placed targets (place_flat_targets), on what can break its
 // rules: no two targets share an element (place_flat_targets made sure), and a temporary or a
-// gradient allocated by this backward step (not a view's: that is a slice of an older base) is
-// memory taken while every array the pass reads was alive. Only the other gradients, those that
-// existed before, are compared with the arguments and the cotangents (about 300 pairs per D-LSTM
-// node otherwise); where one may meet, check_flat_vjp over all names the culprit.
+// gradient whose memory the running backward allocated (a view's: its base's, made_by) is memory
+// taken while every array the pass reads was alive. Only the other gradients -- a seed's, a
+// hook's, one from before this backward -- are compared with the arguments and the cotangents
+// (about 300 pairs per D-LSTM node otherwise: 5 % of the GradBench lstm jacobian); where one may
+// meet, check_flat_vjp over all names the culprit.
 template <class T>
 [[gnu::noinline]] void check_flat_targets(fused_core<T> const &c, fused_scratch<T> const &b,
                                           T const *const *in, int const *pos, std::size_t n,
@@ -443,8 +445,9 @@ template <class T>
   constexpr std::size_t inline_n = 64;
   T *older[inline_n];
   std::size_t n_older = 0;
+  std::uint64_t const now = running_backward();
   for (std::size_t a = 0; a < na && n_older < inline_n; ++a)
-    if (!b.temp[a] && (b.add[a] || c.in[a]->base()))
+    if (!b.temp[a] && (now == 0 || c.in[a]->grad.made_by() != now))
       older[n_older++] = b.flat_target[a];
   if (n_older == 0 && na <= inline_n)
     return;

@@ -21,6 +21,7 @@
 #include <dualcast/tensor/detail/recycling_allocator.hpp>
 #include <dualcast/tensor/tensor.hpp>
 
+#include <atomic>
 #include <cstdint>
 #include <memory>
 #include <utility>
@@ -29,11 +30,36 @@
 namespace dualcast::detail {
 inline namespace DUALCAST_TAPE_ABI { // see tensor/detail/device_dispatch.hpp
 
+// The backward running on this thread: a serial number (0: none), which the gradients it
+// allocates carry (grad_tensor::made_by). Set by tape::backward for its sweep (backward_scope).
+inline std::uint64_t &running_backward() {
+  thread_local std::uint64_t serial = 0;
+  return serial;
+}
+class backward_scope {
+public:
+  backward_scope() : outer_(running_backward()) {
+    static std::atomic<std::uint64_t> last{0};
+    running_backward() = ++last;
+  }
+  backward_scope(backward_scope const &) = delete;
+  backward_scope &operator=(backward_scope const &) = delete;
+  ~backward_scope() { running_backward() = outer_; } // (a backward run from a hook of another)
+
+private:
+  std::uint64_t outer_;
+};
+
 // A slot's gradient: a tensor, held through a pointer to a header made when the gradient is
 // (recycled, as the slots' blocks are). A tape's slots are nearly all intermediates, whose
 // gradient exists only while backward runs from the node that writes it to the node that reads
 // it, so the 160-byte header in every slot was mostly unused (issue 36: it was 160 of a slot's 264
 // bytes). Reads as the tensor (an undefined one when there is none); written by assignment.
+//
+// made_by: the backward (running_backward) whose gradient allocation made the tensor's memory,
+// or 0 -- any tensor assigned otherwise (a seed, a hook's, a copy) is 0 until told (made). Such a
+// gradient was allocated while every array its node reads was alive, so it shares no element with
+// them, and a node's backward skips comparing it with them (check_flat_targets).
 template <class T> class grad_tensor {
 public:
   grad_tensor() = default;
@@ -42,53 +68,51 @@ public:
   ~grad_tensor() { reset(); }
 
   bool defined() const { return p_ != nullptr; }
-  tensor<T> const &get() const { return p_ ? *p_ : none(); }
+  tensor<T> const &get() const { return p_ ? p_->t : none(); }
   operator tensor<T> const &() const { return get(); } // NOLINT(google-explicit-constructor)
   tensor<T> const *operator->() const { return &get(); }
-  grad_tensor &operator=(tensor<T> const &t) {
-    if (!t.defined())
-      reset();
-    else if (p_)
-      *p_ = t;
-    else
-      p_ = make(t);
-    return *this;
-  }
-  grad_tensor &operator=(tensor<T> &&t) {
-    if (!t.defined())
-      reset();
-    else if (p_)
-      *p_ = std::move(t);
-    else
-      p_ = make(std::move(t));
-    return *this;
-  }
+  std::uint64_t made_by() const { return p_ ? p_->made_by : 0; }
+  grad_tensor &operator=(tensor<T> const &t) { return set(t, 0); }
+  grad_tensor &operator=(tensor<T> &&t) { return set(std::move(t), 0); }
+  // t, whose memory the backward `by` allocated as a gradient (or a slice of one).
+  void made(tensor<T> &&t, std::uint64_t by) { set(std::move(t), by); }
   // The tensor, leaving none.
   tensor<T> take() {
     if (!p_)
       return tensor<T>{};
-    tensor<T> t = std::move(*p_);
+    tensor<T> t = std::move(p_->t);
     reset();
     return t;
   }
   void reset() {
     if (!p_)
       return;
-    p_->~tensor<T>();
-    recycling_allocator<tensor<T>>{}.deallocate(p_, 1);
+    p_->~held();
+    recycling_allocator<held>{}.deallocate(p_, 1);
     p_ = nullptr;
   }
 
 private:
-  template <class U> static tensor<T> *make(U &&t) {
-    tensor<T> *p = recycling_allocator<tensor<T>>{}.allocate(1);
-    return ::new (static_cast<void *>(p)) tensor<T>(static_cast<U &&>(t));
+  struct held {
+    tensor<T> t;
+    std::uint64_t made_by;
+  };
+  template <class U> grad_tensor &set(U &&t, std::uint64_t by) {
+    if (!t.defined()) {
+      reset();
+    } else if (p_) {
+      p_->t = static_cast<U &&>(t), p_->made_by = by;
+    } else {
+      held *p = recycling_allocator<held>{}.allocate(1);
+      p_ = ::new (static_cast<void *>(p)) held{tensor<T>(static_cast<U &&>(t)), by};
+    }
+    return *this;
   }
   static tensor<T> const &none() {
     static tensor<T> const n;
     return n;
   }
-  tensor<T> *p_ = nullptr;
+  held *p_ = nullptr;
 };
 
 template <class T> struct grad_slot {
@@ -180,7 +204,7 @@ template <class T> std::size_t slot_block_bytes() {
 // Makes a borrowed gradient (a seed, tape::backward) the slot's own before anything writes it.
 template <class T> void own_grad(grad_slot<T> &s) {
   if (s.borrowed) {
-    s.grad = s.grad->clone();
+    s.grad.made(s.grad->clone(), running_backward());
     s.borrowed = false;
   }
 }
@@ -195,7 +219,7 @@ template <class T> bool ensure_grad(grad_slot<T> &s) {
   }
   grad_slot<T> *const base = s.base();
   if (!base) {
-    s.grad = tensor<T>::zeros(s.dims, s.dev);
+    s.grad.made(tensor<T>::zeros(s.dims, s.dev), running_backward());
     s.zeros_outside_views = true;
     if (s.side_)
       s.side_->handed.clear();
@@ -203,7 +227,7 @@ template <class T> bool ensure_grad(grad_slot<T> &s) {
   }
   ensure_grad(*base);
   auto const &r = s.side_->region;
-  s.grad = base->grad->slice(r.dim, r.begin, r.end, r.step);
+  s.grad.made(base->grad->slice(r.dim, r.begin, r.end, r.step), base->grad.made_by());
   grad_slot<T> *root = base;
   while (root->base())
     root = root->base();
@@ -229,7 +253,7 @@ template <class T> bool grad_target_in(grad_slot<T> &s) {
       own_grad(s);
       return true;
     }
-    s.grad = tensor<T>::empty(s.dims, s.dev);
+    s.grad.made(tensor<T>::empty(s.dims, s.dev), running_backward());
     return false;
   }
   if (s.grad.defined())
