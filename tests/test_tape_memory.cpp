@@ -257,3 +257,33 @@ TEST_CASE("tape memory: the D-LSTM written with plain operators has the fused ce
     CHECK(ge_fused[i] == doctest::Approx(want).epsilon(1e-6).scale(1.0));
   }
 }
+
+TEST_CASE("tape memory: a compact shape compares as the shape it holds") {
+  // Compared in place (no shape made on the stack): inline (rank <= 3, extents < 2^32) and kept
+  // whole, against shapes and against each other, equal and not, after reassignment to a smaller
+  // rank (whose unused inline fields keep their old extents).
+  using dc::detail::compact_shape;
+  std::vector<dc::shape> const shapes = {{},
+                                         {14},
+                                         {0},
+                                         {14, 1},
+                                         {1, 14},
+                                         {3, 4, 5},
+                                         {3, 4, 6},
+                                         {2, 3, 4, 5},
+                                         {dc::index_t(1) << 33},
+                                         {3, 4, dc::index_t(1) << 33}};
+  for (auto const &a : shapes) {
+    compact_shape const ca(a);
+    CHECK(ca.get() == a);
+    for (auto const &b : shapes) {
+      compact_shape cb(dc::shape{7, 8, 9}); // (old extents left in the inline fields)
+      cb = b;
+      bool const same = a == b;
+      CHECK((ca == b) == same);
+      CHECK((b == ca) == same);
+      CHECK((ca == cb) == same);
+      CHECK((cb == ca) == same);
+    }
+  }
+}

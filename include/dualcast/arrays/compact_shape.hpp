@@ -49,10 +49,30 @@ public:
       n *= at(d);
     return n;
   }
-  friend bool operator==(compact_shape const &a, shape const &b) { return a.get() == b; }
-  friend bool operator==(shape const &a, compact_shape const &b) { return a == b.get(); }
+  // (Compared in place: a shape made on the stack element by element and read back whole soon
+  // after waits for those stores -- a store-forwarding stall, 3 % of a small D-LSTM's gradient.)
+  friend bool operator==(compact_shape const &a, shape const &b) {
+    if (a.rank_ < 0)
+      return *a.whole_ == b;
+    if (a.rank_ != b.rank)
+      return false;
+    for (int d = 0; d < a.rank_; ++d)
+      if (a.at(d) != b.ext[d])
+        return false;
+    return true;
+  }
+  friend bool operator==(shape const &a, compact_shape const &b) { return b == a; }
   friend bool operator==(compact_shape const &a, compact_shape const &b) {
-    return a.get() == b.get();
+    if (b.rank_ < 0)
+      return a == *b.whole_;
+    if (a.rank_ < 0)
+      return b == *a.whole_;
+    if (a.rank_ != b.rank_)
+      return false;
+    for (int d = 0; d < a.rank_; ++d)
+      if (a.at(d) != b.at(d))
+        return false;
+    return true;
   }
 
 private:
