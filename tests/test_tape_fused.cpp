@@ -359,6 +359,27 @@ TEST_CASE("fused: the flat write check's vector pass answers as every pair does"
   CHECK(met < 5500);
 }
 
+TEST_CASE("fused: among answers as the plain search does") {
+  // detail::among (four pointers to a compare, then the rest one by one): every length up to 21,
+  // the pointer sought at each place, twice, and absent.
+  std::vector<double> buf(32);
+  std::vector<double const *> p;
+  for (auto const &x : buf)
+    p.push_back(&x);
+  for (std::size_t n = 0; n <= 21; ++n) {
+    for (std::size_t at = 0; at <= n; ++at) {
+      std::vector<double const *> q(p.begin(), p.begin() + std::ptrdiff_t(n));
+      double const *x = at < n ? q[at] : &buf[31]; // (at == n: absent)
+      CHECK(dc::detail::among(q.data(), n, x) == (at < n));
+      if (at < n && n > 1) {
+        q[(at + 1) % n] = x; // twice
+        CHECK(dc::detail::among(q.data(), n, x));
+      }
+    }
+    CHECK(!dc::detail::among(p.data(), n, static_cast<double const *>(nullptr)));
+  }
+}
+
 TEST_CASE("fused: a flat node whose gradients share memory") {
   // Rows 0-39 and rows 1-40 of one variable: contiguous views of the call's shape (a flat node)
   // whose gradients overlap shifted by a row, so the second must go through a temporary (written

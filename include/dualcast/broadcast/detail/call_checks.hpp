@@ -289,6 +289,30 @@ inline void put_lane(std::int64_t *v, std::size_t m, std::int64_t x) {
 }
 #endif
 
+// Whether x is among p[0], ..., p[n - 1]: four pointers to a compare where the compiler can (a
+// fused node asks this of each argument against those before it: 66 pairs of 12 arguments, as a
+// scalar loop some 300 instructions per node, issue 36).
+template <class P> bool among(P const *p, std::size_t n, P x) {
+  static_assert(sizeof(P) == sizeof(std::int64_t));
+  std::size_t i = 0;
+  bool found = false;
+#if !defined(__CUDACC__)
+  int64x4 any{};
+  std::int64_t xi;
+  std::memcpy(&xi, &x, sizeof xi);
+  int64x4 const xv = int64x4{} + xi;
+  for (; i + 4 <= n; i += 4) {
+    int64x4 v;
+    std::memcpy(&v, p + i, sizeof v);
+    any |= v == xv;
+  }
+  found = (any[0] | any[1] | any[2] | any[3]) != 0;
+#endif
+  for (; i < n; ++i)
+    found |= p[i] == x;
+  return found;
+}
+
 // Whether any of check_flat_writes' rules may be broken, as one branch-free loop per write over the
 // intervals before it (arguments, read cotangents, earlier writes): a node of the D-LSTM checks
 // about 300 pairs, and as pairs of structs this pass took 6 % of its gradient. The intervals are

@@ -138,16 +138,17 @@ template <class T>
     return c;
   }
   constexpr std::size_t inline_n = 64; // (more arguments: each saved)
-  storage const *st[inline_n];
+  storage const *st[inline_n];         // the distinct storages so far
   bool first_on_storage[inline_n] = {};
   std::size_t distinct = 0;
   for (std::size_t i = 0; i < n; ++i) {
     tensor<T> const *t = r[i].value();
     bool first = t != nullptr;
-    if (i < inline_n) {
-      st[i] = t ? t->store().get() : nullptr;
-      for (std::size_t o = 0; o < i && first; ++o)
-        first = st[o] != st[i];
+    if (first && i < inline_n) {
+      storage const *const s = t->store().get();
+      first = !among(st, std::min(distinct, inline_n), s);
+      if (first && distinct < inline_n)
+        st[distinct] = s;
       first_on_storage[i] = first;
     }
     distinct += first ? 1 : 0;
@@ -343,11 +344,8 @@ template <class T>
   std::size_t const na = c.in.size();
   for (std::size_t a = 0; a < na; ++a) {
     auto const &sl = c.in[a];
-    bool repeated = false;
-    for (std::size_t o = 0; o < a; ++o)
-      repeated |= c.in[o] == sl;
-    b.temp[a] = !sl || repeated;
-    b.add[a] = !b.temp[a] && grad_target_in(*sl); // (true: add to what the gradient holds)
+    b.temp[a] = !sl || among(c.in.begin(), a, sl); // (no slot, or a variable passed twice)
+    b.add[a] = !b.temp[a] && grad_target_in(*sl);  // (true: add to what the gradient holds)
   }
 }
 template <class T>
