@@ -12,6 +12,7 @@
 #include <dualcast/backend/device.hpp>
 #include <dualcast/core/errors.hpp>
 #include <dualcast/tensor/detail/recycling_allocator.hpp>
+#include <dualcast/tensor/detail/spin_lock.hpp>
 
 #include <cstddef>
 #include <cstdint>
@@ -19,7 +20,7 @@
 #include <limits>
 #include <map>
 #include <memory>
-#include <mutex>
+#include <mutex> // (std::lock_guard)
 #include <new>
 #include <string>
 #include <vector>
@@ -92,7 +93,7 @@ public:
                              " bytes (more than the largest size class, " +
                              std::to_string(max_bytes) + " bytes)");
     std::size_t c = size_class(bytes);
-    std::lock_guard<std::mutex> lock(m_);
+    std::lock_guard<detail::spin_lock> lock(m_);
     auto &list = free_list(c, d);
     void *p;
     if (!list.empty()) {
@@ -121,7 +122,7 @@ public:
   }
   void deallocate(void *p, std::size_t bytes, device const &d) noexcept override {
     std::size_t c = size_class(bytes);
-    std::lock_guard<std::mutex> lock(m_);
+    std::lock_guard<detail::spin_lock> lock(m_);
     try {
       free_list(c, d).push_back(p);
       stats_.bytes_cached += c;
@@ -132,7 +133,7 @@ public:
   }
   // Returns every cached block to the upstream resource.
   void release() noexcept {
-    std::lock_guard<std::mutex> lock(m_);
+    std::lock_guard<detail::spin_lock> lock(m_);
     for (int i = 0; i < n_small; ++i) {
       for (void *p : small_[i])
         up().deallocate(p, std::size_t(64) << i, device::host());
@@ -145,11 +146,11 @@ public:
     stats_.bytes_cached = 0;
   }
   stats_t stats() const {
-    std::lock_guard<std::mutex> lock(m_);
+    std::lock_guard<detail::spin_lock> lock(m_);
     return stats_;
   }
   void reset_peak() {
-    std::lock_guard<std::mutex> lock(m_);
+    std::lock_guard<detail::spin_lock> lock(m_);
     stats_.peak_bytes_in_use = stats_.bytes_in_use;
   }
 
@@ -182,7 +183,7 @@ private:
   }
   memory_resource &up() { return *upstream_; }
   memory_resource *upstream_;
-  mutable std::mutex m_;
+  mutable detail::spin_lock m_; // (the free lists: a few instructions per lock)
   std::vector<void *> small_[n_small];
   std::map<std::pair<std::size_t, device>, std::vector<void *>, dev_less> free_;
   stats_t stats_;
