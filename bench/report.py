@@ -976,7 +976,8 @@ def node_bytes_table():
             "saved-tensor records (32 bytes each), not the tensors saved; with slots: plus the "
             "gradient slot of each output (a block outside the arena, "
             "`detail::slot_block_bytes`; g++ 12's standard library; a gradient, while backward "
-            "holds one, adds its tensor header, 160 bytes, made and dropped with it).\n\n"
+            "holds one, adds its header, 168 bytes (the tensor and the serial of the backward "
+            "that made it), made and dropped with it).\n\n"
             + table(["node", "bytes in the arena", "saved tensors", "bytes with its slots",
                      "with its slots, beyond the saved tensors' records"], body))
 

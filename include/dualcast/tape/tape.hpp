@@ -410,8 +410,13 @@ private:
     std::erase_if(leaves_, [step](auto &f) { return !f(step); });
   }
   void destroy_nodes() {
-    for (detail::node *n : nodes_)
-      n->~node();
+    // (asking for a node's slots a few nodes ahead: on a long tape they were written long before)
+    std::size_t const n = nodes_.size();
+    for (std::size_t i = 0; i < n; ++i) {
+      if (i + 2 * prefetch_distance < n)
+        nodes_[i + 2 * prefetch_distance]->prefetch_outputs();
+      nodes_[i]->~node();
+    }
     nodes_.clear();
   }
 

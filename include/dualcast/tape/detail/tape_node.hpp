@@ -82,6 +82,9 @@ public:
   // arguments).
   virtual void prefetch_records() const = 0;
   virtual void prefetch() const = 0;
+  // The same before the node is destroyed (tape::clear, ~tape): its output slots, which it frees
+  // (their blocks written as they go back to their free list).
+  virtual void prefetch_outputs() const = 0;
   // The tensors saved for backward.
   virtual saved_tensor const *saved_begin() const = 0;
   virtual saved_tensor const *saved_end() const = 0;
@@ -132,6 +135,10 @@ public:
     if constexpr (requires(Bwd const &b) { b.prefetch(); })
       if (bwd_)
         bwd_->prefetch();
+  }
+  void prefetch_outputs() const override {
+    for (auto const &s : outs_)
+      __builtin_prefetch(s.get(), 1);
   }
   void release() override {
     bwd_.reset();
