@@ -293,7 +293,7 @@ inline void put_lane(std::int64_t *v, std::size_t m, std::int64_t x) {
 // fused node asks this of each argument against those before it: 66 pairs of 12 arguments, as a
 // scalar loop some 300 instructions per node, issue 36).
 template <class P> bool among(P const *p, std::size_t n, P x) {
-  static_assert(sizeof(P) == sizeof(std::int64_t));
+  static_assert(std::is_pointer_v<P> && sizeof(void *) == sizeof(std::int64_t));
   std::size_t i = 0;
   bool found = false;
 #if !defined(__CUDACC__)
