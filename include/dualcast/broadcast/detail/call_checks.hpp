@@ -284,7 +284,9 @@ inline void put_lane(std::int64_t *v, std::size_t m, std::int64_t x) {
     std::memcpy(&cur, v + g, sizeof cur);
   int64x4 const lane = int64x4{0, 1, 2, 3} == std::int64_t(m - g); // (-1 in lane m - g)
   cur = (cur & ~lane) | ((int64x4{} + x) & lane);
+#if defined(__x86_64__) || defined(__i386__)
   __asm__("" : "+x"(cur)); // (whole: else GCC stores the one lane, a masked store, as stalling)
+#endif
   std::memcpy(v + g, &cur, sizeof cur);
 }
 #endif
