@@ -38,16 +38,6 @@ template <class T, class A> auto as_kernel_arg(A const &a) {
 template <class T, class A>
 using kernel_arg_t = decltype(as_kernel_arg<T>(std::declval<A const &>()));
 
-// The positions of the arrays (variables and tensors) among a call's arguments A.
-template <class... A> constexpr auto array_arg_positions() {
-  constexpr std::size_t n = (0 + ... + std::size_t(is_var_v<A> || is_tensor_v<A>));
-  std::array<int, n> p{};
-  bool const is[] = {(is_var_v<A> || is_tensor_v<A>)..., false};
-  for (std::size_t i = 0, k = 0; i < sizeof...(A); ++i)
-    if (is[i])
-      p[k++] = int(i);
-  return p;
-}
 template <class T, class A> view<T const> array_view_of(A const &x) {
   if constexpr (is_var_v<A>)
     return x.value().cview();
@@ -60,7 +50,9 @@ template <class T, class A> view<T const> array_view_of(A const &x) {
 // again, moved about 1.6 KB of 144-byte views per 11-operand node: issue 36's profile; views
 // assigned one by one into a zeroed array cost a memset and a store-forwarding stall each.)
 template <class T, class... A> auto arrays_of(A const &...a) {
-  static constexpr auto pos = array_arg_positions<A...>();
+  using layout = arg_layout<kernel_arg_t<T, A>...>; // (where the arrays are among the arguments)
+  static_assert(layout::num_arrays > 0, "dualcast: a fused call needs an array argument");
+  static constexpr auto pos = layout::array_positions;
   std::tuple<A const &...> const all(a...);
   return [&]<std::size_t... i>(std::index_sequence<i...>) {
     return array_args<T, pos.size()>{{array_view_of<T>(std::get<pos[i]>(all))...}, {pos[i]...}};

@@ -614,8 +614,8 @@ void run_row(batch_loop<T> const &op, T const *const *in, index_t const *in_stri
   }
   alignas(64) T in_buf[NI > 0 ? NI : 1][pack_elements];
   alignas(64) T out_buf[NO][pack_elements];
-  T const *ip[NI > 0 ? NI : 1];
-  index_t in_mask[NI > 0 ? NI : 1];
+  T const *ip[NI > 0 ? NI : 1] = {}; // (initialised: GCC 12 -O3 -march=native warned)
+  index_t in_mask[NI > 0 ? NI : 1] = {};
   T *op_out[NO];
   broadcast_batches<W>(in, in_stride, NI, in_buf[0], sizeof in_buf[0] / sizeof(T), ip, in_mask);
   for (index_t done = 0; done < n;) {
