@@ -53,10 +53,11 @@ requires(is_policy_v<P> && (lazy_expr<A> || ...)) auto fused(P pol, kernel<F, S>
   return fused(pol, k, detail::as_var(a)...);
 }
 
-// Calls a kernel on tape variables as ONE fused node under policy P (see the file comment).
+namespace detail {
+// fused() on variables of float or double, its errors naming the operation `name` (a lazy
+// expression's materialisation is "dualcast::eval": its leaves are checked here, once).
 template <class P, class F, bool S, class... A>
-requires(is_policy_v<P> && !(lazy_expr<A> || ...) && !detail::any_duals_v<A...> &&
-         !detail::any_float16_operand_v<A...>) auto fused(P, kernel<F, S> const &k, A const &...a) {
+auto fused_node(char const *name, P, kernel<F, S> const &k, A const &...a) {
   using T = typename detail::elem_of_args<A...>::type;
   static_assert(!std::is_void_v<T>,
                 "dualcast::fused: give at least one variable or tensor argument");
@@ -70,7 +71,6 @@ requires(is_policy_v<P> && !(lazy_expr<A> || ...) && !detail::any_duals_v<A...> 
   using Active = detail::active_of<A...>;
   static constexpr int NA = Active::count;
   using compiled = detail::compiled_nodes<P::kind, K, NA>;
-  char const *name = "dualcast::fused";
   tape *tp = detail::tape_of(name, a...);
   std::array<detail::arg_ref<T>, sizeof...(A)> refs{detail::ref_of<T>(a)...};
   detail::fused_args_info const info = detail::inspect_args(name, refs.data(), refs.size());
@@ -125,6 +125,15 @@ requires(is_policy_v<P> && !(lazy_expr<A> || ...) && !detail::any_duals_v<A...> 
     }
     return detail::wrap_outputs(result);
   });
+}
+} // namespace detail
+
+// Calls a kernel on tape variables as ONE fused node under policy P (see the file comment).
+template <class P, class F, bool S, class... A>
+requires(is_policy_v<P> && !(lazy_expr<A> || ...) && !detail::any_duals_v<A...> &&
+         !detail::any_float16_operand_v<A...>) auto fused(P pol, kernel<F, S> const &k,
+                                                          A const &...a) {
+  return detail::fused_node("dualcast::fused", pol, k, a...);
 }
 
 // The same on a tape over duals (variables of dual<T, K> elements: forward over reverse,

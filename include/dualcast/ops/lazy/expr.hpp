@@ -20,6 +20,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <string>
 #include <tuple>
 #include <type_traits>
@@ -222,6 +223,21 @@ template <bool Var, std::size_t J, class Y> std::uint64_t leaf_version(Y const &
     return y.version();
 }
 
+// join's rare paths, out of line (inlined, their strings gave every join a frame of 350 bytes).
+[[noreturn, gnu::noinline, gnu::cold]] inline void different_tapes(char const *op) {
+  throw tape_error(std::string(op) + ": operands are variables of different tapes");
+}
+// The broadcast of shapes a and d, in b (or a shape_error naming op).
+[[gnu::noinline]] inline shape const *broadcast_into(char const *op, shape const &a, shape const &d,
+                                                     std::optional<shape> &b) {
+  bool ok = true;
+  shape const r = broadcast_pair(a, d, ok);
+  if (!ok)
+    throw shape_error(std::string(op) + ": shapes " + to_string(a) + " and " + to_string(d) +
+                      " do not broadcast");
+  return &b.emplace(r);
+}
+
 // Joins operands (exprs, variables, tensors, scalar leaves) under one operation node. The new
 // expr's leaves are built in place from the operands' (moved out of temporaries: in
 // sigmoid(x * w + b) each level's expr is a temporary, and a copy of its leaves cost an atomic
@@ -233,35 +249,33 @@ template <class T, class Op, class... X> auto join(char const *op, X &&...x) {
                 NT = (0 + ... + leaf_counts<std::remove_cvref_t<X>>::nt);
   // Shape and tape checks now, so that errors point at the operation that caused them.
   tape *tp = nullptr;
-  shape s{};
-  bool first = true;
+  // The result's shape: an operand's own (equal shapes, the common case) or, where shapes differ,
+  // their broadcast in `b`. (A copy into a local at each operand was read back whole at the end,
+  // a wide load waiting on the narrower stores that had just written it; and a zeroed local
+  // shape for the rare broadcast was a tenth of a join.)
+  shape const *s = nullptr;
+  std::optional<shape> b;
   auto check = [&](auto const &y) {
     using Y = std::remove_cvref_t<decltype(y)>;
     if constexpr (is_expr_v<Y>) {
       if (tp && y.owner() != tp)
-        throw tape_error(std::string(op) + ": operands are variables of different tapes");
+        different_tapes(op);
       // (an expr's leaves were checked when it was joined, and materialisation checks them all
       // again: checked at every level, a leaf of the D-LSTM's gates was checked 4 times)
       tp = y.owner();
     } else if constexpr (is_var_v<Y>) {
       if (tp && y.owner() != tp)
-        throw tape_error(std::string(op) + ": operands are variables of different tapes");
+        different_tapes(op);
       check_graph_alive(op, y);
       tp = y.owner();
     }
     if constexpr (is_expr_v<Y> || is_var_v<Y> || is_tensor_v<Y>) {
-      if (first) {
-        s = y.dims();
-      } else if (!(y.dims() == s)) { // (equal shapes, the common case, broadcast to themselves)
-        bool ok = true;
-        shape const b = broadcast_pair(s, y.dims(), ok);
-        if (!ok)
-          throw shape_error(std::string(op) + ": shapes " + to_string(s) + " and " +
-                            to_string(y.dims()) + " do not broadcast");
-        s = b;
-      }
+      shape const &d = y.dims(); // (in the operand's shared core or its own object: kept below)
+      if (!s)
+        s = &d;
+      else if (!(d == *s)) // (equal shapes, the common case, broadcast to themselves)
+        s = broadcast_into(op, *s, d, b);
     } // (a scalar broadcasts with every shape)
-    first = false;
   };
   (check(x), ...);
 
@@ -315,7 +329,7 @@ template <class T, class Op, class... X> auto join(char const *op, X &&...x) {
         {join_leaf<false, locate<false, J, std::remove_cvref_t<X>...>().second>(
             join_operand<locate<false, J, std::remove_cvref_t<X>...>().first>(ops))...},
         versions,
-        s};
+        *s};
   }
   (std::make_index_sequence<std::size_t(NV)>{}, std::make_index_sequence<std::size_t(NT)>{});
 }

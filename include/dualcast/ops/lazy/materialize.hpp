@@ -74,6 +74,18 @@ std::pair<std::array<L, N>, std::array<std::uint8_t, N>> dedup(std::array<L, N> 
   return {u, map};
 }
 
+// A materialisation's variables are checked (graph alive, one tape) by the node it records, in
+// the name of dualcast::eval; on tapes over duals and 16-bit types fused() checks them in its own.
+template <class T>
+inline constexpr bool checked_by_node = !any_duals_v<var<T>> && !any_float16_operand_v<var<T>>;
+template <class T, class P, class F, bool S, class... A>
+auto materialisation_node(P pol, kernel<F, S> const &k, A const &...a) {
+  if constexpr (checked_by_node<T>)
+    return detail::fused_node("dualcast::eval", pol, k, a...);
+  else
+    return dualcast::fused(pol, k, a...);
+}
+
 template <class T, class P, std::size_t NV_, std::size_t NT_, class Trees>
 auto fused_trees(P pol, tape *tp, std::array<var<T>, NV_> const &vars,
                  std::array<tensor<T>, NT_> const &tens, Trees const &trees) {
@@ -88,12 +100,10 @@ auto fused_trees(P pol, tape *tp, std::array<var<T>, NV_> const &vars,
   // one partial array per distinct variable: ops/fused/store_node.hpp). So each expression compiles
   // ONE node: deduplicating at run time compiled a second, mapped one (padding, a rank-0 constant
   // that takes the node off the flat path, every argument copied into an array) beside it.
-  auto fn = [&]<class... Tr>(detail::tuple<Tr...> const &t) {
-    return tree_fn<true, NV, NT, Tr...>{t, {}, {}};
-  }(trees);
+  auto const fn = make_tree_fn<true, NV, NT>(trees, {}, {});
   return [&]<std::size_t... I, std::size_t... J>(std::index_sequence<I...>,
                                                  std::index_sequence<J...>) {
-    return dualcast::fused(pol, kernel{fn}, vars[I]..., tens[J]...);
+    return materialisation_node<T>(pol, kernel{fn}, vars[I]..., tens[J]...);
   }
   (std::make_index_sequence<std::size_t(NV)>{}, std::make_index_sequence<std::size_t(NT)>{});
 #else
@@ -111,12 +121,10 @@ auto fused_trees(P pol, tape *tp, std::array<var<T>, NV_> const &vars,
   // nvcc translation units compile only the mapped variant (deduplicated leaves, indexed through
   // the run-time map): each variant is a set of GPU kernels for two architectures, and the
   // compile time of .cu files is what limits us.
-  auto fn = [&]<class... Tr>(detail::tuple<Tr...> const &t) {
-    return tree_fn<false, NV, NT, Tr...>{t, dv.second, dt.second};
-  }(trees);
+  auto const fn = make_tree_fn<false, NV, NT>(trees, dv.second, dt.second);
   return [&]<std::size_t... I, std::size_t... J>(std::index_sequence<I...>,
                                                  std::index_sequence<J...>) {
-    return dualcast::fused(pol, kernel{fn}, uv[I]..., ut[J]...);
+    return materialisation_node<T>(pol, kernel{fn}, uv[I]..., ut[J]...);
   }
   (std::make_index_sequence<std::size_t(NV)>{}, std::make_index_sequence<std::size_t(NT)>{});
 #endif
@@ -148,8 +156,9 @@ template <class T, class P, class... E> auto eval_fused_many(P pol, E const &...
             check_versions(y);
             if (tp && y.owner() != tp)
               throw tape_error("dualcast::eval: expressions of different tapes");
-            for (auto const &v : y.vars)
-              check_graph_alive("dualcast::eval", v);
+            if constexpr (!checked_by_node<T>)
+              for (auto const &v : y.vars)
+                check_graph_alive("dualcast::eval", v);
             tp = y.owner();
             for (auto const &v : y.vars)
               vars[iv++] = v;
@@ -185,8 +194,9 @@ template <class T, class P, class... E> auto eval_fused(P pol, E const &...es) {
     // variables and their reference counts, per materialisation).
     auto const &e = std::get<0>(std::tie(es...));
     check_versions(e);
-    for (auto const &v : e.vars)
-      check_graph_alive("dualcast::eval", v);
+    if constexpr (!checked_by_node<T>)
+      for (auto const &v : e.vars)
+        check_graph_alive("dualcast::eval", v);
     return fused_trees<T>(pol, e.owner(), e.vars, e.tensors, detail::make_tuple(e.tree));
   } else {
     return eval_fused_many<T>(pol, es...);

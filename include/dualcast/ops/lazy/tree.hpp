@@ -93,6 +93,47 @@ constexpr auto shifted(ternary<Op, A, B, D> const &n) {
                                  n.id};
 }
 
+// The kernel's copy of a tree: the same operations without their ids, which only materialisation
+// reads (sharing a subexpression, the unfused mode's memo). A node keeps its kernel, and the
+// kernel is copied on its way there: with the ids an LSTM step's state update was a 136-byte
+// functor, copied three times per node; without them it holds only its scalars.
+template <class Op, class A> struct kunary {
+  A a;
+  template <class C> DUALCAST_HD DUALCAST_FORCEINLINE auto eval(C const &c) const {
+    return Op{}(a.eval(c));
+  }
+};
+template <class Op, class A, class B> struct kbinary {
+  A a;
+  B b;
+  template <class C> DUALCAST_HD auto eval(C const &c) const { return Op{}(a.eval(c), b.eval(c)); }
+};
+template <class Op, class A, class B, class D> struct kternary {
+  A a;
+  B b;
+  D c;
+  template <class C> DUALCAST_HD auto eval(C const &ctx) const {
+    return Op{}(a.eval(ctx), b.eval(ctx), c.eval(ctx));
+  }
+};
+template <class N> constexpr N kernel_tree(N const &leaf) { return leaf; }
+template <class Op, class A> constexpr auto kernel_tree(unary<Op, A> const &n) {
+  using KA = decltype(kernel_tree(n.a));
+  return kunary<Op, KA>{kernel_tree(n.a)};
+}
+template <class Op, class A, class B> constexpr auto kernel_tree(binary<Op, A, B> const &n) {
+  using KA = decltype(kernel_tree(n.a));
+  using KB = decltype(kernel_tree(n.b));
+  return kbinary<Op, KA, KB>{kernel_tree(n.a), kernel_tree(n.b)};
+}
+template <class Op, class A, class B, class D>
+constexpr auto kernel_tree(ternary<Op, A, B, D> const &n) {
+  using KA = decltype(kernel_tree(n.a));
+  using KB = decltype(kernel_tree(n.b));
+  using KD = decltype(kernel_tree(n.c));
+  return kternary<Op, KA, KB, KD>{kernel_tree(n.a), kernel_tree(n.b), kernel_tree(n.c)};
+}
+
 // What a tree reads inside the kernel: the deduplicated variable and tensor arguments and the
 // map from leaf index to argument.
 // Without duplicates: pointers to the arguments, each of its own type.
@@ -114,7 +155,8 @@ template <class V, class... C> struct tensor_type { using type = std::common_typ
 template <class V> struct tensor_type<V> { using type = V; };
 
 // The kernel functor of a materialisation: arguments are NV variables then NT tensors (after
-// deduplication; unused positions are padding); the trees give the outputs.
+// deduplication; unused positions are padding); the trees (kernel trees: make_tree_fn) give the
+// outputs.
 template <bool Direct, int NV, int NT, class... Trees> struct tree_fn {
   // Sparse partials (kernel/kernel.hpp) where each argument keeps its own type: an expression has
   // no branches, and an LSTM step's state update (nine variables, each gate on three) then runs
@@ -151,6 +193,17 @@ template <bool Direct, int NV, int NT, class... Trees> struct tree_fn {
       return outputs(get<K>(trees).eval(c)...);
   }
 };
+
+// The kernel functor of expression trees.
+template <bool Direct, int NV, int NT, class... Trees>
+auto make_tree_fn(detail::tuple<Trees...> const &t, std::array<std::uint8_t, NV> const &vmap,
+                  std::array<std::uint8_t, NT> const &tmap) {
+  return [&]<std::size_t... K>(std::index_sequence<K...>) {
+    return tree_fn<Direct, NV, NT, decltype(kernel_tree(get<K>(t)))...>{
+        detail::make_tuple(kernel_tree(get<K>(t))...), vmap, tmap};
+  }
+  (std::index_sequence_for<Trees...>{});
+}
 
 // ---- sharing: an output that is a subexpression of another output (an LSTM cell's c2 inside
 // h2) reuses that output's leaves instead of adding its own duplicates -------------------------

@@ -51,7 +51,7 @@ template <class T, class Tree, class... V>
   std::array<std::uint8_t, NV> identity{};
   for (int i = 0; i < NV; ++i)
     identity[std::size_t(i)] = std::uint8_t(i);
-  tree_fn<direct, NV, 0, Tree> fn{detail::make_tuple(tree), identity, {}};
+  auto const fn = make_tree_fn<direct, NV, 0>(detail::make_tuple(tree), identity, {});
   return dualcast::fused(kernel{fn}, v...);
 }
 // The operations compiled once in the compiled component (core/compiled.hpp), each a fused node
