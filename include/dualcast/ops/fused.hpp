@@ -121,7 +121,7 @@ auto fused_node(char const *name, P, kernel<F, S> const &k, A const &...a) {
                                        dev, host, s);
       detail::recompute_node<T, K, Active, Layout>(ex, *tp, k, ins, detail::scalars_of<T>(a...),
                                                    outs, out_slots, std::move(core),
-                                                   std::move(saves));
+                                                   std::move(saves), s);
     }
     return detail::wrap_outputs(result);
   });

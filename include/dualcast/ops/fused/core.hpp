@@ -496,7 +496,8 @@ template <class T>
 [[gnu::noinline]] tensor<T> alloc_partials(arena &mem, fused_core<T> &c,
                                            arena_array<saved_tensor> &saves, std::size_t k,
                                            view<T> *all) {
-  std::size_t const na = c.in.size(), len = std::size_t(c.s.size());
+  shape const s = c.s; // (once: each view made from the compact shape made a shape of it)
+  std::size_t const na = c.in.size(), len = std::size_t(s.size());
   std::size_t const kept = slotted_count(c, na);
   tensor<T> block = tensor<T>::empty(shape{index_t(k * kept * len)}, c.dev);
   tensor<T> dropped = tensor<T>::empty(shape{index_t(k * (na - kept) * len)}, c.dev);
@@ -504,9 +505,10 @@ template <class T>
   saves = arena_array<saved_tensor>(mem, 1);
   saves[0] = save(block, "partials");
   for (std::size_t o = 0, u = 0; o < k; ++o)
-    for (std::size_t a = 0; a < na; ++a)
-      all[o * na + a] =
-          kept_partial(c, a) ? partial_at(c, o, a) : view<T>(dropped.raw_data() + len * u++, c.s);
+    for (std::size_t a = 0, j = 0; a < na; ++a)
+      all[o * na + a] = kept_partial(c, a)
+                            ? view<T>(c.partials + (o * kept + j++) * len, s) // (partial_at)
+                            : view<T>(dropped.raw_data() + len * u++, s);
   return dropped;
 }
 

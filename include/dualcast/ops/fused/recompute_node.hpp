@@ -151,19 +151,19 @@ struct recompute_closure {
 // Forward and recording of a recompute node: `ins` are the kernel's array arguments (views),
 // `scalars` its scalar table (Layout: where each argument comes from), `outs` the output values,
 // `core` the node's state (its saves: the array inputs, version-checked and kept alive for the
-// re-evaluation). A flat node keeps its arguments as pointers (its views are rebuilt from them,
-// with the call's shape, if backward needs them).
+// re-evaluation), `s` the call's shape (core.s, as a shape). A flat node keeps its arguments as
+// pointers (its views are rebuilt from them, with the call's shape, if backward needs them).
 template <class T, int K, class Active, class Layout, class Ex, class F, bool S, std::size_t N,
           class Scalars>
 void recompute_node(Ex const &ex, tape &tp, kernel<F, S> const &k, array_args<T, N> const &ins,
                     Scalars const &scalars, std::array<tensor<T>, K> const &outs,
                     std::array<slot_ptr<T>, K> out_slots, fused_core<T> &&core,
-                    arena_array<saved_tensor> &&saves) {
+                    arena_array<saved_tensor> &&saves, shape const &s) {
   // A flat node's arguments as pointers, any other's views packed in the tape's memory.
   std::array<T const *, N> in{};
   void const *views = nullptr;
-  bool const flat = is_flat(ins, outs, core.s);
-  values_pass<T, K, Layout>(ex, k, ins, scalars, outs, core.s, flat);
+  bool const flat = is_flat(ins, outs, s);
+  values_pass<T, K, Layout>(ex, k, ins, scalars, outs, s, flat);
   if (flat)
     for (std::size_t i = 0; i < N; ++i)
       in[i] = ins.views[i].data();
