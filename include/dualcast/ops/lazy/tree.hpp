@@ -96,22 +96,23 @@ constexpr auto shifted(ternary<Op, A, B, D> const &n) {
 // The kernel's copy of a tree: the same operations without their ids, which only materialisation
 // reads (sharing a subexpression, the unfused mode's memo). A node keeps its kernel, and the
 // kernel is copied on its way there: with the ids an LSTM step's state update was a 136-byte
-// functor, copied three times per node; without them it holds only its scalars.
+// functor, copied three times per node; without them it holds only its scalars (an expression
+// without scalars is an empty object: its leaves take no bytes).
 template <class Op, class A> struct kunary {
-  A a;
+  [[no_unique_address]] A a;
   template <class C> DUALCAST_HD DUALCAST_FORCEINLINE auto eval(C const &c) const {
     return Op{}(a.eval(c));
   }
 };
 template <class Op, class A, class B> struct kbinary {
-  A a;
-  B b;
+  [[no_unique_address]] A a;
+  [[no_unique_address]] B b;
   template <class C> DUALCAST_HD auto eval(C const &c) const { return Op{}(a.eval(c), b.eval(c)); }
 };
 template <class Op, class A, class B, class D> struct kternary {
-  A a;
-  B b;
-  D c;
+  [[no_unique_address]] A a;
+  [[no_unique_address]] B b;
+  [[no_unique_address]] D c;
   template <class C> DUALCAST_HD auto eval(C const &ctx) const {
     return Op{}(a.eval(ctx), b.eval(ctx), c.eval(ctx));
   }
@@ -154,6 +155,8 @@ template <class V, class C, int NV, int NT, bool Direct> struct context {
 template <class V, class... C> struct tensor_type { using type = std::common_type_t<C...>; };
 template <class V> struct tensor_type<V> { using type = V; };
 
+template <int Which> struct no_map {}; // (two types: two empty members share no address)
+
 // The kernel functor of a materialisation: arguments are NV variables then NT tensors (after
 // deduplication; unused positions are padding); the trees (kernel trees: make_tree_fn) give the
 // outputs.
@@ -162,9 +165,12 @@ template <bool Direct, int NV, int NT, class... Trees> struct tree_fn {
   // no branches, and an LSTM step's state update (nine variables, each gate on three) then runs
   // its VJP in one evaluation instead of two. With duplicates the variables share one type.
   static constexpr bool sparse_partials = Direct;
-  detail::tuple<Trees...> trees;
-  std::array<std::uint8_t, NV> vmap;
-  std::array<std::uint8_t, NT> tmap;
+  // (the direct variant has no maps)
+  template <int W, int N>
+  using map_t = std::conditional_t<Direct, no_map<W>, std::array<std::uint8_t, N>>;
+  [[no_unique_address]] detail::tuple<Trees...> trees;
+  [[no_unique_address]] map_t<0, NV> vmap;
+  [[no_unique_address]] map_t<1, NT> tmap;
   template <class... X> DUALCAST_HD DUALCAST_FORCEINLINE auto operator()(X const &...x) const {
     static_assert(sizeof...(X) == std::size_t(NV + NT));
     if constexpr (Direct) {
@@ -199,8 +205,11 @@ template <bool Direct, int NV, int NT, class... Trees>
 auto make_tree_fn(detail::tuple<Trees...> const &t, std::array<std::uint8_t, NV> const &vmap,
                   std::array<std::uint8_t, NT> const &tmap) {
   return [&]<std::size_t... K>(std::index_sequence<K...>) {
-    return tree_fn<Direct, NV, NT, decltype(kernel_tree(get<K>(t)))...>{
-        detail::make_tuple(kernel_tree(get<K>(t))...), vmap, tmap};
+    using F = tree_fn<Direct, NV, NT, decltype(kernel_tree(get<K>(t)))...>;
+    if constexpr (Direct)
+      return F{detail::make_tuple(kernel_tree(get<K>(t))...), {}, {}};
+    else
+      return F{detail::make_tuple(kernel_tree(get<K>(t))...), vmap, tmap};
   }
   (std::index_sequence_for<Trees...>{});
 }
