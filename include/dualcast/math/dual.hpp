@@ -69,26 +69,26 @@ template <class T, int N> DUALCAST_HD DUALCAST_MATH_INLINE dual<T, N> exp2(dual<
   return detail::chain(x, e, e * T(std::numbers::ln2));
 }
 template <class T, int N> DUALCAST_HD DUALCAST_MATH_INLINE dual<T, N> log(dual<T, N> const &x) {
-  return detail::chain_checked(x, log(x.val), T(1) / x.val);
+  return detail::chain_checked(x, log(x.val), detail::over(1, x.val));
 }
 template <class T, int N> DUALCAST_HD DUALCAST_MATH_INLINE dual<T, N> log1p(dual<T, N> const &x) {
-  return detail::chain_checked(x, log1p(x.val), T(1) / (x.val + T(1)));
+  return detail::chain_checked(x, log1p(x.val), detail::over(1, x.val + T(1)));
 }
 template <class T, int N> DUALCAST_HD DUALCAST_MATH_INLINE dual<T, N> log2(dual<T, N> const &x) {
-  return detail::chain_checked(x, log2(x.val), T(1) / (x.val * T(std::numbers::ln2)));
+  return detail::chain_checked(x, log2(x.val), detail::over(1, x.val * T(std::numbers::ln2)));
 }
 template <class T, int N> DUALCAST_HD DUALCAST_MATH_INLINE dual<T, N> log10(dual<T, N> const &x) {
-  return detail::chain_checked(x, log10(x.val), T(1) / (x.val * T(std::numbers::ln10)));
+  return detail::chain_checked(x, log10(x.val), detail::over(1, x.val * T(std::numbers::ln10)));
 }
 
 // ---- roots and powers -----------------------------------------------------------------------
 template <class T, int N> DUALCAST_HD DUALCAST_MATH_INLINE dual<T, N> sqrt(dual<T, N> const &x) {
   T s = sqrt(x.val);
-  return detail::chain_checked(x, s, T(0.5) / s);
+  return detail::chain_checked(x, s, detail::over(0.5, s));
 }
 template <class T, int N> DUALCAST_HD DUALCAST_MATH_INLINE dual<T, N> cbrt(dual<T, N> const &x) {
   T c = cbrt(x.val);
-  return detail::chain_checked(x, c, T(1) / (T(3) * c * c));
+  return detail::chain_checked(x, c, detail::over(1, T(3) * c * c));
 }
 template <class T, int N> DUALCAST_HD dual<T, N> pow(dual<T, N> const &x, dual<T, N> const &y) {
   T p = pow(x.val, y.val);
@@ -131,13 +131,13 @@ template <class T, int N> DUALCAST_HD DUALCAST_MATH_INLINE dual<T, N> tan(dual<T
   return detail::chain(x, t, T(1) + t * t);
 }
 template <class T, int N> DUALCAST_HD DUALCAST_MATH_INLINE dual<T, N> asin(dual<T, N> const &x) {
-  return detail::chain_checked(x, asin(x.val), T(1) / sqrt(T(1) - x.val * x.val));
+  return detail::chain_checked(x, asin(x.val), detail::over(1, sqrt(T(1) - x.val * x.val)));
 }
 template <class T, int N> DUALCAST_HD DUALCAST_MATH_INLINE dual<T, N> acos(dual<T, N> const &x) {
-  return detail::chain_checked(x, acos(x.val), T(-1) / sqrt(T(1) - x.val * x.val));
+  return detail::chain_checked(x, acos(x.val), detail::over(-1, sqrt(T(1) - x.val * x.val)));
 }
 template <class T, int N> DUALCAST_HD DUALCAST_MATH_INLINE dual<T, N> atan(dual<T, N> const &x) {
-  return detail::chain(x, atan(x.val), T(1) / (T(1) + x.val * x.val));
+  return detail::chain(x, atan(x.val), detail::over(1, T(1) + x.val * x.val));
 }
 template <class T, int N> DUALCAST_HD DUALCAST_MATH_INLINE dual<T, N> sinh(dual<T, N> const &x) {
   return detail::chain(x, sinh(x.val), cosh(x.val));
@@ -180,20 +180,21 @@ template <class T, int N> DUALCAST_HD DUALCAST_MATH_INLINE dual<T, N> tanh(dual<
   return detail::chain(x, t, detail::tanh_slope(x.val, t));
 }
 template <class T, int N> DUALCAST_HD DUALCAST_MATH_INLINE dual<T, N> asinh(dual<T, N> const &x) {
-  return detail::chain(x, asinh(x.val), T(1) / sqrt(x.val * x.val + T(1)));
+  return detail::chain(x, asinh(x.val), detail::over(1, sqrt(x.val * x.val + T(1))));
 }
 template <class T, int N> DUALCAST_HD DUALCAST_MATH_INLINE dual<T, N> acosh(dual<T, N> const &x) {
-  return detail::chain_checked(x, acosh(x.val), T(1) / (sqrt(x.val - T(1)) * sqrt(x.val + T(1))));
+  return detail::chain_checked(x, acosh(x.val),
+                               detail::over(1, sqrt(x.val - T(1)) * sqrt(x.val + T(1))));
 }
 template <class T, int N> DUALCAST_HD DUALCAST_MATH_INLINE dual<T, N> atanh(dual<T, N> const &x) {
-  return detail::chain_checked(x, atanh(x.val), T(1) / (T(1) - x.val * x.val));
+  return detail::chain_checked(x, atanh(x.val), detail::over(1, T(1) - x.val * x.val));
 }
 template <class A, class B>
 requires(is_dual_v<A> || is_dual_v<B>) DUALCAST_HD auto atan2(A const &ya, B const &xa) {
   using D = detail::promote_dual_t<A, B>;
   using T = typename D::value_type;
   D y = detail::as_dual<D>(ya), x = detail::as_dual<D>(xa);
-  T inv = T(1) / (x.val * x.val + y.val * y.val);
+  T inv = detail::over(1, x.val * x.val + y.val * y.val);
   return detail::chain2(y, x, atan2(y.val, x.val), x.val * inv, -y.val * inv);
 }
 template <class A, class B>

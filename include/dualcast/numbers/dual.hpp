@@ -332,9 +332,33 @@ operator/(dual<T, N> const &x, S const &s) {
 }
 template <class T, int N, class S>
 requires detail::constant_for<S, T, N> DUALCAST_HD constexpr dual<T, N>
+operator/(S const &s, dual<T, N> const &x);
+
+namespace detail {
+// c / y for a real constant c: on a nested dual through the constant's own overload (one division
+// at each level; converted to the inner dual, c went through dual / dual, which divides twice and
+// multiplies c's zero partials).
+template <class T, class C> DUALCAST_HD constexpr T over(C c, T const &y) {
+  if constexpr (is_dual_v<T>)
+    return scalar_of_t<T>(c) / y;
+  else
+    return T(c) / y;
+}
+// s * y for a constant s (a plain number multiplies a nested dual as a constant: no zero partials
+// multiplied).
+template <class T, class S> DUALCAST_HD constexpr T times_constant(S const &s, T const &y) {
+  if constexpr (is_dual_v<T> && std::is_arithmetic_v<S>)
+    return scalar_of_t<T>(s) * y;
+  else
+    return T(s) * y;
+}
+} // namespace detail
+
+template <class T, int N, class S>
+requires detail::constant_for<S, T, N> DUALCAST_HD constexpr dual<T, N>
 operator/(S const &s, dual<T, N> const &x) {
-  T inv = T(1) / x.val;
-  T q = T(s) * inv;
+  T inv = detail::over(1, x.val);
+  T q = detail::times_constant(s, inv);
   return detail::chain_checked(x, q, -q * inv);
 }
 
