@@ -258,6 +258,33 @@ TEST_CASE("dual: nested duals give second derivatives, and mix with inner duals 
   auto q2 = a - s * 2.0;
   CHECK(q2.val.val == -1.0);
   CHECK(q2.d[0].val == -2.0);
+
+  // A constant over a nested dual (one division per level: detail::over), a plain number or an
+  // inner dual: 3 / x at x = 2 is 1.5, its derivatives -3 / x^2 and 6 / x^3; a / s with a = t:
+  // d/ds = -t / s^2 = -3/4, d/dt = 1 / s = 1/2, d2/dsdt = -1 / s^2 = -1/4.
+  DD const x2 = DD::variable(D1::variable(2.0, 0), 0);
+  for (DD const &r3 : {3.0 / x2, D1(3.0) / x2, DD(3.0) / x2}) {
+    CHECK(r3.val.val == doctest::Approx(1.5));
+    CHECK(r3.val.d[0] == doctest::Approx(-0.75));
+    CHECK(r3.d[0].val == doctest::Approx(-0.75));
+    CHECK(r3.d[0].d[0] == doctest::Approx(0.75));
+  }
+  auto qa = a / s;
+  CHECK(qa.val.val == doctest::Approx(1.5));
+  CHECK(qa.val.d[0] == doctest::Approx(0.5));
+  CHECK(qa.d[0].val == doctest::Approx(-0.75));
+  CHECK(qa.d[0].d[0] == doctest::Approx(-0.25));
+  // sqrt and log of a nested dual (their derivatives' 1 / ... by the same rule): at x = 4,
+  // sqrt = 2, 1 / (2 sqrt x) = 1/4, -1 / (4 x^1.5) = -1/32; log = log 4, 1 / x, -1 / x^2.
+  DD const x4 = DD::variable(D1::variable(4.0, 0), 0);
+  DD const r4 = dc::sqrt(x4), l4 = dc::log(x4);
+  CHECK(r4.val.val == doctest::Approx(2.0));
+  CHECK(r4.val.d[0] == doctest::Approx(0.25));
+  CHECK(r4.d[0].val == doctest::Approx(0.25));
+  CHECK(r4.d[0].d[0] == doctest::Approx(-1.0 / 32));
+  CHECK(l4.val.val == doctest::Approx(std::log(4.0)));
+  CHECK(l4.d[0].val == doctest::Approx(0.25));
+  CHECK(l4.d[0].d[0] == doctest::Approx(-1.0 / 16));
 }
 
 TEST_CASE("dual: select and where with bool conditions") {
