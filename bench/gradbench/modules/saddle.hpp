@@ -34,8 +34,7 @@ inline input parse(json const &in) { return {numbers(field(in, "start"), "start"
 // (inlined: returned through memory, its nested dual was read back whole right after the narrower
 // stores that wrote it, a store-forwarding stall per call)
 template <class P, class Q>
-__attribute__((always_inline)) inline auto value(P const &p1, P const &p2, Q const &q1,
-                                                 Q const &q2) {
+DUALCAST_FORCEINLINE auto value(P const &p1, P const &p2, Q const &q1, Q const &q2) {
   using T = decltype(p1 + q1);
   auto const a = T(p1) * T(p1) + T(p2) * T(p2), b = T(q1) * T(q1) + T(q2) * T(q2);
   return a - b;
@@ -47,8 +46,7 @@ constexpr auto f = dc::kernel([](auto p1, auto p2, auto q1, auto q2) {
 
 // grad_q f(p, q) by forward mode over the value type T of p and q (inlined, as value).
 template <class P1, class P2, class Q1, class Q2>
-__attribute__((always_inline)) inline auto q_gradient(P1 const &p1, P2 const &p2, Q1 const &q1,
-                                                      Q2 const &q2) {
+DUALCAST_FORCEINLINE auto q_gradient(P1 const &p1, P2 const &p2, Q1 const &q1, Q2 const &q2) {
   using T = decltype(p1 + p2 + q1 + q2);
   using D = dc::dual<T, 2>;
   D const r = value(D(T(p1)), D(T(p2)), D::variable(T(q1), 0), D::variable(T(q2), 1));

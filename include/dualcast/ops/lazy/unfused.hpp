@@ -47,11 +47,8 @@ template <class T> using memo_t = std::unordered_map<std::uint64_t, var<T>>;
 template <class T, class Tree, class... V>
 [[gnu::noinline]] var<T> one_op(Tree const &tree, V const &...v) {
   constexpr int NV = int(sizeof...(V));
-  constexpr bool direct = true;
-  std::array<std::uint8_t, NV> identity{};
-  for (int i = 0; i < NV; ++i)
-    identity[std::size_t(i)] = std::uint8_t(i);
-  auto const fn = make_tree_fn<direct, NV, 0>(detail::make_tuple(tree), identity, {});
+  // (direct: the leaves are the arguments in order, no map)
+  auto const fn = make_tree_fn<true, NV, 0>(detail::make_tuple(tree), {}, {});
   return dualcast::fused(kernel{fn}, v...);
 }
 // The operations compiled once in the compiled component (core/compiled.hpp), each a fused node
