@@ -153,6 +153,17 @@ template <class L> DUALCAST_FORCEINLINE L widen_lanes(element_storage s, void co
     if (s == element_storage::bfloat16)
       return L{__builtin_bit_cast(vec_t, float_of_bfloat16_8(__builtin_bit_cast(__m128i, b)))};
 #endif
+#if defined(__AVX512F__)
+  // (One widening of the 16 lanes: GCC lowers the generic form below in two 8-lane halves. The
+  // zero-masking forms, every lane selected: see below.)
+  if constexpr (W == 16)
+    if (s == element_storage::bfloat16)
+      return L{__builtin_bit_cast(
+          vec_t,
+          _mm512_maskz_slli_epi32(
+              __mmask16(0xffff),
+              _mm512_maskz_cvtepu16_epi32(__mmask16(0xffff), __builtin_bit_cast(__m256i, b)), 16))};
+#endif
   if (s == element_storage::bfloat16)
     return L{__builtin_bit_cast(vec_t, __builtin_convertvector(b, u32_t) << 16)};
 #if defined(__F16C__)
