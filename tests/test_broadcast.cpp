@@ -902,7 +902,7 @@ TEST_CASE("transposed, slice with a step and broadcast_to views") {
 
 template <class T> void threads_case(shape const &s, shape const &yshape, std::mt19937 &rng) {
   using Act = all_active_t<slots_two>;
-  REQUIRE(s.size() > 32768);
+  REQUIRE(s.size() >= dc::detail::cpu_backend::parallel_threshold); // (two threads run it)
   host<T> x(s), y(yshape);
   fill_uniform(x.v, rng, -2, 2);
   fill_uniform(y.v, rng, -2, 2);
@@ -954,6 +954,9 @@ TEST_CASE_TEMPLATE("1 thread and 2 threads give identical results", T, double, f
   threads_case<T>(shape{181, 363}, shape{363}, rng);    // 65703 elements, a broadcast row
   threads_case<T>(shape{181, 363}, shape{181, 1}, rng); // a broadcast column
   threads_case<T>(shape{3, 77, 191}, shape{77, 1}, rng);
+  // just above the two blocks from which the threads share a pass: three blocks, the last short
+  threads_case<T>(shape{20001}, shape{1}, rng);
+  threads_case<T>(shape{97, 211}, shape{211}, rng); // 20467 elements in rows of 211
 }
 
 // ---- inactive inputs ----------------------------------------------------------------------------
