@@ -523,7 +523,7 @@ inline void unpack_row(T *__restrict dst, T const *__restrict src, index_t st, i
       for (; j + 8 <= m; j += 8) {
         __m512d const v = _mm512_loadu_pd(src + j);
         __m512d lo = _mm512_maskz_expand_pd(0x55, v);
-        __m512d hi = _mm512_maskz_expand_pd(0x55, _mm512_shuffle_f64x2(v, v, 0xee));
+        __m512d hi = _mm512_maskz_expand_pd(0x55, _mm512_maskz_shuffle_f64x2(0xff, v, v, 0xee));
         if (add) {
           lo = _mm512_add_pd(lo, _mm512_maskz_loadu_pd(0x55, dst + 2 * j));
           hi = _mm512_add_pd(hi, _mm512_maskz_loadu_pd(0x55, dst + 2 * j + 8));
