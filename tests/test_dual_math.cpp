@@ -110,6 +110,7 @@ auto const unary_cases = std::make_tuple(
     fn1("log2",     0.05,  20, [](auto x) { return dc::log2(x); }),
     fn1("log10",    0.05,  20, [](auto x) { return dc::log10(x); }),
     fn1("sqrt",     0.05,  20, [](auto x) { return dc::sqrt(x); }),
+    fn1("rsqrt",    0.05,  20, [](auto x) { return dc::rsqrt(x); }),
     fn1("cbrt",     -20,   20, [](auto x) { return dc::cbrt(x); }, not_near_0),
     fn1("pow(x,3)",    -3, 3,  [](auto x) { return dc::pow(x, 3); }),
     fn1("pow(x,-2)",   -3, 3,  [](auto x) { return dc::pow(x, -2); }, not_near_0),
@@ -447,6 +448,12 @@ TEST_CASE_TEMPLATE("dual math: conventions at non-differentiable points", T, DC_
     CHECK_LANES(dc::sqrt(x0(0.0)).val, 0.0);
     CHECK_LANES(dc::cbrt(x0(0.0)).d[0], inf);
     CHECK_LANES(dc::cbrt(x0(0.0)).val, 0.0);
+  }
+  SUBCASE("rsqrt(0) = +inf, rsqrt'(0) = -inf; rsqrt is 1 / sqrt, bit for bit") {
+    CHECK_LANES(dc::rsqrt(x0(0.0)).val, inf);
+    CHECK_LANES(dc::rsqrt(x0(0.0)).d[0], -inf);
+    for (double v : {0.3, 2.0, 7.5, 1e-300, 1e300})
+      CHECK_LANES(dc::rsqrt(x0(v)).val, (lane(T(1) / dc::sqrt(T(v)), 0)));
   }
   SUBCASE("min / max at a tie give half the derivative to each argument") {
     D2 a = D2::variable(T(2), 0), b = D2::variable(T(2), 1);

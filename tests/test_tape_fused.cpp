@@ -54,6 +54,7 @@ TEST_CASE("elementwise: math functions match finite differences") {
       [](auto const &v) { return dc::asin(v[0]); },
       [](auto const &v) { return dc::cbrt(v[0]); },
       [](auto const &v) { return dc::expm1(v[0]); },
+      [](auto const &v) { return dc::rsqrt(v[0]); },
   };
   for (std::size_t i = 0; i < fs.size(); ++i) {
     INFO("function " << i);

@@ -50,7 +50,7 @@ __host__ __device__ int all_math(T const &x, T const &y, T const &z, double *out
   put(dc::exp(x)), put(dc::expm1(x)), put(dc::exp2(x));
   put(dc::log(x)), put(dc::log1p(x)), put(dc::log2(x)), put(dc::log10(x));
   // roots and powers: dual ^ dual, dual ^ scalar, scalar ^ dual, dual ^ int
-  put(dc::sqrt(x)), put(dc::cbrt(x));
+  put(dc::sqrt(x)), put(dc::rsqrt(x)), put(dc::cbrt(x));
   put(dc::pow(x, y)), put(dc::pow(x, S(2.5))), put(dc::pow(S(2), y)), put(dc::pow(x, 3)),
       put(dc::pow(x, -2));
   put(dc::pow(x, 0));

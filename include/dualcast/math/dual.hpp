@@ -86,6 +86,11 @@ template <class T, int N> DUALCAST_HD DUALCAST_MATH_INLINE dual<T, N> sqrt(dual<
   T s = sqrt(x.val);
   return detail::chain_checked(x, s, detail::over(0.5, s));
 }
+// d/dx x^(-1/2) = -r^3 / 2: multiplications of r, no division beyond r's own.
+template <class T, int N> DUALCAST_HD DUALCAST_MATH_INLINE dual<T, N> rsqrt(dual<T, N> const &x) {
+  T r = rsqrt(x.val);
+  return detail::chain_checked(x, r, T(-0.5) * (r * r * r));
+}
 template <class T, int N> DUALCAST_HD DUALCAST_MATH_INLINE dual<T, N> cbrt(dual<T, N> const &x) {
   T c = cbrt(x.val);
   return detail::chain_checked(x, c, detail::over(1, T(3) * c * c));

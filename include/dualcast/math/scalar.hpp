@@ -48,6 +48,11 @@ DUALCAST_DETAIL_UNARY_C(floor)
 DUALCAST_DETAIL_UNARY_C(ceil)
 #undef DUALCAST_DETAIL_UNARY_C
 
+// rsqrt(x) = 1 / sqrt(x), rounded twice as written (the same bits on the CPU and the GPU: not
+// CUDA's approximate rsqrt). On duals its derivative is -r^3 / 2, r = rsqrt(x): one square root and
+// one division per nesting level, where 1 / sqrt(x) takes a division more at each (math/dual.hpp).
+template <std::floating_point T> DUALCAST_HD inline T rsqrt(T x) { return T(1) / sqrt(x); }
+
 // round: to the nearest integer, ties to even (NumPy's, PyTorch's and JAX's rounding; the C
 // library's round() sends ties away from zero).
 template <std::floating_point T> DUALCAST_HD inline T round(T x) {

@@ -228,6 +228,11 @@ DUALCAST_DETAIL_LANEWISE(ceil)
 DUALCAST_DETAIL_LANEWISE(round)
 #undef DUALCAST_DETAIL_LANEWISE
 
+// rsqrt as on plain numbers (math/scalar.hpp): equal bit for bit.
+template <class T, int W> inline batch<T, W> rsqrt(batch<T, W> x) {
+  return batch<T, W>(T(1)) / sqrt(x);
+}
+
 // normcdf as on plain numbers (math/scalar.hpp), with erfc lane by lane: equal bit for bit.
 template <class T, int W> inline batch<T, W> normcdf(batch<T, W> x) {
   return T(0.5) * erfc(x * T(-0.70710678118654752440));
