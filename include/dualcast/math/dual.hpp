@@ -89,7 +89,7 @@ template <class T, int N> DUALCAST_HD DUALCAST_MATH_INLINE dual<T, N> sqrt(dual<
 // d/dx x^(-1/2) = -r^3 / 2: multiplications of r, no division beyond r's own.
 template <class T, int N> DUALCAST_HD DUALCAST_MATH_INLINE dual<T, N> rsqrt(dual<T, N> const &x) {
   T r = rsqrt(x.val);
-  return detail::chain_checked(x, r, T(-0.5) * (r * r * r));
+  return detail::chain_checked(x, r, detail::times_constant(-0.5, r * r * r));
 }
 template <class T, int N> DUALCAST_HD DUALCAST_MATH_INLINE dual<T, N> cbrt(dual<T, N> const &x) {
   T c = cbrt(x.val);
