@@ -516,9 +516,9 @@ inline void unpack_row(T *__restrict dst, T const *__restrict src, index_t st, i
                        bool add) {
 #if defined(__AVX512F__)
   // Stride 2 (a part of dual<double, 1> numbers): 8 results spread over 16 slots by two expands
-  // and written by masked stores, not 8 scalar stores.
+  // and written by masked stores, not 8 scalar stores; the last m % 8 by the loop below.
   if constexpr (std::is_same_v<T, double>)
-    if (st == 2 && m >= 8) {
+    if (st == 2) {
       index_t j = 0;
       for (; j + 8 <= m; j += 8) {
         __m512d const v = _mm512_loadu_pd(src + j);
@@ -531,9 +531,7 @@ inline void unpack_row(T *__restrict dst, T const *__restrict src, index_t st, i
         _mm512_mask_storeu_pd(dst + 2 * j, 0x55, lo);
         _mm512_mask_storeu_pd(dst + 2 * j + 8, 0x55, hi);
       }
-      for (; j < m; ++j)
-        dst[2 * j] = add ? dst[2 * j] + src[j] : src[j];
-      return;
+      dst += 2 * j, src += j, m -= j;
     }
 #endif
   strided_rows(st, [&](auto s) {
