@@ -85,6 +85,14 @@ TEST_CASE("lazy: a chain of separate elementwise calls is ONE fused node") {
   CHECK(u.nodes == 9);
 }
 
+TEST_CASE("lazy: rsqrt fused == unfused == central differences, with a broadcast operand") {
+  auto a = random_tensor({3, 4}, 11), b = random_tensor({4}, 12);
+  auto r = check_all(
+      [](auto const &v) { return V64(dc::rsqrt(v[0] * v[0] + v[1] * v[1] + 0.25) * v[1]); },
+      {a, b});
+  CHECK(r.nodes == 1);
+}
+
 TEST_CASE("lazy: operands that are temporaries give up their leaves, named ones keep theirs") {
   // join moves the leaves out of a temporary operand (each level of sigmoid(x * w + b)) and
   // copies a named one's: a named expr and a named variable used in several operators stay whole.
