@@ -117,10 +117,11 @@ template <class K> void fused_value_vjp(dc::cpu ex, K const &k, arrays &a) {
 // bench/lstm_cell.cpp's hand-written loop: values, then a backward loop recomputing activations
 // (hand_simd). Two variants of its backward loop answer where the fused VJP's time goes:
 // Accurate takes the kernel's derivatives where a gate saturates (dual sigmoid and tanh, math/
-// dual.hpp: s (1 - s) with 1 - s as e s for x >= 0, and 1 - t^2 as 4 e / (1 + e)^2 with
-// e = exp(-2 |x|), which costs an exp and a division more per tanh); Forward computes the partials
-// of c2 and h with respect to each input first and contracts them with the cotangents after, as
-// sparse forward mode does (issue 41 item 2: a reverse sweep against sparse forward, by hand).
+// dual.hpp: s (1 - s) with 1 - s as e s for x >= 0, and 1 - t^2 as 4 e / (1 + e)^2 =
+// e (1 + |t|)^2 with e = exp(-2 |x|), which costs an exp more per tanh); Forward computes the
+// partials of c2 and h with respect to each input first and contracts them with the cotangents
+// after, as sparse forward mode does (issue 41 item 2: a reverse sweep against sparse forward, by
+// hand).
 template <bool Accurate, bool Forward> void hand_loop(int threads, arrays &a) {
   using B = dc::batch<float, dc::native_width<float>>;
   constexpr long W = B::size;
@@ -145,8 +146,8 @@ template <bool Accurate, bool Forward> void hand_loop(int threads, arrays &a) {
   };
   auto dtanh = [](B x, B t) {
     if constexpr (Accurate) {
-      B ex = dc::exp(-2.0f * dc::abs(x)), r = 1.0f / (1.0f + ex);
-      return 4.0f * ex * r * r;
+      B u = 1.0f + dc::abs(t);
+      return dc::exp(-2.0f * dc::abs(x)) * (u * u);
     } else {
       return 1.0f - t * t;
     }

@@ -618,6 +618,18 @@ TEST_CASE_TEMPLATE("dual math: edge behaviour", T, DC_VALUE_TYPES) {
       }
     }
   }
+  SUBCASE("tanh's derivative keeps its relative accuracy where tanh saturates") {
+    // tanh'(x) = 4 e / (1 + e)^2, e = exp(-2 |x|), in long double; 1 - tanh^2 from the rounded
+    // tanh is off by far more (a float's 1 - t^2 is 0 from |x| = 9 on, where the slope is 6e-8).
+    double const float_min = std::numeric_limits<float>::min();
+    for (double x : {0.001, 0.3, -0.7, 2.0, -5.0, 7.5, -8.5, 9.5, -12.0, 20.0, -40.0}) {
+      long double const e = std::exp(-2.0L * std::abs(x)), ref = 4 * e / ((1 + e) * (1 + e));
+      tol const t = single ? tol{2e-6, float_min} : tol{1e-14, 1e-300};
+      auto const y = dc::tanh(x0(x));
+      for (int l = 0; l < lanes_of<T>; ++l)
+        EXPECT_NEAR(lane(y.d[0], l), double(ref), t, "tanh'(", x, ")");
+    }
+  }
   SUBCASE("NaN propagates through min, max, clamp and relu (either side)") {
     T nan(std::numeric_limits<double>::quiet_NaN());
     CHECK_LANES_NAN(dc::min(nan, T(1)));

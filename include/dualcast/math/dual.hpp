@@ -174,9 +174,10 @@ template <class T> DUALCAST_HD DUALCAST_MATH_INLINE T tanh_slope(T const &x, T c
     return q * (2.0 - q);
 #endif
   } else {
-    (void)t;
-    T e = exp(T(-2) * abs(x)), r = T(1) / (T(1) + e);
-    return T(4) * e * r * r;
+    // 4 e / (1 + e)^2 with e = exp(-2 |x|), the division through the activation: 1 + |t| is
+    // 2 / (1 + e), to t's few ulp (the ulp of 2, where 1 - |t| is lost), so e (1 + |t|)^2.
+    T e = exp(T(-2) * abs(x)), u = T(1) + abs(t);
+    return e * (u * u);
   }
 }
 } // namespace detail
