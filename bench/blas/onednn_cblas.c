@@ -31,9 +31,8 @@ void cblas_sgemm(const enum CBLAS_ORDER order, const enum CBLAS_TRANSPOSE ta,
     next(order, ta, tb, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc);
     return;
   }
-  dnnl_status_t const s =
-      dnnl_sgemm(ta == CblasTrans ? 'T' : 'N', tb == CblasTrans ? 'T' : 'N', m, n, k, alpha, a,
-                 lda, b, ldb, beta, c, ldc);
+  dnnl_status_t const s = dnnl_sgemm(ta == CblasTrans ? 'T' : 'N', tb == CblasTrans ? 'T' : 'N', m,
+                                     n, k, alpha, a, lda, b, ldb, beta, c, ldc);
   if (s != dnnl_success) {
     fprintf(stderr, "onednn_cblas: dnnl_sgemm failed (status %d)\n", (int)s);
     abort();
