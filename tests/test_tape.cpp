@@ -227,6 +227,58 @@ TEST_CASE("index_select and gather: adjoints and index errors") {
   CHECK_THROWS_AS(dc::gather(vx, 1, dc::index_array{{4, 1}, {0, 3, 0, 0}}), dc::index_error);
 }
 
+TEST_CASE("index_select and index_add over rows contiguous after the axis: values, sums in "
+          "position order, adjoints") {
+  // 16 or more contiguous elements after the axis take the CPU's row path (ops/indexing.hpp,
+  // index_blocks: an embedding's lookup and its adjoint); 600 columns are two chunks of it.
+  auto const x3 = random_tensor({3, 4, 600}, 74);
+  std::vector<dc::index_t> const sel{3, 1, 3, -1, 0, 3}; // (-1: 3; duplicates add up)
+  std::vector<dc::index_t> const pos{3, 1, 3, 3, 0, 3};
+  dc::tape tp;
+  auto v = tp.variable(x3);
+  auto y = dc::index_select(v, 1, sel);
+  REQUIRE(y.dims() == dc::shape{3, 6, 600});
+  auto const xv = x3.to_vector(), yv = y.value().to_vector();
+  bool copied = true;
+  for (dc::index_t o = 0; o < 3; ++o)
+    for (dc::index_t i = 0; i < 6; ++i)
+      for (dc::index_t j = 0; j < 600; ++j)
+        copied = copied && yv[std::size_t((o * 6 + i) * 600 + j)] ==
+                               xv[std::size_t((o * 4 + pos[std::size_t(i)]) * 600 + j)];
+  CHECK(copied);
+  // The adjoint: dy scattered onto x's rows, each element's terms added in position order.
+  auto const w = random_tensor(y.dims(), 75);
+  tp.backward(dc::sum(y * w));
+  auto const gv = v.grad().to_vector(), wv = w.to_vector();
+  std::vector<double> want(gv.size(), 0.0);
+  for (dc::index_t o = 0; o < 3; ++o)
+    for (dc::index_t i = 0; i < 6; ++i)
+      for (dc::index_t j = 0; j < 600; ++j)
+        want[std::size_t((o * 4 + pos[std::size_t(i)]) * 600 + j)] +=
+            wv[std::size_t((o * 6 + i) * 600 + j)];
+  CHECK(same_bits(gv, want));
+  // index_add: the same scatter onto a copy of x (the sums start from x's values).
+  auto const src = random_tensor({3, 6, 600}, 76);
+  auto const added = dc::index_add(x3, 1, sel, src).value().to_vector();
+  std::vector<double> want_added = xv;
+  auto const sv = src.to_vector();
+  for (dc::index_t o = 0; o < 3; ++o)
+    for (dc::index_t i = 0; i < 6; ++i)
+      for (dc::index_t j = 0; j < 600; ++j)
+        want_added[std::size_t((o * 4 + pos[std::size_t(i)]) * 600 + j)] +=
+            sv[std::size_t((o * 6 + i) * 600 + j)];
+  CHECK(same_bits(added, want_added));
+  // Against central differences: an embedding-like lookup along axis 0, and both operands of
+  // index_add along a middle axis, at a few elements.
+  check_gradients(
+      [](auto const &u) {
+        return dc::index_select(u[0], 0, {2, 0, 2, 4, -1});
+      },
+      {random_tensor({5, 40}, 77)});
+  check_gradients_at([sel](auto const &u) { return dc::index_add(u[0], 1, sel, u[1]); }, {x3, src},
+                     {0, 17, 599, 600, 1811, 2400, 4000, 7199});
+}
+
 // ---- tape semantics
 // ------------------------------------------------------------------------------------
 TEST_CASE(
