@@ -279,6 +279,40 @@ TEST_CASE("index_select and index_add over rows contiguous after the axis: value
                      {0, 17, 599, 600, 1811, 2400, 4000, 7199});
 }
 
+// matmul's backward runs its two gemms side by side (dualcast::detail::side_by_side) where the
+// BLAS is an OpenMP OpenBLAS and the tape has two threads: each gemm then runs on one thread.
+// ctest runs this case a second time with that BLAS (tests/CMakeLists.txt) where it is installed.
+TEST_CASE("matmul: both gradients side by side, the same bits as one after the other") {
+  if (!dc::detail::blas_runs_nested_serially()) {
+    std::printf("DUALCAST_SKIPPED: the BLAS is not an OpenMP build of OpenBLAS (the gemms run one "
+                "after the other)\n");
+    return;
+  }
+  auto const a = random_tensor({37, 53}, 91), b = random_tensor({53, 61}, 92);
+  auto const w = random_tensor({37, 61}, 93);
+  auto grads = [&](int threads) {
+    dc::tape tp;
+    tp.ex.threads = threads;
+    auto va = tp.variable(a), vb = tp.variable(b);
+    tp.backward(dc::sum(dc::matmul(va, vb) * w));
+    return std::pair{va.grad().to_vector(), vb.grad().to_vector()};
+  };
+  auto const one = grads(1), two = grads(2);
+  CHECK(same_bits(one.first, two.first));
+  CHECK(same_bits(one.second, two.second));
+  // Against central differences, and with both operands one variable (gradients that meet: one
+  // after the other), and slices of one variable (disjoint: side by side).
+  check_gradients_at([](auto const &v) { return dc::matmul(v[0], v[1]); }, {a, b},
+                     {0, 52, 700, 1960});
+  check_gradients_at([](auto const &v) { return dc::matmul(v[0], v[0]); },
+                     {random_tensor({24, 24}, 94)}, {0, 25, 300, 575});
+  check_gradients_at(
+      [](auto const &v) {
+        return dc::matmul(dc::slice(v[0], 0, 0, 20), dc::slice(v[0], 0, 20, 40));
+      },
+      {random_tensor({40, 20}, 95)}, {0, 199, 400, 799});
+}
+
 // ---- tape semantics
 // ------------------------------------------------------------------------------------
 TEST_CASE(

@@ -13,6 +13,7 @@
 // (cblas_sgemm / cblas_dgemm), and cuBLAS for CUDA tensors.
 #pragma once
 
+#include <dualcast/arrays/view_overlap.hpp>
 #include <dualcast/core/compiled.hpp>
 #include <dualcast/ops/detail/dual_parts.hpp>
 #include <dualcast/ops/detail/float16_tape.hpp>
@@ -393,6 +394,22 @@ template <class T> var<T> matmul_var(var<T> const &a, var<T> const &b) {
         std::size_t next = 0;
         tensor<T> A = g.needs(1) ? ctx.saved(next++) : tensor<T>{};
         tensor<T> B = ga ? ctx.saved(next) : tensor<T>{};
+        // Both gradients of two matrices (float or double): the two gemms side by side.
+        if (std::is_floating_point_v<T> && ra == 2 && rb == 2 && g.needs(0) && g.needs(1)) {
+          auto const ta = g.target(0), tb = g.target(1); // (gradient, whether to add to it)
+          auto const da = [&] {
+            detail::gemm(g.host(), gy, B.transposed(), ta.first, ta.second ? T(1) : T(0));
+          };
+          auto const db = [&] {
+            detail::gemm(g.host(), A.transposed(), gy, tb.first, tb.second ? T(1) : T(0));
+          };
+          if (ta.first.dev().is_host() && tb.first.dev().is_host() &&
+              !overlaps(ta.first.cview(), tb.first.cview()))
+            detail::side_by_side(g.host(), da, db);
+          else
+            da(), db();
+          return;
+        }
         if (g.needs(0)) { // dA = dC @ B^T
           auto [t, acc] = g.target(0);
           if (batch == 0 && !acc) // an operand shared by an empty batch: nothing adds to it
