@@ -69,6 +69,8 @@ template <class FA, class FB> void side_by_side(cpu const &ex, FA const &fa, FB 
         std::rethrow_exception(e);
     return;
   }
+#else
+  (void)ex;
 #endif
   fa();
   fb();
