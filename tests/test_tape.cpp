@@ -238,36 +238,38 @@ TEST_CASE("index_select and index_add over rows contiguous after the axis: value
   auto v = tp.variable(x3);
   auto y = dc::index_select(v, 1, sel);
   REQUIRE(y.dims() == dc::shape{3, 6, 600});
+  // Element j of row i (of 6, along the axis) of outer block o, in the selection (6 rows) and in
+  // x (4 rows, row pos[i]).
+  auto at_y = [](dc::index_t o, dc::index_t i, dc::index_t j) {
+    return std::size_t((o * 6 + i) * 600 + j);
+  };
+  auto at_x = [&](dc::index_t o, dc::index_t i, dc::index_t j) {
+    return std::size_t((o * 4 + pos[std::size_t(i)]) * 600 + j);
+  };
+  // rows of `from` added onto `onto` at the selected rows, position after position
+  auto scattered = [&](std::vector<double> onto, std::vector<double> const &from) {
+    for (dc::index_t o = 0; o < 3; ++o)
+      for (dc::index_t i = 0; i < 6; ++i)
+        for (dc::index_t j = 0; j < 600; ++j)
+          onto[at_x(o, i, j)] += from[at_y(o, i, j)];
+    return onto;
+  };
   auto const xv = x3.to_vector(), yv = y.value().to_vector();
   bool copied = true;
   for (dc::index_t o = 0; o < 3; ++o)
     for (dc::index_t i = 0; i < 6; ++i)
       for (dc::index_t j = 0; j < 600; ++j)
-        copied = copied && yv[std::size_t((o * 6 + i) * 600 + j)] ==
-                               xv[std::size_t((o * 4 + pos[std::size_t(i)]) * 600 + j)];
+        copied = copied && yv[at_y(o, i, j)] == xv[at_x(o, i, j)];
   CHECK(copied);
   // The adjoint: dy scattered onto x's rows, each element's terms added in position order.
   auto const w = random_tensor(y.dims(), 75);
   tp.backward(dc::sum(y * w));
-  auto const gv = v.grad().to_vector(), wv = w.to_vector();
-  std::vector<double> want(gv.size(), 0.0);
-  for (dc::index_t o = 0; o < 3; ++o)
-    for (dc::index_t i = 0; i < 6; ++i)
-      for (dc::index_t j = 0; j < 600; ++j)
-        want[std::size_t((o * 4 + pos[std::size_t(i)]) * 600 + j)] +=
-            wv[std::size_t((o * 6 + i) * 600 + j)];
-  CHECK(same_bits(gv, want));
+  CHECK(same_bits(v.grad().to_vector(),
+                  scattered(std::vector<double>(xv.size(), 0.0), w.to_vector())));
   // index_add: the same scatter onto a copy of x (the sums start from x's values).
   auto const src = random_tensor({3, 6, 600}, 76);
-  auto const added = dc::index_add(x3, 1, sel, src).value().to_vector();
-  std::vector<double> want_added = xv;
-  auto const sv = src.to_vector();
-  for (dc::index_t o = 0; o < 3; ++o)
-    for (dc::index_t i = 0; i < 6; ++i)
-      for (dc::index_t j = 0; j < 600; ++j)
-        want_added[std::size_t((o * 4 + pos[std::size_t(i)]) * 600 + j)] +=
-            sv[std::size_t((o * 6 + i) * 600 + j)];
-  CHECK(same_bits(added, want_added));
+  CHECK(same_bits(dc::index_add(x3, 1, sel, src).value().to_vector(),
+                  scattered(xv, src.to_vector())));
   // Against central differences: an embedding-like lookup along axis 0, and both operands of
   // index_add along a middle axis, at a few elements.
   check_gradients(
