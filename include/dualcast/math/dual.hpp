@@ -154,6 +154,8 @@ namespace detail {
 #if DUALCAST_HAS_SIMD
 template <class T> inline constexpr bool is_double_batch_v = false;
 template <int W> inline constexpr bool is_double_batch_v<batch<double, W>> = true;
+template <class T> inline constexpr bool is_float_batch_v = false;
+template <int W> inline constexpr bool is_float_batch_v<batch<float, W>> = true;
 #endif
 // tanh'(x) = 1 - t^2, given t = tanh(x), without forming 1 - t^2: it cancels where the activation
 // saturates (|x| > 4 in float: a derivative of 16-bit training's saturated gates lost to
@@ -172,12 +174,18 @@ template <class T> DUALCAST_HD DUALCAST_MATH_INLINE T tanh_slope(T const &x, T c
     T z = abs(x);
     T q = 2.0 / (exp(z + z) + 1.0);
     return q * (2.0 - q);
-#endif
-  } else {
+  } else if constexpr (is_float_batch_v<T>) {
     // 4 e / (1 + e)^2 with e = exp(-2 |x|), the division through the activation: 1 + |t| is
     // 2 / (1 + e), to t's few ulp (the ulp of 2, where 1 - |t| is lost), so e (1 + |t|)^2.
+    // (Float SIMD batches only: on CUDA, keeping t live across the exp made the double LSTM
+    // cell's VJP kernels spill.)
     T e = exp(T(-2) * abs(x)), u = T(1) + abs(t);
     return e * (u * u);
+#endif
+  } else {
+    (void)t;
+    T e = exp(T(-2) * abs(x)), r = T(1) / (T(1) + e);
+    return T(4) * e * r * r;
   }
 }
 } // namespace detail
