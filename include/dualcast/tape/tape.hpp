@@ -345,8 +345,9 @@ private:
   }
   // The sweep's prefetches, for node i - prefetch_distance ahead of node i - 2 prefetch_distance
   // ahead of node i - 3 prefetch_distance: its first lines in the arena, then the arrays it points
-  // to, then what those point to (node::prefetch_records, node::prefetch). A node's backward on
-  // small arrays takes a microsecond or more, so a few nodes ahead covers a miss to memory.
+  // to, then what those point to (node::prefetch_records, node::prefetch), and for node i - 1 the
+  // saved storages' elements (node::prefetch_data). A node's backward on small arrays takes a
+  // microsecond or more, so a few nodes ahead covers a miss to memory.
   static constexpr std::size_t prefetch_distance = 2;
   void prefetch_ahead(std::size_t i) const {
     if (i >= 3 * prefetch_distance) {
@@ -358,6 +359,8 @@ private:
       nodes_[i - 2 * prefetch_distance]->prefetch_records();
     if (i >= prefetch_distance)
       nodes_[i - prefetch_distance]->prefetch();
+    if (i >= 1)
+      nodes_[i - 1]->prefetch_data();
   }
   // One step of backward: the node's gradient if any of its outputs got one.
   static void run_node(detail::node &n, bool keep_graph) {

@@ -12,6 +12,7 @@
 #include <dualcast/tensor/memory.hpp>
 #include <dualcast/tensor/tensor.hpp>
 
+#include <algorithm>
 #include <array>
 #include <cstddef>
 #include <cstdint>
@@ -82,6 +83,12 @@ public:
   // arguments).
   virtual void prefetch_records() const = 0;
   virtual void prefetch() const = 0;
+  // Then, one node ahead, the saved storages' elements (the headers prefetch asked for hold
+  // their addresses; up to 16 lines each): on a tape larger than the last-level cache the D-LSTM's
+  // backward per layer-step 1.37 -> 1.20 us (AMD Zen 4, l = 2, c = 32768), where a short tape
+  // whose memory was evicted runs as slowly as a long one: its time is loads of memory written
+  // long before.
+  virtual void prefetch_data() const = 0;
   // The same before the node is destroyed (tape::clear, ~tape): its output slots, which it frees
   // (their blocks written as they go back to their free list).
   virtual void prefetch_outputs() const = 0;
@@ -135,6 +142,14 @@ public:
     if constexpr (requires(Bwd const &b) { b.prefetch(); })
       if (bwd_)
         bwd_->prefetch();
+  }
+  void prefetch_data() const override {
+    for (std::size_t i = 0; i < n_saved_; ++i) {
+      auto const *d = static_cast<char const *>(saved_[i].st->data());
+      std::size_t const n = std::min<std::size_t>(saved_[i].st->bytes(), 1024);
+      for (std::size_t b = 0; b < n; b += 64)
+        __builtin_prefetch(d + b);
+    }
   }
   void prefetch_outputs() const override {
     for (auto const &s : outs_)
