@@ -283,12 +283,14 @@ template <bool Scatter, class T>
 void run_index_lines(char const *op, cpu const &host, tensor<T> const &x, tensor<T> const &y,
                      int axis, tensor<index_t> const &idx, bool per_element,
                      bool overwrite = false) {
-  index_t inner = 1;
+  index_t inner = 1, outer = 1;
   for (int d = axis + 1; d < y.rank(); ++d)
     inner *= y.extent(d);
   bool distinct_outer = true; // (a scatter's target broadcast along an outer dimension: lines)
-  for (int d = 0; d < axis; ++d)
+  for (int d = 0; d < axis; ++d) {
+    outer *= y.extent(d);
     distinct_outer = distinct_outer && (x.extent(d) == 1 || x.stride(d) != 0);
+  }
   if (x.dev().is_host() && !per_element && inner >= 16 && (!Scatter || distinct_outer) &&
       contiguous_after(x, axis) && contiguous_after(y, axis)) {
     index_blocks<T, Scatter> f;
@@ -301,9 +303,8 @@ void run_index_lines(char const *op, cpu const &host, tensor<T> const &x, tensor
     f.dst = Scatter ? x.raw_data() : y.raw_data();
     f.idx = idx.data();
     f.overwrite = overwrite;
-    index_t const rows = y.size() / (f.n_ax > 0 ? f.n_ax * inner : 1) * f.chunks;
     if (f.n_ax > 0)
-      parallel_for(host, rows, f.n_ax * std::min(inner, f.chunk), f);
+      parallel_for(host, outer * f.chunks, f.n_ax * std::min(inner, f.chunk), f);
     return;
   }
   index_lines<T, Scatter> f;

@@ -394,24 +394,13 @@ template <class T> var<T> matmul_var(var<T> const &a, var<T> const &b) {
         std::size_t next = 0;
         tensor<T> A = g.needs(1) ? ctx.saved(next++) : tensor<T>{};
         tensor<T> B = ga ? ctx.saved(next) : tensor<T>{};
-        // Both gradients of two matrices (float or double): the two gemms side by side.
-        if (std::is_floating_point_v<T> && ra == 2 && rb == 2 && g.needs(0) && g.needs(1)) {
-          auto const ta = g.target(0), tb = g.target(1); // (gradient, whether to add to it)
-          auto const da = [&] {
-            detail::gemm(g.host(), gy, B.transposed(), ta.first, ta.second ? T(1) : T(0));
-          };
-          auto const db = [&] {
-            detail::gemm(g.host(), A.transposed(), gy, tb.first, tb.second ? T(1) : T(0));
-          };
-          if (ta.first.dev().is_host() && tb.first.dev().is_host() &&
-              !overlaps(ta.first.cview(), tb.first.cview()))
-            detail::side_by_side(g.host(), da, db);
-          else
-            da(), db();
-          return;
-        }
-        if (g.needs(0)) { // dA = dC @ B^T
-          auto [t, acc] = g.target(0);
+        // The targets (gradient, whether to add to it) first, then the products; both of two
+        // matrices (float or double) side by side where the targets share no element.
+        using target_t = std::pair<tensor<T>, bool>;
+        target_t const ta = g.needs(0) ? g.target(0) : target_t{};
+        target_t const tb = g.needs(1) ? g.target(1) : target_t{};
+        auto const da = [&] { // dA = dC @ B^T
+          auto const &[t, acc] = ta;
           if (batch == 0 && !acc) // an operand shared by an empty batch: nothing adds to it
             t.assign_raw(tensor<T>::zeros(shape{}, t.dev()));
           if (ra == 3) // one target per entry: a batched product
@@ -419,9 +408,9 @@ template <class T> var<T> matmul_var(var<T> const &a, var<T> const &b) {
           for (index_t i = 0; ra == 2 && i < batch; ++i) // a shared target: summed in order
             detail::gemm(g.host(), detail::batch_entry(gy, i),
                          detail::batch_entry(B, i).transposed(), t, acc || i > 0 ? T(1) : T(0));
-        }
-        if (g.needs(1)) { // dB = A^T @ dC
-          auto [t, acc] = g.target(1);
+        };
+        auto const db = [&] { // dB = A^T @ dC
+          auto const &[t, acc] = tb;
           if (batch == 0 && !acc)
             t.assign_raw(tensor<T>::zeros(shape{}, t.dev()));
           if (rb == 3)
@@ -429,6 +418,16 @@ template <class T> var<T> matmul_var(var<T> const &a, var<T> const &b) {
           for (index_t i = 0; rb == 2 && i < batch; ++i)
             detail::gemm(g.host(), detail::batch_entry(A, i).transposed(),
                          detail::batch_entry(gy, i), t, acc || i > 0 ? T(1) : T(0));
+        };
+        if (std::is_floating_point_v<T> && ra == 2 && rb == 2 && g.needs(0) && g.needs(1) &&
+            ta.first.dev().is_host() && tb.first.dev().is_host() &&
+            !overlaps(ta.first.cview(), tb.first.cview())) {
+          detail::side_by_side(g.host(), da, db);
+        } else {
+          if (g.needs(0))
+            da();
+          if (g.needs(1))
+            db();
         }
       },
       a, b);
