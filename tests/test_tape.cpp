@@ -279,6 +279,18 @@ TEST_CASE("index_select and index_add over rows contiguous after the axis: value
       {random_tensor({5, 40}, 77)});
   check_gradients_at([sel](auto const &u) { return dc::index_add(u[0], 1, sel, u[1]); }, {x3, src},
                      {0, 17, 599, 600, 1811, 2400, 4000, 7199});
+  // Broadcast operands (stride 0 along the outer dimension): a lookup in a broadcast matrix, and
+  // a broadcast source added onto the rows.
+  check_gradients_at(
+      [sel](auto const &u) {
+        return dc::index_select(dc::broadcast_to(u[0], dc::shape{3, 4, 600}), 1, sel);
+      },
+      {random_tensor({1, 4, 600}, 78)}, {0, 599, 600, 1234, 2399});
+  check_gradients_at(
+      [sel](auto const &u) {
+        return dc::index_add(u[0], 1, sel, dc::broadcast_to(u[1], dc::shape{3, 6, 600}));
+      },
+      {x3, random_tensor({1, 6, 600}, 79)}, {0, 600, 1799, 3599});
 }
 
 // matmul's backward runs its two gemms side by side (dualcast::detail::side_by_side) where the
